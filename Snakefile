@@ -1,0 +1,27 @@
+# scalestudy: an HPC scaling study as one Snakemake workflow.
+# Edit config/sweep.yaml; run `snakemake --profile profiles/<site>`; then `... report`.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+# A sweep given on the command line (--configfile, or a profile's configfiles)
+# replaces the shipped example instead of being merged into it.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/sweep.yaml"
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/litgpt.smk"
+include: "workflow/rules/analyze.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        REPORT_HTML,

@@ -1,0 +1,77 @@
+# Points, paths and input functions shared by every rule. Logic lives in the
+# scalestudy package; this file only turns it into Snakemake terms.
+import json
+import re
+import sys
+from pathlib import Path
+
+from snakemake.utils import validate
+
+sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
+
+from scalestudy import clusters, sweep  # noqa: E402
+from scalestudy.apps import APPS  # noqa: E402
+from scalestudy.plots import PLOT_KINDS  # noqa: E402
+
+
+def load_sweep(raw_config):
+    """Every problem in the sweep is one line naming its key; nothing runs."""
+    try:
+        loaded = sweep.load(raw_config)
+        cluster = clusters.load(raw_config.get("cluster", "local"))
+    except sweep.SweepError as error:
+        for problem in error.problems:
+            print(f"sweep error: {problem}", file=sys.stderr)
+        sys.exit(1)
+    # The schema once more through Snakemake, which also fills its defaults.
+    cleaned = sweep.drop_nulls(dict(raw_config))
+    validate(cleaned, str(sweep.SCHEMA_PATH))
+    return loaded, cluster
+
+
+SWEEP, CLUSTER = load_sweep(config)
+RESULTS = config.get("results_dir", "results")
+STUDIES = list(SWEEP.studies)
+POINTS = {(p.study, p.id): p for p in SWEEP.points}
+REPORT_HTML = f"{RESULTS}/report/index.html"
+RUN_DIR = f"{RESULTS}/{{study}}/runs/{{point}}"
+
+
+wildcard_constraints:
+    study="[^/]+",
+
+
+def point_of(wildcards):
+    return POINTS[(wildcards.study, wildcards.point)]
+
+
+def study_pattern(app):
+    """Wildcard constraint: only the studies of `app` match that app's run rule."""
+    names = SWEEP.studies_of_app(app)
+    return "|".join(map(re.escape, names)) if names else "(?!)"
+
+
+def app_inputs(wildcards):
+    point = point_of(wildcards)
+    return APPS[point.app].inputs(point)
+
+
+def point_spec(wildcards):
+    """Everything that defines a point: a change here reruns it (rerun-trigger params)."""
+    point = point_of(wildcards)
+    return json.dumps(
+        {
+            "params": dict(point.params),
+            "mpi_flags": dict(point.mpi_flags),
+            "nccl_env": dict(point.nccl_env),
+        },
+        sort_keys=True,
+    )
+
+
+def run_metrics(wildcards):
+    return [f"{RESULTS}/{p.study}/runs/{p.id}/metrics.json" for p in SWEEP.points_of(wildcards.study)]
+
+
+def walltime_minutes(wildcards):
+    return max(1, -(-point_of(wildcards).walltime_seconds // 60))

@@ -1,0 +1,46 @@
+# LitGPT fine-tuning: one job per point, and (local study only) the offline
+# stand-ins for Llama-2-7b and its data.
+
+
+rule litgpt_tiny_assets:
+    output:
+        weights=f"{RESULTS}/assets/litgpt-tiny/checkpoint/lit_model.pth",
+        config=f"{RESULTS}/assets/litgpt-tiny/checkpoint/model_config.yaml",
+        tokenizer=f"{RESULTS}/assets/litgpt-tiny/checkpoint/tokenizer.json",
+        tokenizer_config=f"{RESULTS}/assets/litgpt-tiny/checkpoint/tokenizer_config.json",
+        data=f"{RESULTS}/assets/litgpt-tiny/alpaca.json",
+    params:
+        shape=config.get("assets", {}).get("litgpt_tiny", {}),
+    log:
+        f"{RESULTS}/assets/litgpt-tiny/make.log",
+    localrule: True
+    run:
+        from scalestudy.apps.litgpt_assets import make_tiny_assets_from_config
+
+        make_tiny_assets_from_config(output, params.shape, log[0])
+
+
+rule run_litgpt:
+    input:
+        app_inputs,
+    output:
+        metrics=f"{RUN_DIR}/metrics.json",
+        launch=f"{RUN_DIR}/launch.sh",
+    log:
+        f"{RUN_DIR}/stdout.log",
+    params:
+        spec=point_spec,
+    wildcard_constraints:
+        study=study_pattern("litgpt"),
+    threads: lambda wildcards: point_of(wildcards).ranks * point_of(wildcards).threads_per_rank
+    resources:
+        nodes=lambda wildcards: point_of(wildcards).nodes,
+        ranks_per_node=lambda wildcards: point_of(wildcards).ranks_per_node,
+        gpus_per_node=lambda wildcards: point_of(wildcards).gpus_per_node,
+        runtime=walltime_minutes,
+        # One point at a time per machine when measuring locally (profile sets the limit).
+        measurement_slot=1,
+    run:
+        from scalestudy.runner import run_point
+
+        run_point(point_of(wildcards), Path(output.metrics).parent, CLUSTER)

@@ -1,0 +1,184 @@
+"""LitGPT fine-tuning (full and LoRA) through the stock `litgpt` CLI under mpirun."""
+
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..sweep import Point
+from .base import App, Metric, Param, ParseError
+from .litgpt_entry import PEAK_RSS_PREFIX
+
+# LitGPT 0.5 end-of-training block.
+TRAINING_TIME = re.compile(r"^\|\s*-\s*Training Time\s*:\s*([0-9.]+)\s*s\b", re.M)
+TOKENS_PER_S = re.compile(r"^\|\s*-\s*Tok/sec\s*:\s*([0-9.]+)\s*tok/s", re.M)
+MEMORY_USED = re.compile(r"^\|\s*-\s*Memory Used\s*:\s*([0-9.]+)\s*GB", re.M)
+# Older LitGPT: one line per node.
+OLD_TRAINING_TIME = re.compile(r"^Training time:\s*([0-9.]+)\s*s\b", re.M)
+OLD_MEMORY_USED = re.compile(r"^Memory used:\s*([0-9.]+)\s*GB", re.M)
+ITERATION = re.compile(
+    r"iter (\d+) step (\d+) \| loss train: ([0-9.naninf]+).*?\| iter time: ([0-9.]+) ms( \(step\))?"
+)
+PEAK_RSS = re.compile(rf"^{re.escape(PEAK_RSS_PREFIX)} rank (\d+): ([0-9.]+) GB", re.M)
+
+
+def floats(pattern: re.Pattern[str], text: str) -> list[float]:
+    return [float(m) for m in pattern.findall(text)]
+
+
+def step_times_s(log_text: str) -> tuple[list[float], float | None]:
+    """Optimizer-step times from the per-iteration lines, and the last training loss.
+
+    An optimizer step is the run of iterations up to and including the one marked
+    `(step)` (gradient accumulation); its time is the sum of their iteration times.
+    """
+    steps, current, loss = [], 0.0, None
+    for match in ITERATION.finditer(log_text):
+        current += float(match.group(4)) / 1000
+        loss = float(match.group(3))
+        if match.group(5):
+            steps.append(current)
+            current = 0.0
+    return steps, loss
+
+
+def metrics_csv_summary(run_dir: Path) -> dict[str, Any]:
+    files = sorted((run_dir / "litgpt-out" / "logs" / "csv").glob("version_*/metrics.csv"))
+    if not files:
+        return {}
+    with open(files[-1], newline="") as handle:
+        rows = [row for row in csv.DictReader(handle) if row.get("iter")]
+    if not rows:
+        return {}
+    last = rows[-1]
+    summary: dict[str, Any] = {"csv_iterations": len(rows)}
+    if last.get("total_tokens"):
+        summary["csv_total_tokens"] = int(float(last["total_tokens"]))
+    if last.get("loss"):
+        summary["csv_final_loss"] = float(last["loss"])
+    return summary
+
+
+def parse_litgpt(log_text: str, run_dir: Path | None = None) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    times = floats(TRAINING_TIME, log_text)
+    if times:
+        figures["output_format"] = "litgpt-0.5"
+    else:
+        times = floats(OLD_TRAINING_TIME, log_text)
+        figures["output_format"] = "litgpt-legacy"
+    if not times:
+        raise ParseError("no 'Training Time' (or legacy 'Training time:') line in the output")
+    # Multi-node runs of older LitGPT print one line per node: the job lasts as long as the slowest.
+    figures["training_time_s"] = max(times)
+    figures["training_time_reports"] = len(times)
+    rates = floats(TOKENS_PER_S, log_text)
+    if rates:
+        figures["tokens_per_s"] = rates[-1]
+    memory = floats(MEMORY_USED, log_text) or floats(OLD_MEMORY_USED, log_text)
+    if memory:
+        figures["gpu_memory_gb"] = max(memory)
+    rss = [float(gb) for _rank, gb in PEAK_RSS.findall(log_text)]
+    if rss:
+        figures["host_memory_peak_gb"] = max(rss)
+    steps, loss = step_times_s(log_text)
+    if steps:
+        figures["optimizer_steps"] = len(steps)
+        # The first step pays for allocation and warm-up; leave it out when there are others.
+        timed = steps[1:] if len(steps) > 1 else steps
+        figures["step_time_s"] = sum(timed) / len(timed)
+    if loss is not None:
+        figures["final_loss"] = loss
+    if run_dir is not None:
+        figures.update(metrics_csv_summary(run_dir))
+    return figures
+
+
+class LitGPT(App):
+    name = "litgpt"
+    primary_metric = "training_time_s"
+    metrics = (
+        Metric("training_time_s", "training time", "s", "time"),
+        Metric("tokens_per_s", "throughput", "tok/s", "rate"),
+        Metric("step_time_s", "mean optimizer-step time (first step excluded)", "s", "time"),
+        Metric("gpu_memory_gb", "peak GPU memory (CUDA max allocated)", "GB", "size"),
+        Metric("host_memory_peak_gb", "peak host memory per rank (max RSS)", "GB", "size"),
+    )
+    params = {
+        "method": Param(str, required=True, choices=("full", "lora"), help="finetune_full or finetune_lora"),
+        "checkpoint_dir": Param(str, required=True, help="LitGPT checkpoint directory (e.g. Llama-2-7b-hf)"),
+        "data_path": Param(str, required=True, help="Alpaca-style JSON file"),
+        "max_steps": Param(int, required=True, minimum=1, help="optimizer steps per run"),
+        "global_batch_size": Param(int, required=True, minimum=1, help="samples per optimizer step, all ranks"),
+        "micro_batch_size": Param(int, required=True, minimum=1, help="samples per rank per iteration"),
+        "precision": Param(str, choices=("32-true", "bf16-true", "bf16-mixed", "16-true", "16-mixed")),
+        "lr_warmup_steps": Param(int, minimum=0),
+        "max_seq_length": Param(int, minimum=1),
+        "val_split_fraction": Param((int, float), minimum=0.0),
+        "data_workers": Param(int, minimum=0, help="DataLoader worker processes per rank"),
+        "seed": Param(int),
+        "keep_checkpoint": Param(bool, help="keep the fine-tuned weights (a 7B model is ~13 GB per run)"),
+    }
+
+    def preflight(self, point: Point) -> list[str]:
+        gbs, mbs = point.params["global_batch_size"], point.params["micro_batch_size"]
+        if gbs < point.ranks * mbs:
+            return [
+                f"params.global_batch_size: {gbs} is less than ranks x micro_batch_size = "
+                f"{point.ranks} x {mbs} = {point.ranks * mbs} at nodes={point.nodes}, "
+                f"{'gpus' if point.gpus_per_node else 'ranks'}_per_node={point.ranks_per_node}; "
+                "LitGPT stops before training"
+            ]
+        return []
+
+    def inputs(self, point: Point) -> list[str]:
+        return [str(Path(point.params["checkpoint_dir"]) / "lit_model.pth"), str(point.params["data_path"])]
+
+    def rank_command(self, point: Point, run_dir: Path) -> list[str]:
+        p = point.params
+        command = [
+            sys.executable, "-m", "scalestudy.apps.litgpt_entry", f"finetune_{p['method']}",
+            # Absolute: a relative path that fails LitGPT's check is taken for a hub id and downloaded.
+            str(Path(p["checkpoint_dir"]).resolve()),
+            "--devices", str(point.ranks_per_node),
+            "--num_nodes", str(point.nodes),
+            "--out_dir", str((run_dir / "litgpt-out").resolve()),
+            "--data", "JSON",
+            "--data.json_path", str(Path(p["data_path"]).resolve()),
+            "--data.val_split_fraction", str(p.get("val_split_fraction", 0.05)),
+            "--data.num_workers", str(p.get("data_workers", 0)),
+            "--train.max_steps", str(p["max_steps"]),
+            "--train.global_batch_size", str(p["global_batch_size"]),
+            "--train.micro_batch_size", str(p["micro_batch_size"]),
+            "--train.log_interval", "1",
+            # Only training is timed: no checkpoints mid-run, no validation passes.
+            "--train.save_interval", str(10**9),
+            "--eval.interval", str(10**9),
+            "--eval.initial_validation", "false",
+            "--eval.final_validation", "false",
+            "--logger_name", "csv",
+        ]
+        optional = {
+            "precision": "--precision",
+            "lr_warmup_steps": "--train.lr_warmup_steps",
+            "max_seq_length": "--train.max_seq_length",
+            "seed": "--seed",
+        }
+        for key, flag in optional.items():
+            if key in p:
+                command += [flag, str(p[key])]
+        return command
+
+    def rank_env(self, point: Point) -> dict[str, str]:
+        return {**super().rank_env(point), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+    def parse(self, log_text: str, run_dir: Path) -> dict[str, Any]:
+        return parse_litgpt(log_text, run_dir)
+
+    def cleanup(self, point: Point, run_dir: Path) -> None:
+        if not point.params.get("keep_checkpoint", False):
+            shutil.rmtree(run_dir / "litgpt-out" / "final", ignore_errors=True)

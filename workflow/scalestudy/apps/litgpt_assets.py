@@ -1,0 +1,139 @@
+"""Offline, deterministic stand-ins for Llama-2-7b and its fine-tuning data.
+
+The local study must rehearse the cluster study without downloading anything,
+so this module makes, from a seed alone:
+
+- an Alpaca-style JSON dataset (instruction / input / output records),
+- a byte-level BPE tokenizer trained on that dataset,
+- a Llama-2-shaped LitGPT checkpoint (same block structure as Llama-2-7b:
+  RMSNorm, SwiGLU MLP, rotary embeddings) with random weights, small enough
+  to train on a CPU in seconds.
+
+Running it twice with the same arguments gives byte-identical dataset and
+tokenizer files and identical weights.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+WORDS = (
+    "node rank core socket cache memory network switch packet queue job batch "
+    "step token layer weight gradient tensor kernel thread process message "
+    "barrier reduce gather scatter broadcast latency bandwidth throughput"
+).split()
+
+SPECIAL_TOKENS = ["<unk>", "<s>", "</s>"]
+
+
+@dataclass(frozen=True)
+class TinyModelShape:
+    """The knobs of the stand-in model; defaults follow FACTS.md (2 layers, 4 heads, 64 wide)."""
+
+    n_layer: int = 2
+    n_head: int = 4
+    n_embd: int = 64
+    vocab_size: int = 1024
+    block_size: int = 256
+    intermediate_size: int = 172
+
+
+def alpaca_records(samples: int, seed: int) -> list[dict[str, str]]:
+    """Small instruction-following tasks whose answers are computable (so loss can fall)."""
+    rng = random.Random(seed)
+    records = []
+    for i in range(samples):
+        kind = i % 3
+        if kind == 0:
+            a, b = rng.randint(0, 999), rng.randint(0, 999)
+            records.append({"instruction": "Add the two numbers.", "input": f"{a} {b}", "output": str(a + b)})
+        elif kind == 1:
+            words = rng.sample(WORDS, k=rng.randint(3, 7))
+            records.append(
+                {"instruction": "Reverse the order of the words.", "input": " ".join(words),
+                 "output": " ".join(reversed(words))}
+            )
+        else:
+            word = rng.choice(WORDS)
+            records.append({"instruction": f"Spell the word {word} with dashes.", "input": "",
+                            "output": "-".join(word)})
+    return records
+
+
+def write_dataset(path: Path, samples: int, seed: int) -> list[dict[str, str]]:
+    records = alpaca_records(samples, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+    return records
+
+
+def train_tokenizer(records: list[dict[str, str]], vocab_size: int, checkpoint_dir: Path) -> None:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    # Include the Alpaca prompt template's words so prompts tokenize compactly.
+    template = "Below is an instruction that describes a task. Write a response that appropriately completes the request."
+    texts = [template] + [" ".join(r.values()) for r in records]
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    tokenizer.save(str(checkpoint_dir / "tokenizer.json"))
+    tokenizer_config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": "<s>",
+        "eos_token": "</s>",
+        "unk_token": "<unk>",
+        "add_bos_token": True,
+    }
+    (checkpoint_dir / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=1) + "\n")
+
+
+def write_checkpoint(checkpoint_dir: Path, shape: TinyModelShape, seed: int) -> None:
+    import torch
+    from litgpt.config import Config
+    from litgpt.model import GPT
+    from litgpt.utils import save_config
+
+    # Start from the real Llama-2-7b config so every architectural choice but size matches.
+    config = Config.from_name(
+        "Llama-2-7b-hf",
+        n_layer=shape.n_layer,
+        n_head=shape.n_head,
+        n_query_groups=shape.n_head,
+        n_embd=shape.n_embd,
+        vocab_size=shape.vocab_size,
+        padded_vocab_size=shape.vocab_size,
+        intermediate_size=shape.intermediate_size,
+        block_size=shape.block_size,
+    )
+    torch.manual_seed(seed)
+    model = GPT(config)
+    torch.save(model.state_dict(), checkpoint_dir / "lit_model.pth")
+    save_config(config, checkpoint_dir)
+
+
+def make_tiny_assets(checkpoint_dir: Path, data_path: Path, samples: int = 600, seed: int = 0,
+                     shape: TinyModelShape = TinyModelShape()) -> None:
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    records = write_dataset(data_path, samples, seed)
+    train_tokenizer(records, shape.vocab_size, checkpoint_dir)
+    write_checkpoint(checkpoint_dir, shape, seed)
+
+
+def make_tiny_assets_from_config(output, settings: dict, log_path: str) -> None:
+    """The asset rule's entry: `output` has .weights and .data; `settings` comes from config assets.litgpt_tiny."""
+    settings = dict(settings)
+    samples = int(settings.pop("samples", 600))
+    seed = int(settings.pop("seed", 0))
+    shape = TinyModelShape(**{k: int(v) for k, v in settings.items()})
+    make_tiny_assets(Path(output.weights).parent, Path(output.data), samples=samples, seed=seed, shape=shape)
+    Path(log_path).write_text(f"tiny Llama-2-shaped assets: {shape}, samples={samples}, seed={seed}\n")
