@@ -51,4 +51,8 @@ def mpirun_command(
 
 
 def launch_script(argv: list[str]) -> str:
-    return "#!/usr/bin/env bash\n# Written by scalestudy: the exact command this point ran.\nexec " + shlex.join(argv) + "\n"
+    return (
+        "#!/usr/bin/env bash\n# Written by scalestudy: the exact command this point ran.\nexec "
+        + shlex.join(argv)
+        + "\n"
+    )

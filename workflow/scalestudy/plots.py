@@ -63,10 +63,10 @@ def plot_study(scaling: pd.DataFrame, study: str, out: dict[str, Path]) -> None:
         ax.errorbar(rows["ranks"], rows["mean"], yerr=rows["std"].fillna(0), marker="o", capsize=4, label=variant)
     failed = table[table["n"] == 0]
     if not failed.empty:
-        ax.scatter(failed["ranks"], [ok["mean"].min()] * len(failed), marker="x", color="red", s=80,
-                   label="no successful run")
-    finish(ax, fig, out["metric"], f"{study}: {label} vs ranks",
-           f"mean ± 1 std; {note}", label)
+        ax.scatter(
+            failed["ranks"], [ok["mean"].min()] * len(failed), marker="x", color="red", s=80, label="no successful run"
+        )
+    finish(ax, fig, out["metric"], f"{study}: {label} vs ranks", f"mean ± 1 std; {note}", label)
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     column, name = ("scaled_speedup", "scaled speedup") if weak else ("speedup", "speedup")
@@ -78,8 +78,9 @@ def plot_study(scaling: pd.DataFrame, study: str, out: dict[str, Path]) -> None:
     finish(ax, fig, out["speedup"], f"{study}: {name} vs ranks", f"{definition}; {note}", name)
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    column, name = ("weak_efficiency", "weak-scaling efficiency") if weak else (
-        "parallel_efficiency", "parallel efficiency")
+    column, name = (
+        ("weak_efficiency", "weak-scaling efficiency") if weak else ("parallel_efficiency", "parallel efficiency")
+    )
     sns.lineplot(data=ok, x="ranks", y=column, hue="variant", marker="o", ax=ax)
     ax.axhline(1.0, color="k", linestyle="--", label="ideal")
     ax.set_ylim(bottom=0)

@@ -42,17 +42,29 @@ def mean_cell(row) -> str:
 def scaling_table(table: pd.DataFrame) -> str:
     weak = (table["scaling"] == "weak").any()
     headers = ["variant", "nodes", "ranks/node", "p (ranks)", "mean ± std (n)", "failed runs"]
-    headers += ["scaled speedup", "weak efficiency"] if weak else [
-        "speedup S(p)", "parallel efficiency S·p0/p", "Karp–Flatt e(p)"]
+    headers += (
+        ["scaled speedup", "weak efficiency"]
+        if weak
+        else ["speedup S(p)", "parallel efficiency S·p0/p", "Karp–Flatt e(p)"]
+    )
     lines = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in headers) + "</tr>"]
     for _, row in table.iterrows():
-        cells = [html.escape(str(row["variant"])), fmt(row["nodes"]), fmt(row["ranks_per_node"]),
-                 fmt(row["ranks"]), mean_cell(row), fmt(row["n_failed"])]
+        cells = [
+            html.escape(str(row["variant"])),
+            fmt(row["nodes"]),
+            fmt(row["ranks_per_node"]),
+            fmt(row["ranks"]),
+            mean_cell(row),
+            fmt(row["n_failed"]),
+        ]
         if weak:
             cells += [fmt(row.get("scaled_speedup")), fmt(row.get("weak_efficiency"))]
         else:
-            cells += [fmt(row.get("speedup")), fmt(row.get("parallel_efficiency")),
-                      fmt(row.get("karp_flatt_serial_fraction"))]
+            cells += [
+                fmt(row.get("speedup")),
+                fmt(row.get("parallel_efficiency")),
+                fmt(row.get("karp_flatt_serial_fraction")),
+            ]
         lines.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return "\n".join(lines + ["</table>"])
 
@@ -79,8 +91,11 @@ def summary_sentence(study: str, table: pd.DataFrame) -> str:
 
 
 def runs_table(runs: pd.DataFrame, metrics: list[str]) -> str:
-    columns = ["point", "status", "reason"] + [m for m in metrics if m in runs.columns] + [
-        c for c in ("walltime_used_s", "service_units") if c in runs.columns]
+    columns = (
+        ["point", "status", "reason"]
+        + [m for m in metrics if m in runs.columns]
+        + [c for c in ("walltime_used_s", "service_units") if c in runs.columns]
+    )
     frame = runs[[c for c in columns if c in runs.columns]].copy()
     return frame.to_html(index=False, na_rep="–", float_format=lambda v: f"{v:.4g}", border=0)
 
@@ -90,8 +105,9 @@ def image_tag(path: Path) -> str:
     return f'<img alt="{html.escape(Path(path).name)}" src="data:image/png;base64,{data}">'
 
 
-def build(runs: Mapping[str, pd.DataFrame], scaling: Mapping[str, pd.DataFrame],
-          plots: Mapping[str, list[Path]], out: Path) -> None:
+def build(
+    runs: Mapping[str, pd.DataFrame], scaling: Mapping[str, pd.DataFrame], plots: Mapping[str, list[Path]], out: Path
+) -> None:
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>scalestudy report</title>",
         f"<style>{STYLE}</style></head><body>",
@@ -126,8 +142,10 @@ def build(runs: Mapping[str, pd.DataFrame], scaling: Mapping[str, pd.DataFrame],
         failed = study_runs[study_runs["status"] != "ok"] if not study_runs.empty else study_runs
         if not failed.empty:
             parts.append(f"<h3 class='failed'>Failed runs ({len(failed)})</h3><ul>")
-            parts += [f"<li><code>{html.escape(str(r.point))}</code>: {html.escape(str(r.reason))}</li>"
-                      for r in failed.itertuples()]
+            parts += [
+                f"<li><code>{html.escape(str(r.point))}</code>: {html.escape(str(r.reason))}</li>"
+                for r in failed.itertuples()
+            ]
             parts.append("</ul>")
         parts.append("<details><summary>All runs</summary>")
         parts.append(runs_table(study_runs, metric_names) if not study_runs.empty else "")
@@ -137,8 +155,9 @@ def build(runs: Mapping[str, pd.DataFrame], scaling: Mapping[str, pd.DataFrame],
     out.write_text("\n".join(parts), encoding="utf-8")
 
 
-def build_from_files(studies: list[str], runs_csv: list[str], scaling_csv: list[str], plot_pngs: list[str],
-                     out: str | Path) -> None:
+def build_from_files(
+    studies: list[str], runs_csv: list[str], scaling_csv: list[str], plot_pngs: list[str], out: str | Path
+) -> None:
     """The report rule's entry: files in, one page out (inputs are ordered as `studies`)."""
     runs = dict(zip(studies, map(read_table, runs_csv), strict=True))
     scaling = dict(zip(studies, map(read_table, scaling_csv), strict=True))

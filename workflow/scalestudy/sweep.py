@@ -174,7 +174,9 @@ def schema_problems(config: Mapping[str, Any]) -> list[str]:
     for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
         where = key_path(error.absolute_path)
         if error.validator == "pattern" and error.absolute_path:
-            message = f"{error.instance!r} is not allowed; use letters, digits, '.', '_' or '-' ({error.validator_value})"
+            message = (
+                f"{error.instance!r} is not allowed; use letters, digits, '.', '_' or '-' ({error.validator_value})"
+            )
         elif error.validator == "propertyNames":
             message = f"name {error.instance!r} is not allowed: {error.message}"
         else:

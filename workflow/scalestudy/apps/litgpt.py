@@ -20,9 +20,7 @@ MEMORY_USED = re.compile(r"^\|\s*-\s*Memory Used\s*:\s*([0-9.]+)\s*GB", re.M)
 # Older LitGPT: one line per node.
 OLD_TRAINING_TIME = re.compile(r"^Training time:\s*([0-9.]+)\s*s\b", re.M)
 OLD_MEMORY_USED = re.compile(r"^Memory used:\s*([0-9.]+)\s*GB", re.M)
-ITERATION = re.compile(
-    r"iter (\d+) step (\d+) \| loss train: ([0-9.naninf]+).*?\| iter time: ([0-9.]+) ms( \(step\))?"
-)
+ITERATION = re.compile(r"iter (\d+) step (\d+) \| loss train: ([0-9.naninf]+).*?\| iter time: ([0-9.]+) ms( \(step\))?")
 PEAK_RSS = re.compile(rf"^{re.escape(PEAK_RSS_PREFIX)} rank (\d+): ([0-9.]+) GB", re.M)
 
 
@@ -141,26 +139,45 @@ class LitGPT(App):
     def rank_command(self, point: Point, run_dir: Path) -> list[str]:
         p = point.params
         command = [
-            sys.executable, "-m", "scalestudy.apps.litgpt_entry", f"finetune_{p['method']}",
+            sys.executable,
+            "-m",
+            "scalestudy.apps.litgpt_entry",
+            f"finetune_{p['method']}",
             # Absolute: a relative path that fails LitGPT's check is taken for a hub id and downloaded.
             str(Path(p["checkpoint_dir"]).resolve()),
-            "--devices", str(point.ranks_per_node),
-            "--num_nodes", str(point.nodes),
-            "--out_dir", str((run_dir / "litgpt-out").resolve()),
-            "--data", "JSON",
-            "--data.json_path", str(Path(p["data_path"]).resolve()),
-            "--data.val_split_fraction", str(p.get("val_split_fraction", 0.05)),
-            "--data.num_workers", str(p.get("data_workers", 0)),
-            "--train.max_steps", str(p["max_steps"]),
-            "--train.global_batch_size", str(p["global_batch_size"]),
-            "--train.micro_batch_size", str(p["micro_batch_size"]),
-            "--train.log_interval", "1",
+            "--devices",
+            str(point.ranks_per_node),
+            "--num_nodes",
+            str(point.nodes),
+            "--out_dir",
+            str((run_dir / "litgpt-out").resolve()),
+            "--data",
+            "JSON",
+            "--data.json_path",
+            str(Path(p["data_path"]).resolve()),
+            "--data.val_split_fraction",
+            str(p.get("val_split_fraction", 0.05)),
+            "--data.num_workers",
+            str(p.get("data_workers", 0)),
+            "--train.max_steps",
+            str(p["max_steps"]),
+            "--train.global_batch_size",
+            str(p["global_batch_size"]),
+            "--train.micro_batch_size",
+            str(p["micro_batch_size"]),
+            "--train.log_interval",
+            "1",
             # Only training is timed: no checkpoints mid-run, no validation passes.
-            "--train.save_interval", str(10**9),
-            "--eval.interval", str(10**9),
-            "--eval.initial_validation", "false",
-            "--eval.final_validation", "false",
-            "--logger_name", "csv",
+            "--train.save_interval",
+            str(10**9),
+            "--eval.interval",
+            str(10**9),
+            "--eval.initial_validation",
+            "false",
+            "--eval.final_validation",
+            "false",
+            "--logger_name",
+            "csv",
         ]
         optional = {
             "precision": "--precision",

@@ -53,13 +53,17 @@ def alpaca_records(samples: int, seed: int) -> list[dict[str, str]]:
         elif kind == 1:
             words = rng.sample(WORDS, k=rng.randint(3, 7))
             records.append(
-                {"instruction": "Reverse the order of the words.", "input": " ".join(words),
-                 "output": " ".join(reversed(words))}
+                {
+                    "instruction": "Reverse the order of the words.",
+                    "input": " ".join(words),
+                    "output": " ".join(reversed(words)),
+                }
             )
         else:
             word = rng.choice(WORDS)
-            records.append({"instruction": f"Spell the word {word} with dashes.", "input": "",
-                            "output": "-".join(word)})
+            records.append(
+                {"instruction": f"Spell the word {word} with dashes.", "input": "", "output": "-".join(word)}
+            )
     return records
 
 
@@ -83,7 +87,9 @@ def train_tokenizer(records: list[dict[str, str]], vocab_size: int, checkpoint_d
         show_progress=False,
     )
     # Include the Alpaca prompt template's words so prompts tokenize compactly.
-    template = "Below is an instruction that describes a task. Write a response that appropriately completes the request."
+    template = (
+        "Below is an instruction that describes a task. Write a response that appropriately completes the request."
+    )
     texts = [template] + [" ".join(r.values()) for r in records]
     tokenizer.train_from_iterator(texts, trainer=trainer)
     tokenizer.save(str(checkpoint_dir / "tokenizer.json"))
@@ -121,8 +127,9 @@ def write_checkpoint(checkpoint_dir: Path, shape: TinyModelShape, seed: int) -> 
     save_config(config, checkpoint_dir)
 
 
-def make_tiny_assets(checkpoint_dir: Path, data_path: Path, samples: int = 600, seed: int = 0,
-                     shape: TinyModelShape = TinyModelShape()) -> None:
+def make_tiny_assets(
+    checkpoint_dir: Path, data_path: Path, samples: int = 600, seed: int = 0, shape: TinyModelShape = TinyModelShape()
+) -> None:
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     records = write_dataset(data_path, samples, seed)
     train_tokenizer(records, shape.vocab_size, checkpoint_dir)

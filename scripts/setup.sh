@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Make .venv/ with everything scalestudy needs (Python >= 3.11, Open MPI from pip,
+# PyTorch, LitGPT, Snakemake). Reruns are quick: it reinstalls only when a
+# requirements file changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "scalestudy: needs Python >= 3.11 (set PYTHON=/path/to/python3.11)" >&2
+    exit 1
+fi
+if [ ! -x .venv/bin/python ]; then
+    if ! "$PYTHON" -m venv .venv 2>/dev/null; then
+        # Debian and Ubuntu ship venv separately.
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+            apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
+            rm -rf .venv && "$PYTHON" -m venv .venv
+        else
+            echo "scalestudy: '$PYTHON -m venv' failed; install your distribution's python3-venv" >&2
+            exit 1
+        fi
+    fi
+fi
+
+stamp=.venv/.scalestudy-installed
+want=$(cat requirements.txt requirements-dev.txt constraints.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    # PyTorch first, alone: a dependency asking for "torch" before it would pull the newest
+    # (CUDA) build. TORCH_INDEX_URL may name PyTorch's CPU-only wheel index.
+    .venv/bin/pip install -q ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==2.13.0"
+    .venv/bin/pip install -q -r requirements.txt -r requirements-dev.txt -c constraints.txt
+    .venv/bin/pip install -q --no-deps -e .
+    echo "$want" > "$stamp"
+fi

@@ -1,0 +1,114 @@
+"""The real thing: snakemake --profile profiles/local on a tiny study, with real
+mpirun and real LitGPT training, including a point whose MPI flags break it."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+pytestmark = pytest.mark.e2e
+
+
+def snakemake(repo: Path, workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    configs = [str(repo / "config/sweep.yaml"), str(repo / "config/local.yaml"), str(workdir / "tiny.yaml")]
+    command = [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "--directory", str(workdir),
+               "--profile", str(repo / "profiles/local"), "--configfile", *configs, *args]  # fmt: skip
+    return subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=1200)
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory, request):
+    repo = Path(request.config.rootpath)
+    workdir = tmp_path_factory.mktemp("study")
+    assets = workdir / "results/assets/litgpt-tiny"
+    tiny_params = {"checkpoint_dir": str(assets / "checkpoint"), "data_path": str(assets / "alpaca.json"),
+                   "max_steps": 3, "global_batch_size": 8, "micro_batch_size": 2}  # fmt: skip
+    overlay = {
+        "results_dir": str(workdir / "results"),
+        "assets": {
+            "litgpt_tiny": {
+                "n_layer": 2,
+                "n_head": 4,
+                "n_embd": 64,
+                "intermediate_size": 172,
+                "vocab_size": 512,
+                "block_size": 128,
+                "samples": 120,
+            }
+        },  # fmt: skip
+        # An include list naming a component that does not exist: Open MPI aborts at MPI_Init.
+        "mpi_flag_sets": {"broken": {"btl": "nosuchcomponent"}},
+        "studies": {
+            "litgpt-full": {"repeats": 1, "params": tiny_params},
+            "litgpt-lora": {"repeats": 1, "params": tiny_params, "mpi_flags": ["default", "broken"]},
+        },
+    }
+    (workdir / "tiny.yaml").write_text(yaml.safe_dump(overlay))
+    dry = snakemake(repo, workdir, "-n")
+    run = snakemake(repo, workdir)
+    again = snakemake(repo, workdir, "-n")
+    return {"repo": repo, "dir": workdir, "results": workdir / "results", "dry": dry, "run": run, "again": again}
+
+
+def test_dry_run_lists_one_job_per_point(study):
+    assert study["dry"].returncode == 0, study["dry"].stderr
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", study["dry"].stdout + study["dry"].stderr, re.M))
+    # full: 1 node x {1, 2} ranks; lora: the same x {default, broken}
+    assert counts["run_litgpt"] == "6"
+    assert counts["litgpt_tiny_assets"] == "1"
+
+
+def test_run_completes_and_every_point_has_metrics(study):
+    assert study["run"].returncode == 0, study["run"].stderr[-3000:]
+    metrics = sorted(study["results"].glob("*/runs/**/metrics.json"))
+    assert len(metrics) == 6
+    for path in metrics:
+        data = json.loads(path.read_text())
+        assert (path.parent / "launch.sh").is_file() and (path.parent / "stdout.log").is_file()
+        if "mpi-broken" in str(path):
+            assert data["status"] == "failed"
+            # 1 rank: mpirun exits; 2 ranks: Open MPI 5 can hang after MPI_Init fails, and is killed.
+            assert data["reason"].startswith(("app exited with code", "MPI job hung after a fatal error"))
+            assert data["resources"]["walltime_used_s"] < 120
+        else:
+            assert data["status"] == "ok", data["reason"]
+            assert data["figures"]["training_time_s"] > 0
+            assert data["figures"]["tokens_per_s"] > 0
+            assert data["figures"]["optimizer_steps"] == 3
+
+
+def test_two_ranks_really_ran_under_mpi(study):
+    log = next(study["results"].glob("litgpt-full/runs/nodes1-rpn2/**/stdout.log")).read_text()
+    # One peak-memory line per rank: both ranks ran the training, not two separate jobs of one.
+    assert re.findall(r"peak host memory rank (\d)", log) in (["0", "1"], ["1", "0"])
+    assert "Training Time" in log
+
+
+def test_tables_and_report(study):
+    results = study["results"]
+    runs = pd.read_csv(results / "litgpt-lora/runs.csv")
+    assert sorted(runs["status"]) == ["failed", "failed", "ok", "ok"]
+    scaling = pd.read_csv(results / "litgpt-full/scaling.csv")
+    at_two = scaling[(scaling["metric"] == "training_time_s") & (scaling["ranks"] == 2)].iloc[0]
+    assert at_two["speedup"] > 0 and at_two["parallel_efficiency"] == pytest.approx(at_two["speedup"] / 2)
+    page = (results / "report/index.html").read_text()
+    assert page.count("data:image/png;base64,") == 6
+    assert "parallel efficiency" in page and "Failed runs (2)" in page
+    assert len(list((results / "report/plots").glob("*.png"))) == 6
+
+
+def test_finished_points_are_never_rerun(study):
+    assert study["again"].returncode == 0
+    assert "Nothing to be done" in study["again"].stdout + study["again"].stderr
+
+
+def test_snakemake_report_builds(study):
+    out = study["dir"] / "snakemake-report.html"
+    result = snakemake(study["repo"], study["dir"], "--report", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert out.stat().st_size > 10_000

@@ -1,0 +1,104 @@
+"""Launcher command lines: exact arguments, hostile values stay one argument."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+from scalestudy.apps import APPS
+from scalestudy.clusters import MpiLauncher
+from scalestudy.launch import allocated_hosts, launch_script, mpirun_command
+from scalestudy.sweep import Point
+
+HOSTILE = "'; rm -rf ~"
+
+
+def point(**changes):
+    values = dict(
+        study="s",
+        app="litgpt",
+        scaling="strong",
+        nodes=2,
+        ranks_per_node=4,
+        gpus_per_node=4,
+        threads_per_rank=1,
+        mpi_flag_set="hostile",
+        nccl_env_set="no-ib",
+        repeat=1,
+        walltime="00:10:00",
+        params={
+            "method": "full",
+            "checkpoint_dir": "/ckpt",
+            "data_path": "/d.json",
+            "max_steps": 20,
+            "global_batch_size": 16,
+            "micro_batch_size": 2,
+        },
+        mpi_flags={"btl": "^ucx", "coll_hcoll_enable": HOSTILE},
+        nccl_env={"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "$(touch /tmp/pwned)"},
+    )
+    values.update(changes)
+    return Point(**values)
+
+
+def test_mpirun_command_is_exact():
+    argv = mpirun_command(point(), ["python", "app.py"], {"OMP_NUM_THREADS": "1"}, MpiLauncher())
+    assert argv == [
+        "mpirun", "-np", "8", "--map-by", "ppr:4:node",
+        "--mca", "btl", "^ucx", "--mca", "coll_hcoll_enable", HOSTILE,
+        "-x", "OMP_NUM_THREADS=1", "-x", "NCCL_IB_DISABLE=1", "-x", "NCCL_SOCKET_IFNAME=$(touch /tmp/pwned)",
+        "python", "app.py",
+    ]  # fmt: skip
+
+
+def test_site_switches_only_when_the_cluster_file_asks():
+    plain = mpirun_command(point(), ["a"], {}, MpiLauncher())
+    assert "--oversubscribe" not in plain and "--allow-run-as-root" not in plain
+    local = mpirun_command(point(), ["a"], {}, MpiLauncher(oversubscribe=True, allow_run_as_root=True))
+    assert "--oversubscribe" in local and "--allow-run-as-root" in local
+
+
+def test_hosts_come_from_the_pbs_nodefile_once_each(tmp_path):
+    nodefile = tmp_path / "nodefile"
+    nodefile.write_text("gadi-cpu-1\n" * 48 + "gadi-cpu-2\n" * 48 + "gadi-cpu-3\n" * 48)
+    hosts = allocated_hosts({"PBS_NODEFILE": str(nodefile)})
+    assert hosts == ["gadi-cpu-1", "gadi-cpu-2", "gadi-cpu-3"]
+    argv = mpirun_command(point(), ["a"], {}, MpiLauncher(), hosts)
+    assert argv[argv.index("--host") + 1] == "gadi-cpu-1:4,gadi-cpu-2:4"
+    assert allocated_hosts({}) == []
+
+
+def test_threads_per_rank_reserve_cores():
+    argv = mpirun_command(point(threads_per_rank=12), ["a"], {}, MpiLauncher())
+    assert argv[argv.index("--map-by") + 1] == "ppr:4:node:PE=12"
+
+
+def test_launch_script_gives_bash_the_same_arguments(tmp_path):
+    """Run launch.sh with real bash; a stand-in launcher records the argv it received."""
+    recorder = tmp_path / "record-argv"
+    recorder.write_text(
+        textwrap.dedent(f"""\
+        #!{sys.executable}
+        import json, sys
+        open({str(tmp_path / "argv.json")!r}, "w").write(json.dumps(sys.argv[1:]))
+        """)
+    )
+    recorder.chmod(0o755)
+    argv = mpirun_command(point(), ["python", HOSTILE], {}, MpiLauncher(launcher=str(recorder)))
+    script = tmp_path / "launch.sh"
+    script.write_text(launch_script(argv))
+    subprocess.run(["bash", str(script)], check=True, cwd=tmp_path)
+    assert json.loads((tmp_path / "argv.json").read_text()) == argv[1:]
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_litgpt_rank_command(tmp_path):
+    app = APPS["litgpt"]
+    command = app.rank_command(point(), tmp_path)
+    assert command[1:4] == ["-m", "scalestudy.apps.litgpt_entry", "finetune_full"]
+    assert command[4] == "/ckpt"
+    flags = dict(zip(command[5::2], command[6::2], strict=False))
+    assert flags["--devices"] == "4" and flags["--num_nodes"] == "2"
+    assert flags["--train.global_batch_size"] == "16" and flags["--train.micro_batch_size"] == "2"
+    assert flags["--train.max_steps"] == "20"
+    assert app.rank_env(point())["HF_HUB_OFFLINE"] == "1"

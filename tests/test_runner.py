@@ -1,0 +1,91 @@
+"""A failed run is data: every way a point can end leaves metrics.json with a reason."""
+
+import json
+import sys
+import textwrap
+
+from scalestudy import runner
+from scalestudy.clusters import Cluster, MpiLauncher
+from scalestudy.runner import run_point
+from test_launch import point
+
+
+def cluster_with(launcher: str) -> Cluster:
+    return Cluster("test", "none", 2, 0, 8.0, 2.0, MpiLauncher(launcher=launcher))
+
+
+def fake_launcher(tmp_path, body: str):
+    script = tmp_path / "fake-mpirun"
+    script.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body))
+    script.chmod(0o755)
+    return str(script)
+
+
+def metrics_of(run_dir):
+    return json.loads((run_dir / "metrics.json").read_text())
+
+
+def test_non_zero_exit_is_failed_with_the_last_lines(tmp_path):
+    launcher = fake_launcher(tmp_path, "print('rank 1: Out of memory'); raise SystemExit(3)")
+    run_point(point(), tmp_path / "run", cluster_with(launcher))
+    metrics = metrics_of(tmp_path / "run")
+    assert metrics["status"] == "failed" and metrics["exit_code"] == 3
+    assert metrics["reason"] == "app exited with code 3: rank 1: Out of memory"
+    assert (tmp_path / "run" / "launch.sh").read_text().startswith("#!/usr/bin/env bash")
+
+
+def test_walltime_kills_the_run_and_says_so(tmp_path):
+    launcher = fake_launcher(tmp_path, "import time; time.sleep(60)")
+    run_point(point(walltime="00:00:01"), tmp_path / "run", cluster_with(launcher))
+    metrics = metrics_of(tmp_path / "run")
+    assert metrics["status"] == "failed"
+    assert metrics["reason"].startswith("walltime exceeded")
+    assert metrics["resources"]["walltime_used_s"] < 30
+
+
+def test_a_launcher_hung_after_a_fatal_mpi_error_is_killed_early(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "FATAL_GRACE_S", 1.0)
+    launcher = fake_launcher(
+        tmp_path, "import time; print('It looks like MPI_INIT failed for some reason', flush=True); time.sleep(600)"
+    )
+    run_point(point(walltime="00:10:00"), tmp_path / "run", cluster_with(launcher))
+    metrics = metrics_of(tmp_path / "run")
+    assert metrics["status"] == "failed"
+    assert metrics["reason"].startswith("MPI job hung after a fatal error ('MPI_INIT failed')")
+    assert metrics["resources"]["walltime_used_s"] < 30
+
+
+def test_output_without_the_figure_is_unparseable(tmp_path):
+    launcher = fake_launcher(tmp_path, "print('Epoch 1 | iter 1 step 0 | loss train: 7.0, val: n/a | iter time: 1')")
+    run_point(point(), tmp_path / "run", cluster_with(launcher))
+    metrics = metrics_of(tmp_path / "run")
+    assert metrics["status"] == "failed" and metrics["reason"].startswith("unparseable output")
+
+
+def test_parsed_run_is_ok_with_an_estimated_cost(tmp_path, data_dir):
+    log = data_dir / "litgpt-0.5.13-finetune_full-2ranks.log"
+    launcher = fake_launcher(tmp_path, f"print(open({str(log)!r}).read())")
+    run_point(point(), tmp_path / "run", cluster_with(launcher))
+    metrics = metrics_of(tmp_path / "run")
+    assert metrics["status"] == "ok", metrics["reason"]
+    assert metrics["figures"]["training_time_s"] == 16.60
+    resources = metrics["resources"]
+    assert resources["service_units_source"] == "estimated"
+    # 2 SU per core-hour x 2 nodes x 2 cores x the wall time used
+    assert resources["service_units"] == round(2.0 * 4 * resources["walltime_used_s"] / 3600, 4)
+
+
+def test_preflight_refusal_runs_nothing(tmp_path):
+    launcher = fake_launcher(tmp_path, f"open({str(tmp_path / 'ran')!r}, 'w')")
+    params = {**point().params, "global_batch_size": 4}
+    run_point(point(params=params), tmp_path / "run", cluster_with(launcher))
+    metrics = metrics_of(tmp_path / "run")
+    assert metrics["status"] == "failed" and metrics["reason"].startswith("pre-flight refusal")
+    assert "8 x 2 = 16" in metrics["reason"]
+    assert not (tmp_path / "ran").exists()
+
+
+def test_missing_launcher_is_data_too(tmp_path):
+    run_point(point(), tmp_path / "run", cluster_with(str(tmp_path / "no-such-mpirun")))
+    metrics = metrics_of(tmp_path / "run")
+    assert metrics["status"] == "failed" and metrics["exit_code"] == 127

@@ -1,0 +1,154 @@
+"""The sweep file: shape and meaning rejections, expansion, stable ids."""
+
+import copy
+
+import pytest
+from scalestudy import sweep
+from scalestudy.sweep import SweepError
+
+
+def base_config():
+    return {
+        "mpi_flag_sets": {"default": {}, "no-ucx": {"btl": "^ucx"}},
+        "nccl_env_sets": {"default": {}, "no-ib": {"NCCL_IB_DISABLE": 1}},
+        "studies": {
+            "litgpt-full": {
+                "app": "litgpt",
+                "nodes": [1, 2],
+                "ranks_per_node": [2],
+                "mpi_flags": ["default", "no-ucx"],
+                "nccl_env": ["default", "no-ib"],
+                "repeats": 3,
+                "params": {
+                    "method": "full",
+                    "checkpoint_dir": "ckpt",
+                    "data_path": "data.json",
+                    "max_steps": 5,
+                    "global_batch_size": 16,
+                    "micro_batch_size": [1, 2],
+                },
+            }
+        },
+    }
+
+
+def problems_of(config):
+    with pytest.raises(SweepError) as raised:
+        sweep.load(config)
+    return raised.value.problems
+
+
+def with_study(**changes):
+    config = base_config()
+    config["studies"]["litgpt-full"].update(changes)
+    return config
+
+
+def test_expansion_is_the_full_product():
+    loaded = sweep.load(base_config())
+    # nodes 2 x rpn 1 x mpi 2 x nccl 2 x micro batch 2 x repeats 3
+    assert len(loaded.points) == 2 * 1 * 2 * 2 * 2 * 3
+    assert len({p.id for p in loaded.points}) == len(loaded.points)
+
+
+def test_point_ids_are_readable_and_stable():
+    first = sweep.load(base_config()).points
+    second = sweep.load(copy.deepcopy(base_config())).points
+    assert [p.id for p in first] == [p.id for p in second]
+    assert first[0].id == "micro_batch_size1/nodes1-rpn2/mpi-default/nccl-default/rep1"
+    point = next(p for p in first if p.mpi_flag_set == "no-ucx" and p.nccl_env_set == "no-ib")
+    assert point.mpi_flags == {"btl": "^ucx"}
+    assert point.nccl_env == {"NCCL_IB_DISABLE": "1"}
+
+
+def test_gpus_per_node_sets_one_rank_per_gpu():
+    config = with_study(gpus_per_node=[4])
+    del config["studies"]["litgpt-full"]["ranks_per_node"]
+    point = sweep.load(config).points[-1]
+    assert (point.ranks_per_node, point.gpus_per_node, point.ranks) == (4, 4, 8)
+    assert "gpn4" in point.id
+
+
+def test_unknown_set_names_the_key_path_and_the_choices():
+    assert problems_of(with_study(mpi_flags=["nosuch"])) == [
+        "studies.litgpt-full.mpi_flags[0]: unknown set 'nosuch'; defined: default, no-ucx"
+    ]
+    assert problems_of(with_study(nccl_env=["default", "nope"])) == [
+        "studies.litgpt-full.nccl_env[1]: unknown set 'nope'; defined: default, no-ib"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"nodes": []}, "studies.litgpt-full.nodes: [] should be non-empty"),
+        ({"nodes": [0, 1]}, "studies.litgpt-full.nodes[0]: 0 is less than the minimum of 1"),
+        ({"repeats": 0}, "studies.litgpt-full.repeats: 0 is less than the minimum of 1"),
+        ({"ranks_per_node": [-2]}, "studies.litgpt-full.ranks_per_node[0]: -2 is less than the minimum of 1"),
+        ({"app": "nosuchapp"}, "studies.litgpt-full.app: unknown app 'nosuchapp'; allowed: litgpt"),
+        ({"scaling": "diagonal"}, "studies.litgpt-full.scaling: 'diagonal' is not one of ['strong', 'weak']"),
+        ({"walltime": "1h"}, "studies.litgpt-full.walltime: '1h' is not allowed"),
+        ({"gpus_per_node": [4]}, "studies.litgpt-full: give exactly one of ranks_per_node or gpus_per_node"),
+    ],
+)
+def test_bad_values_are_one_line_naming_the_key(change, expected):
+    problems = problems_of(with_study(**change))
+    assert len(problems) == 1
+    assert problems[0].startswith(expected)
+
+
+def test_unknown_and_missing_app_params():
+    config = base_config()
+    params = config["studies"]["litgpt-full"]["params"]
+    params["learning_rate_typo"] = 1
+    del params["method"]
+    problems = problems_of(config)
+    assert any(p.startswith("studies.litgpt-full.params.method: required by app 'litgpt'") for p in problems)
+    assert any(p.startswith("studies.litgpt-full.params.learning_rate_typo: unknown parameter") for p in problems)
+
+
+def test_bad_choice_of_app_param():
+    config = base_config()
+    config["studies"]["litgpt-full"]["params"]["method"] = "qlora"
+    assert problems_of(config) == ["studies.litgpt-full.params.method: 'qlora' is not allowed; allowed: full, lora"]
+
+
+@pytest.mark.parametrize("name", ["a;b", "x/y", "$(reboot)", "../up", "a b"])
+def test_names_with_shell_or_path_characters_are_refused(name):
+    config = base_config()
+    config["mpi_flag_sets"][name] = {"btl": "self"}
+    problems = problems_of(config)
+    assert problems and all(p.startswith("mpi_flag_sets") for p in problems)
+
+
+def test_global_batch_below_ranks_times_micro_batch_is_refused_with_numbers():
+    config = base_config()
+    config["studies"]["litgpt-full"]["params"]["global_batch_size"] = 4
+    problems = problems_of(config)
+    # micro batch 1: 4 >= 2 and 4 ranks: fine; micro batch 2 at 2 nodes: 4 < 4 x 2.
+    assert (
+        "studies.litgpt-full.params.global_batch_size: 4 is less than ranks x micro_batch_size = 4 x 2 = 8"
+        in (problems[0])
+    )
+
+
+def test_overlay_null_removes_a_key():
+    base = {"studies": {"s": {"app": "litgpt", "gpus_per_node": [4], "nodes": [2]}}}
+    overlay = {"studies": {"s": {"gpus_per_node": None, "ranks_per_node": [1, 2], "nodes": [1]}}}
+    merged = sweep.drop_nulls(sweep.merge(base, overlay))
+    assert merged == {"studies": {"s": {"app": "litgpt", "ranks_per_node": [1, 2], "nodes": [1]}}}
+
+
+def test_shipped_sweep_and_local_overlay_are_valid(repo):
+    cluster_study = sweep.load(sweep.load_files(repo / "config/sweep.yaml"))
+    assert {p.study for p in cluster_study.points} == {"litgpt-full", "litgpt-lora"}
+    full = [p for p in cluster_study.points if p.study == "litgpt-full"]
+    assert max(p.ranks for p in full) == 8 and {p.gpus_per_node for p in full} == {4}
+    assert {p.params["max_steps"] for p in full} == {20}
+    local = sweep.load(sweep.load_files(repo / "config/sweep.yaml", repo / "config/local.yaml"))
+    assert {(p.study, p.ranks) for p in local.points} == {
+        ("litgpt-full", 1),
+        ("litgpt-full", 2),
+        ("litgpt-lora", 1),
+        ("litgpt-lora", 2),
+    }
