@@ -152,3 +152,10 @@ def test_shipped_sweep_and_local_overlay_are_valid(repo):
         ("litgpt-lora", 1),
         ("litgpt-lora", 2),
     }
+
+
+def test_point_round_trips_through_json_and_walltime_is_not_part_of_it():
+    point = sweep.load(base_config()).points[5]
+    text = point.to_json()
+    assert "walltime" not in text
+    assert sweep.Point.from_json(text, point.walltime_seconds) == point

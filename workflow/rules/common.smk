@@ -1,17 +1,18 @@
 # Points, paths and input functions shared by every rule. Logic lives in the
 # scalestudy package; this file only turns it into Snakemake terms.
-import json
 import re
 import sys
 from pathlib import Path
 
 from snakemake.utils import validate
 
-sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))
+# The package is imported from the checkout, here and in every job (also inside conda envs).
+PACKAGE_DIR = str(Path(workflow.basedir) / "workflow")
+sys.path.insert(0, PACKAGE_DIR)
 
 from scalestudy import clusters, sweep  # noqa: E402
 from scalestudy.apps import APPS  # noqa: E402
-from scalestudy.plots import PLOT_KINDS  # noqa: E402
+from scalestudy.sweep import PLOT_KINDS  # noqa: E402
 
 
 def load_sweep(raw_config):
@@ -56,17 +57,14 @@ def app_inputs(wildcards):
     return APPS[point.app].inputs(point)
 
 
-def point_spec(wildcards):
-    """Everything that defines a point: a change here reruns it (rerun-trigger params)."""
+def point_json(wildcards):
+    """Everything that defines a point; a change reruns it (rerun-trigger params)."""
+    return point_of(wildcards).to_json()
+
+
+def point_threads(wildcards):
     point = point_of(wildcards)
-    return json.dumps(
-        {
-            "params": dict(point.params),
-            "mpi_flags": dict(point.mpi_flags),
-            "nccl_env": dict(point.nccl_env),
-        },
-        sort_keys=True,
-    )
+    return point.ranks * point.threads_per_rank
 
 
 def run_metrics(wildcards):

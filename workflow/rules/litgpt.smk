@@ -23,24 +23,30 @@ rule litgpt_tiny_assets:
 rule run_litgpt:
     input:
         app_inputs,
+    # launch.sh is written beside metrics.json; one declared output per job keeps big DAGs cheap.
     output:
         metrics=f"{RUN_DIR}/metrics.json",
-        launch=f"{RUN_DIR}/launch.sh",
     log:
         f"{RUN_DIR}/stdout.log",
     params:
-        spec=point_spec,
+        point=point_json,
+        cluster=CLUSTER.name,
+        package=PACKAGE_DIR,
+        run_dir=subpath(output.metrics, parent=True),
     wildcard_constraints:
         study=study_pattern("litgpt"),
-    threads: lambda wildcards: point_of(wildcards).ranks * point_of(wildcards).threads_per_rank
+    conda:
+        "../../envs/litgpt.yaml"
+    threads: point_threads
     resources:
         nodes=lambda wildcards: point_of(wildcards).nodes,
         ranks_per_node=lambda wildcards: point_of(wildcards).ranks_per_node,
         gpus_per_node=lambda wildcards: point_of(wildcards).gpus_per_node,
         runtime=walltime_minutes,
+        walltime_s=lambda wildcards: point_of(wildcards).walltime_seconds,
         # One point at a time per machine when measuring locally (profile sets the limit).
         measurement_slot=1,
-    run:
-        from scalestudy.runner import run_point
-
-        run_point(point_of(wildcards), Path(output.metrics).parent, CLUSTER)
+    shell:
+        "PYTHONPATH={params.package:q}${{PYTHONPATH:+:$PYTHONPATH}} python -m scalestudy run-point"
+        " --point {params.point:q} --walltime-s {resources.walltime_s} --cluster {params.cluster:q}"
+        " --run-dir {params.run_dir:q} --log {log:q}"

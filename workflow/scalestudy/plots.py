@@ -15,7 +15,6 @@ import seaborn as sns  # noqa: E402
 from .analysis import DEFINITIONS, read_table  # noqa: E402
 from .apps import APPS  # noqa: E402
 
-PLOT_KINDS = ("metric", "speedup", "efficiency")
 read_scaling = read_table
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 
 from .analysis import DEFINITIONS, read_table
 from .apps import APPS
+from .sweep import PLOT_KINDS
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
@@ -161,8 +162,6 @@ def build_from_files(
     """The report rule's entry: files in, one page out (inputs are ordered as `studies`)."""
     runs = dict(zip(studies, map(read_table, runs_csv), strict=True))
     scaling = dict(zip(studies, map(read_table, scaling_csv), strict=True))
-    from .plots import PLOT_KINDS
-
     plots = {
         study: [Path(p) for p in plot_pngs if Path(p).name in {f"{study}.{kind}.png" for kind in PLOT_KINDS}]
         for study in studies

@@ -93,11 +93,11 @@ def resources(point: Point, cluster: Cluster, wall_s: float | None) -> dict[str,
     return used
 
 
-def run_point(point: Point, run_dir: Path, cluster: Cluster) -> dict[str, Any]:
+def run_point(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None = None) -> dict[str, Any]:
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     app = APPS[point.app]
-    log_path, launch_path = run_dir / "stdout.log", run_dir / "launch.sh"
+    log_path, launch_path = Path(log_path or run_dir / "stdout.log"), run_dir / "launch.sh"
     hosts = allocated_hosts()
     rank_env = app.rank_env(point)
     env = child_environment(rank_env)

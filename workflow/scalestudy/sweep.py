@@ -7,7 +7,9 @@ and all problems are reported together, before anything runs.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,6 +21,9 @@ import yaml
 PACKAGE_ROOT = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_ROOT.parent.parent
 SCHEMA_PATH = REPO_ROOT / "config" / "schema" / "sweep.schema.yaml"
+# The plots every study gets (results/report/plots/<study>.<kind>.png). Here, not in
+# plots.py, so that planning a DAG never imports matplotlib.
+PLOT_KINDS = ("metric", "speedup", "efficiency")
 # Axis values become path segments of the point id.
 SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
@@ -79,6 +84,21 @@ class Point:
     def walltime_seconds(self) -> int:
         hours, minutes, seconds = (int(x) for x in self.walltime.split(":"))
         return hours * 3600 + minutes * 60 + seconds
+
+    def to_json(self) -> str:
+        """What defines the point's result. The walltime is left out: raising it must not
+        rerun finished points (the job gets it separately)."""
+        # Field by field, not dataclasses.asdict: its deep copy dominated 10,000-point dry runs.
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "walltime"}
+        return json.dumps(data, sort_keys=True, default=dict)
+
+    @classmethod
+    def from_json(cls, text: str, walltime_seconds: int) -> Point:
+        data = json.loads(text)
+        data["axes"] = tuple(data["axes"])
+        hours, rest = divmod(int(walltime_seconds), 3600)
+        data["walltime"] = f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+        return cls(**data)
 
     def as_record(self) -> dict[str, Any]:
         """Flat columns for runs.csv."""

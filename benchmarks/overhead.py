@@ -1,0 +1,129 @@
+"""How much does scalestudy cost on top of the work it measures?
+
+(a) study overhead: wall time of `snakemake --profile profiles/local` over a
+    study whose points each run >= 30 s, divided by the sum of the app
+    processes' own wall times (metrics.json resources.walltime_used_s).
+    Target: <= 1.05.
+(b) planning overhead: `snakemake -n` on a generated 10,000-point sweep,
+    divided by bare Snakemake's dry run of a trivial 2-rule DAG with the same
+    number of jobs. Target: <= 1.3.
+
+Run from the repository root with the venv active:
+    python benchmarks/overhead.py            # both
+    python benchmarks/overhead.py --only b   # only the dry-run ratio
+Each figure is printed with its ratio and target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+POINTS_B = 10_000
+
+
+def snakemake(workdir: Path, *args: str) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "snakemake", "--directory", str(workdir), *args],
+                   check=True, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    return time.perf_counter() - start
+
+
+def study_overhead(workdir: Path, max_steps: int) -> None:
+    results = workdir / "results"
+    assets = results / "assets/litgpt-tiny"
+    params = {"checkpoint_dir": str(assets / "checkpoint"), "data_path": str(assets / "alpaca.json"),
+              "max_steps": max_steps}  # fmt: skip
+    overlay = {
+        "results_dir": str(results),
+        "studies": {name: {"repeats": 1, "params": params} for name in ("litgpt-full", "litgpt-lora")},
+    }
+    (workdir / "bench.yaml").write_text(yaml.safe_dump(overlay))
+    base = ["-s", str(REPO / "Snakefile"), "--profile", str(REPO / "profiles/local"), "--configfile",
+            str(REPO / "config/sweep.yaml"), str(REPO / "config/local.yaml"), str(workdir / "bench.yaml")]  # fmt: skip
+    # The stand-in model is made once per checkout, not per study: not part of the figure.
+    snakemake(workdir, *base, str(assets / "alpaca.json"))
+    wall = snakemake(workdir, *base)
+    runs = [json.loads(p.read_text()) for p in results.glob("*/runs/**/metrics.json")]
+    app_walls = [r["resources"]["walltime_used_s"] for r in runs]
+    assert all(r["status"] == "ok" for r in runs), [r["reason"] for r in runs if r["status"] != "ok"]
+    total = sum(app_walls)
+    print(f"(a) points: {len(runs)}, app wall times: {', '.join(f'{w:.1f}' for w in sorted(app_walls))} s")
+    print(f"(a) study wall time {wall:.1f} s / sum of app wall times {total:.1f} s = {wall / total:.3f}"
+          f"  (target <= 1.05; shortest point {min(app_walls):.1f} s)")  # fmt: skip
+
+
+def bare_snakefile(workdir: Path) -> Path:
+    path = workdir / "Snakefile.bare"
+    path.write_text(
+        f"rule all:\n    input: expand('out/{{i}}.txt', i=range({POINTS_B}))\n\n"
+        "rule make:\n    output: 'out/{i}.txt'\n    shell: 'touch {output}'\n"
+    )
+    return path
+
+
+def big_sweep(workdir: Path) -> Path:
+    """10 node counts x 10 ranks-per-node counts x 100 repeats = 10,000 points."""
+    sweep = yaml.safe_load((REPO / "config/sweep.yaml").read_text())
+    study = sweep["studies"]["litgpt-full"]
+    study.update({"nodes": list(range(1, 11)), "repeats": 100, "mpi_flags": ["default"], "nccl_env": ["default"]})
+    study.pop("gpus_per_node")
+    study["ranks_per_node"] = list(range(1, 11))
+    study["params"].update({"global_batch_size": 128, "micro_batch_size": 1})
+    sweep["studies"] = {"litgpt-full": study}
+    sweep["cluster"] = "local"
+    path = workdir / "sweep-10k.yaml"
+    path.write_text(yaml.safe_dump(sweep))
+    # The inputs the run jobs read must exist for a dry run to plan them.
+    for name in ("checkpoint_dir", "data_path"):
+        target = workdir / study["params"][name]
+        target = target / "lit_model.pth" if name == "checkpoint_dir" else target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.touch()
+    return path
+
+
+def dry_run_ratio(workdir: Path, repeats: int) -> None:
+    bare = bare_snakefile(workdir)
+    sweep = big_sweep(workdir)
+    ours_args = ["-s", str(REPO / "Snakefile"), "--configfile", str(sweep), "-n", "-q", "--cores", "1"]
+    bare_args = ["-s", str(bare), "-n", "-q", "--cores", "1"]
+    ours, theirs = [], []
+    for _ in range(repeats):
+        theirs.append(snakemake(workdir, *bare_args))
+        ours.append(snakemake(workdir, *ours_args))
+    ours_s, theirs_s = statistics.median(ours), statistics.median(theirs)
+    print(f"(b) dry run of {POINTS_B:,} points: scalestudy {ours_s:.2f} s (median of {repeats}: "
+          f"{', '.join(f'{t:.2f}' for t in ours)})")  # fmt: skip
+    print(f"(b) bare Snakemake, trivial 2-rule DAG of {POINTS_B:,} jobs: {theirs_s:.2f} s "
+          f"({', '.join(f'{t:.2f}' for t in theirs)})")  # fmt: skip
+    print(f"(b) ratio {ours_s / theirs_s:.3f}  (target <= 1.3)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=["a", "b"])
+    parser.add_argument("--max-steps", type=int, default=60, help="(a) steps per point; 60 gives >= 30 s points")
+    parser.add_argument("--repeats", type=int, default=3, help="(b) dry runs of each, the median is used")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="scalestudy-bench-") as tmp:
+        for part in ("b", "a"):
+            if args.only in (None, part):
+                (Path(tmp) / part).mkdir()
+        if args.only in (None, "b"):
+            dry_run_ratio(Path(tmp) / "b", args.repeats)
+        if args.only in (None, "a"):
+            study_overhead(Path(tmp) / "a", args.max_steps)
+
+
+if __name__ == "__main__":
+    main()
