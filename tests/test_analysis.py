@@ -60,3 +60,21 @@ def test_weak_scaling_efficiency():
 def test_every_run_failed_gives_no_speedup_and_no_crash():
     frame = runs([(1, float("nan")), (2, float("nan"))], status={0: "failed", 1: "failed"})
     assert scaling(frame).empty
+
+
+def test_an_unreadable_metrics_file_is_a_failed_row_that_keeps_its_name(tmp_path):
+    from scalestudy.analysis import aggregate
+
+    good = tmp_path / "results/s/runs/nodes1-rpn1/mpi-default/nccl-default/rep1/metrics.json"
+    bad = tmp_path / "results/s/runs/nodes1-rpn2/mpi-default/nccl-default/rep1/metrics.json"
+    for path in (good, bad):
+        path.parent.mkdir(parents=True)
+    frame = runs([(1, 10.0)]).iloc[0].to_dict()
+    good.write_text('{"status": "ok", "point": ' + pd.Series(frame).drop(["status", "training_time_s"]).to_json()
+                    + ', "figures": {"training_time_s": 10.0}}')  # fmt: skip
+    bad.write_text('{"status": "ok", "poi')  # cut off mid-write
+    table = aggregate([good, bad])
+    failed = table[table["status"] == "failed"].iloc[0]
+    assert failed["study"] == "s" and failed["point"] == "nodes1-rpn2/mpi-default/nccl-default/rep1"
+    assert failed["reason"].startswith("metrics.json unreadable")
+    assert scaling(table)["n"].tolist() == [1]

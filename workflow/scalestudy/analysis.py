@@ -39,7 +39,16 @@ def read_metrics(path: Path) -> dict:
     try:
         return json.loads(Path(path).read_text())
     except (OSError, ValueError) as error:
-        return {"status": "failed", "reason": f"metrics.json unreadable: {error}", "point": {}}
+        return {"status": "failed", "reason": f"metrics.json unreadable: {error}", "point": point_from_path(path)}
+
+
+def point_from_path(path: Path) -> dict:
+    """results/<study>/runs/<point id>/metrics.json -> the study and point id, for a record that lost them."""
+    parts = Path(path).parts
+    if "runs" not in parts:
+        return {}
+    at = len(parts) - 1 - parts[::-1].index("runs")
+    return {"study": parts[at - 1], "point": "/".join(parts[at + 1 : -1])}
 
 
 def run_row(metrics: dict, path: Path | None = None) -> dict:
@@ -73,7 +82,9 @@ def scaling(runs: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     frames = []
     keys = curve_columns(runs)
-    for curve, group in runs.groupby(keys, dropna=False, sort=True):
+    # A run whose record was lost has no app: it is listed as failed, but draws no curve.
+    known = runs[runs["app"].isin(list(APPS))]
+    for curve, group in known.groupby(keys, dropna=False, sort=True):
         app = APPS[group["app"].iloc[0]]
         for metric in app.metrics:
             if metric.kind not in ("rate", "time"):
