@@ -101,19 +101,23 @@ def dry_run_ratio(workdir: Path, repeats: int) -> None:
     for _ in range(repeats):
         theirs.append(snakemake(workdir, *bare_args))
         ours.append(snakemake(workdir, *ours_args))
-    ours_s, theirs_s = statistics.median(ours), statistics.median(theirs)
-    print(f"(b) dry run of {POINTS_B:,} points: scalestudy {ours_s:.2f} s (median of {repeats}: "
+    # Best of N: on a shared 2-core machine the noise is one-sided (other work only adds time).
+    ours_s, theirs_s = min(ours), min(theirs)
+    print(f"(b) dry run of {POINTS_B:,} points: scalestudy {ours_s:.2f} s (best of {repeats}: "
           f"{', '.join(f'{t:.2f}' for t in ours)})")  # fmt: skip
     print(f"(b) bare Snakemake, trivial 2-rule DAG of {POINTS_B:,} jobs: {theirs_s:.2f} s "
           f"({', '.join(f'{t:.2f}' for t in theirs)})")  # fmt: skip
-    print(f"(b) ratio {ours_s / theirs_s:.3f}  (target <= 1.3)")
+    print(
+        f"(b) ratio {ours_s / theirs_s:.3f} best-of-{repeats}, "
+        f"{statistics.median(ours) / statistics.median(theirs):.3f} median  (target <= 1.3)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", choices=["a", "b"])
     parser.add_argument("--max-steps", type=int, default=60, help="(a) steps per point; 60 gives >= 30 s points")
-    parser.add_argument("--repeats", type=int, default=3, help="(b) dry runs of each, the median is used")
+    parser.add_argument("--repeats", type=int, default=5, help="(b) dry runs of each; the best is used")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="scalestudy-bench-") as tmp:
         for part in ("b", "a"):

@@ -159,3 +159,16 @@ def test_point_round_trips_through_json_and_walltime_is_not_part_of_it():
     text = point.to_json()
     assert "walltime" not in text
     assert sweep.Point.from_json(text, point.walltime_seconds) == point
+
+
+def test_missing_inputs_are_named_once_per_study_and_made_files_are_not_checked(tmp_path):
+    config = base_config()
+    params = config["studies"]["litgpt-full"]["params"]
+    params["checkpoint_dir"] = str(tmp_path / "assets/ckpt")  # made by a rule: not checked
+    params["data_path"] = str(tmp_path / "nowhere.json")
+    points = sweep.load(config).points
+    assert sweep.missing_inputs(points, str(tmp_path / "assets")) == [
+        f"studies.litgpt-full.params.data_path: {tmp_path / 'nowhere.json'} does not exist"
+    ]
+    (tmp_path / "nowhere.json").write_text("[]")
+    assert sweep.missing_inputs(points, str(tmp_path / "assets")) == []

@@ -24,14 +24,24 @@ def load_sweep(raw_config):
         for problem in error.problems:
             print(f"sweep error: {problem}", file=sys.stderr)
         sys.exit(1)
+    # Inputs that no rule makes (a real checkpoint, a dataset) are checked here, once per
+    # study, instead of being DAG edges of every job. A dry run only warns: it may be a
+    # rehearsal on a machine without the data.
+    missing = sweep.missing_inputs(loaded.points, ASSETS_DIR)
+    for problem in missing:
+        print(f"sweep {'warning' if workflow.dryrun else 'error'}: {problem}", file=sys.stderr)
+    if missing and not workflow.dryrun:
+        sys.exit(1)
     # The schema once more through Snakemake, which also fills its defaults.
     cleaned = sweep.drop_nulls(dict(raw_config))
     validate(cleaned, str(sweep.SCHEMA_PATH))
     return loaded, cluster
 
 
-SWEEP, CLUSTER = load_sweep(config)
 RESULTS = config.get("results_dir", "results")
+# Inputs under here are made by this workflow's rules (e.g. the local stand-in model).
+ASSETS_DIR = f"{RESULTS}/assets"
+SWEEP, CLUSTER = load_sweep(config)
 STUDIES = list(SWEEP.studies)
 POINTS = {(p.study, p.id): p for p in SWEEP.points}
 REPORT_HTML = f"{RESULTS}/report/index.html"
@@ -52,19 +62,24 @@ def study_pattern(app):
     return "|".join(map(re.escape, names)) if names else "(?!)"
 
 
-def app_inputs(wildcards):
-    point = point_of(wildcards)
-    return APPS[point.app].inputs(point)
+def made_inputs(point):
+    """Only inputs a rule makes are dependencies; the rest were checked at load."""
+    return [path for path in APPS[point.app].inputs(point).values() if sweep.made_here(path, ASSETS_DIR)]
+
+
+def run_inputs(app):
+    """The input directive of `app`'s run rule. Planning cost grows with every input file
+    and every function Snakemake calls per job, so when all points of the app read the
+    same made files (the usual case) this is a plain list, else a function of the point."""
+    shared = {tuple(made_inputs(p)) for p in SWEEP.points if p.app == app}
+    if len(shared) <= 1:
+        return list(shared.pop()) if shared else []
+    return lambda wildcards: made_inputs(point_of(wildcards))
 
 
 def point_json(wildcards):
     """Everything that defines a point; a change reruns it (rerun-trigger params)."""
     return point_of(wildcards).to_json()
-
-
-def point_threads(wildcards):
-    point = point_of(wildcards)
-    return point.ranks * point.threads_per_rank
 
 
 def run_metrics(wildcards):

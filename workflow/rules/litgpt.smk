@@ -22,7 +22,7 @@ rule litgpt_tiny_assets:
 
 rule run_litgpt:
     input:
-        app_inputs,
+        run_inputs("litgpt"),
     # launch.sh is written beside metrics.json; one declared output per job keeps big DAGs cheap.
     output:
         metrics=f"{RUN_DIR}/metrics.json",
@@ -32,12 +32,10 @@ rule run_litgpt:
         point=point_json,
         cluster=CLUSTER.name,
         package=PACKAGE_DIR,
-        run_dir=subpath(output.metrics, parent=True),
     wildcard_constraints:
         study=study_pattern("litgpt"),
     conda:
         "../../envs/litgpt.yaml"
-    threads: point_threads
     resources:
         nodes=lambda wildcards: point_of(wildcards).nodes,
         ranks_per_node=lambda wildcards: point_of(wildcards).ranks_per_node,
@@ -49,4 +47,4 @@ rule run_litgpt:
     shell:
         "PYTHONPATH={params.package:q}${{PYTHONPATH:+:$PYTHONPATH}} python -m scalestudy run-point"
         " --point {params.point:q} --walltime-s {resources.walltime_s} --cluster {params.cluster:q}"
-        " --run-dir {params.run_dir:q} --log {log:q}"
+        " --metrics {output.metrics:q} --log {log:q}"

@@ -1,6 +1,6 @@
 """Command line of the package, as the rules call it:
 
-    python -m scalestudy run-point --point JSON --cluster NAME --run-dir DIR --log FILE
+    python -m scalestudy run-point --point JSON --walltime-s S --cluster NAME --metrics FILE --log FILE
 
 It always exits 0 once metrics.json is written: a failed run is data, not a
 failed Snakemake job.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from . import clusters
 from .runner import run_point
@@ -23,13 +24,14 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--point", required=True, help="the point, as JSON (from the workflow)")
     run.add_argument("--walltime-s", type=int, required=True, help="stop the run after this many seconds")
     run.add_argument("--cluster", required=True, help="name of config/clusters/<name>.yaml")
-    run.add_argument("--run-dir", required=True)
+    run.add_argument("--metrics", required=True, help="the metrics.json to write; its folder is the run directory")
     run.add_argument("--log", help="where the app's output goes (default: <run-dir>/stdout.log)")
     args = parser.parse_args(argv)
-    metrics = run_point(
-        Point.from_json(args.point, args.walltime_s), args.run_dir, clusters.load(args.cluster), args.log
-    )
-    print(f"scalestudy: {args.run_dir}: {metrics['status']}" + (f" ({metrics['reason']})" if metrics["reason"] else ""))
+    run_dir = Path(args.metrics).parent
+    point = Point.from_json(args.point, args.walltime_s)
+    metrics = run_point(point, run_dir, clusters.load(args.cluster), args.log)
+    outcome = metrics["status"] + (f" ({metrics['reason']})" if metrics["reason"] else "")
+    print(f"scalestudy: {run_dir}: {outcome}")
     return 0
 
 

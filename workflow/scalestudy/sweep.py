@@ -8,8 +8,10 @@ and all problems are reported together, before anything runs.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -330,6 +332,28 @@ def preflight_problems(points: Iterable[Point]) -> list[str]:
             line = f"studies.{point.study}.{problem}"
             if line not in problems:
                 problems.append(line)
+    return problems
+
+
+@functools.lru_cache(maxsize=4096)
+def made_here(path: str, assets_dir: str) -> bool:
+    """Is `path` one of the files this workflow's rules make (under the assets directory)?"""
+    return Path(os.path.abspath(path)).is_relative_to(os.path.abspath(assets_dir))
+
+
+def missing_inputs(points: Iterable[Point], assets_dir: str) -> list[str]:
+    """Input files no rule makes (outside `assets_dir`) that do not exist, once per study and key."""
+    from .apps import APPS
+
+    problems: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for point in points:
+        for key, path in APPS[point.app].inputs(point).items():
+            if (point.study, path) in seen:
+                continue
+            seen.add((point.study, path))
+            if not made_here(path, assets_dir) and not Path(path).exists():
+                problems.append(f"studies.{point.study}.params.{key}: {path} does not exist")
     return problems
 
 

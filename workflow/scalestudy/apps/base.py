@@ -71,9 +71,9 @@ class App:
         """Problems that show only at a given scale; reported before anything runs."""
         return []
 
-    def inputs(self, point: Point) -> list[str]:
-        """Files the point reads (Snakemake makes or checks them before the run)."""
-        return []
+    def inputs(self, point: Point) -> dict[str, str]:
+        """Files the point reads, by the parameter that names them."""
+        return {}
 
     def rank_command(self, point: Point, run_dir: Path) -> list[str]:
         """What every MPI rank executes, as an argument list."""

@@ -133,8 +133,11 @@ class LitGPT(App):
             ]
         return []
 
-    def inputs(self, point: Point) -> list[str]:
-        return [str(Path(point.params["checkpoint_dir"]) / "lit_model.pth"), str(point.params["data_path"])]
+    def inputs(self, point: Point) -> dict[str, str]:
+        return {
+            "checkpoint_dir": str(Path(point.params["checkpoint_dir"]) / "lit_model.pth"),
+            "data_path": str(point.params["data_path"]),
+        }
 
     def rank_command(self, point: Point, run_dir: Path) -> list[str]:
         p = point.params
