@@ -51,7 +51,7 @@ def study_overhead(workdir: Path, max_steps: int) -> None:
     base = ["-s", str(REPO / "Snakefile"), "--profile", str(REPO / "profiles/local"), "--configfile",
             str(REPO / "config/sweep.yaml"), str(REPO / "config/local.yaml"), str(workdir / "bench.yaml")]  # fmt: skip
     # The stand-in model is made once per checkout, not per study: not part of the figure.
-    snakemake(workdir, *base, str(assets / "alpaca.json"))
+    snakemake(workdir, str(assets / "alpaca.json"), *base)  # target first: --configfile takes the rest
     wall = snakemake(workdir, *base)
     runs = [json.loads(p.read_text()) for p in results.glob("*/runs/**/metrics.json")]
     app_walls = [r["resources"]["walltime_used_s"] for r in runs]
@@ -116,7 +116,7 @@ def dry_run_ratio(workdir: Path, repeats: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", choices=["a", "b"])
-    parser.add_argument("--max-steps", type=int, default=60, help="(a) steps per point; 60 gives >= 30 s points")
+    parser.add_argument("--max-steps", type=int, default=70, help="(a) steps per point; 70 gives >= 30 s points")
     parser.add_argument("--repeats", type=int, default=5, help="(b) dry runs of each; the best is used")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="scalestudy-bench-") as tmp:

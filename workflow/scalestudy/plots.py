@@ -3,6 +3,7 @@ and the number of repeats its points rest on."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -53,6 +54,7 @@ def plot_study(scaling: pd.DataFrame, study: str, out: dict[str, Path]) -> None:
             empty_plot(path, f"{study}: no successful run yet")
         return
     label = f"{table['metric_label'].iloc[0]} [{table['unit'].iloc[0]}]"
+    ranks = sorted(int(r) for r in table["ranks"].unique())
     weak = table["scaling"].iloc[0] == "weak"
     note = repeats_note(table)
 
@@ -65,16 +67,15 @@ def plot_study(scaling: pd.DataFrame, study: str, out: dict[str, Path]) -> None:
         ax.scatter(
             failed["ranks"], [ok["mean"].min()] * len(failed), marker="x", color="red", s=80, label="no successful run"
         )
-    finish(ax, fig, out["metric"], f"{study}: {label} vs ranks", f"mean ± 1 std; {note}", label)
+    finish(ax, fig, out["metric"], f"{study}: {label} vs ranks", f"mean ± 1 std; {note}", label, ranks)
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     column, name = ("scaled_speedup", "scaled speedup") if weak else ("speedup", "speedup")
     sns.lineplot(data=ok, x="ranks", y=column, hue="variant", marker="o", ax=ax)
-    ranks = sorted(table["ranks"].unique())
     p0 = ok["p0"].min()
     ax.plot(ranks, [r / p0 for r in ranks], "k--", label="ideal (p/p0)")
     definition = DEFINITIONS["scaled_speedup" if weak else "speedup"]
-    finish(ax, fig, out["speedup"], f"{study}: {name} vs ranks", f"{definition}; {note}", name)
+    finish(ax, fig, out["speedup"], f"{study}: {name} of {label} vs ranks", f"{definition}; {note}", name, ranks)
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     column, name = (
@@ -84,14 +85,17 @@ def plot_study(scaling: pd.DataFrame, study: str, out: dict[str, Path]) -> None:
     ax.axhline(1.0, color="k", linestyle="--", label="ideal")
     ax.set_ylim(bottom=0)
     definition = DEFINITIONS["weak_efficiency" if weak else "parallel_efficiency"]
-    finish(ax, fig, out["efficiency"], f"{study}: {name} vs ranks", f"{definition}; {note}", name)
+    finish(ax, fig, out["efficiency"], f"{study}: {name} of {label} vs ranks", f"{definition}; {note}", name, ranks)
 
 
-def finish(ax, fig, path: Path, title: str, subtitle: str, ylabel: str) -> None:
-    ax.set_title(f"{title}\n{subtitle}", fontsize=9)
+def finish(ax, fig, path: Path, title: str, subtitle: str, ylabel: str, ranks: list[int]) -> None:
+    ax.set_title(f"{title}\n" + textwrap.fill(subtitle, 90), fontsize=9)
     ax.set_xlabel("p = MPI ranks (nodes x ranks per node)")
     ax.set_ylabel(ylabel)
     ax.set_xscale("log", base=2)
+    # Label the scales that ran, as plain numbers (not 2^k).
+    ax.set_xticks(ranks, [str(r) for r in ranks])
+    ax.minorticks_off()
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
