@@ -52,6 +52,16 @@ wildcard_constraints:
     study="[^/]+",
 
 
+def job_python():
+    """The interpreter of run jobs: the conda env's under --sdm conda, else the one running
+    this workflow (its venv need not be activated; clusters share its path)."""
+    from snakemake_interface_executor_plugins.settings import DeploymentMethod
+
+    if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+        return "python"
+    return sys.executable
+
+
 def point_of(wildcards):
     return POINTS[(wildcards.study, wildcards.point)]
 

@@ -32,6 +32,7 @@ rule run_litgpt:
         point=point_json,
         cluster=CLUSTER.name,
         package=PACKAGE_DIR,
+        python=job_python(),
     wildcard_constraints:
         study=study_pattern("litgpt"),
     conda:
@@ -45,6 +46,6 @@ rule run_litgpt:
         # One point at a time per machine when measuring locally (profile sets the limit).
         measurement_slot=1,
     shell:
-        "PYTHONPATH={params.package:q}${{PYTHONPATH:+:$PYTHONPATH}} python -m scalestudy run-point"
+        "PYTHONPATH={params.package:q}${{PYTHONPATH:+:$PYTHONPATH}} {params.python:q} -m scalestudy run-point"
         " --point {params.point:q} --walltime-s {resources.walltime_s} --cluster {params.cluster:q}"
         " --metrics {output.metrics:q} --log {log:q}"
