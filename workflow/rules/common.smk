@@ -72,19 +72,20 @@ def study_pattern(app):
     return "|".join(map(re.escape, names)) if names else "(?!)"
 
 
-def made_inputs(point):
+def made_inputs(inputs):
     """Only inputs a rule makes are dependencies; the rest were checked at load."""
-    return [path for path in APPS[point.app].inputs(point).values() if sweep.made_here(path, ASSETS_DIR)]
+    return [path for path in inputs.values() if sweep.made_here(path, ASSETS_DIR)]
 
 
 def run_inputs(app):
     """The input directive of `app`'s run rule. Planning cost grows with every input file
     and every function Snakemake calls per job, so when all points of the app read the
     same made files (the usual case) this is a plain list, else a function of the point."""
-    shared = {tuple(made_inputs(p)) for p in SWEEP.points if p.app == app}
+    by_params = sweep.inputs_by_params(p for p in SWEEP.points if p.app == app)
+    shared = {tuple(made_inputs(inputs)) for _point, inputs in by_params.values()}
     if len(shared) <= 1:
         return list(shared.pop()) if shared else []
-    return lambda wildcards: made_inputs(point_of(wildcards))
+    return lambda wildcards: made_inputs(by_params[id(point_of(wildcards).params)][1])
 
 
 def point_json(wildcards):

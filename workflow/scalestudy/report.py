@@ -29,7 +29,7 @@ def fmt(value, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return "–"
     if isinstance(value, float):
-        return f"{value:.{digits}g}" if abs(value) < 1e5 else f"{value:,.0f}"
+        return f"{value:.{digits}g}" if abs(value) < 1000 else f"{value:,.0f}"
     return html.escape(str(value))
 
 

@@ -287,11 +287,18 @@ def expand_study(name: str, study: Mapping[str, Any], config: Mapping[str, Any])
     axis_values = [params[k] for k in axes]
     gpus = "gpus_per_node" in study
     per_node_values = study["gpus_per_node"] if gpus else study["ranks_per_node"]
+    # One params dict per axis combination, shared by its points (never mutated): code that
+    # looks at params once per distinct value (input files) keys on it.
+    resolved_params = {
+        combo: {**params, **dict(zip(axes, combo, strict=True))} for combo in itertools.product(*axis_values)
+    }
+    mpi_flags = {name: {k: str(v) for k, v in config["mpi_flag_sets"][name].items()} for name in study["mpi_flags"]}
+    nccl_env = {name: {k: str(v) for k, v in config["nccl_env_sets"][name].items()} for name in study["nccl_env"]}
     points = []
     for combo, nodes, per_node, mpi_set, nccl_set in itertools.product(
-        itertools.product(*axis_values), study["nodes"], per_node_values, study["mpi_flags"], study["nccl_env"]
+        resolved_params, study["nodes"], per_node_values, study["mpi_flags"], study["nccl_env"]
     ):
-        resolved = {**params, **dict(zip(axes, combo, strict=True))}
+        resolved = resolved_params[combo]
         for repeat in range(1, study["repeats"] + 1):
             points.append(
                 Point(
@@ -308,8 +315,8 @@ def expand_study(name: str, study: Mapping[str, Any], config: Mapping[str, Any])
                     walltime=study["walltime"],
                     params=resolved,
                     axes=axes,
-                    mpi_flags={k: str(v) for k, v in config["mpi_flag_sets"][mpi_set].items()},
-                    nccl_env={k: str(v) for k, v in config["nccl_env_sets"][nccl_set].items()},
+                    mpi_flags=mpi_flags[mpi_set],
+                    nccl_env=nccl_env[nccl_set],
                 )
             )
     return points
@@ -341,19 +348,26 @@ def made_here(path: str, assets_dir: str) -> bool:
     return Path(os.path.abspath(path)).is_relative_to(os.path.abspath(assets_dir))
 
 
-def missing_inputs(points: Iterable[Point], assets_dir: str) -> list[str]:
-    """Input files no rule makes (outside `assets_dir`) that do not exist, once per study and key."""
+def inputs_by_params(points: Iterable[Point]) -> dict[int, tuple[Point, dict[str, str]]]:
+    """The input files of each distinct params dict (points share them: see expand_study),
+    with one point that has it; 10,000 points of one study ask the app once."""
     from .apps import APPS
 
-    problems: list[str] = []
-    seen: set[tuple[str, str]] = set()
+    found: dict[int, tuple[Point, dict[str, str]]] = {}
     for point in points:
-        for key, path in APPS[point.app].inputs(point).items():
-            if (point.study, path) in seen:
-                continue
-            seen.add((point.study, path))
-            if not made_here(path, assets_dir) and not Path(path).exists():
-                problems.append(f"studies.{point.study}.params.{key}: {path} does not exist")
+        if id(point.params) not in found:
+            found[id(point.params)] = (point, APPS[point.app].inputs(point))
+    return found
+
+
+def missing_inputs(points: Iterable[Point], assets_dir: str) -> list[str]:
+    """Input files no rule makes (outside `assets_dir`) that do not exist, once per study and key."""
+    problems: list[str] = []
+    for point, inputs in inputs_by_params(points).values():
+        for key, path in inputs.items():
+            line = f"studies.{point.study}.params.{key}: {path} does not exist"
+            if not made_here(path, assets_dir) and not Path(path).exists() and line not in problems:
+                problems.append(line)
     return problems
 
 
