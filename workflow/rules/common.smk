@@ -24,14 +24,6 @@ def load_sweep(raw_config):
         for problem in error.problems:
             print(f"sweep error: {problem}", file=sys.stderr)
         sys.exit(1)
-    # Inputs that no rule makes (a real checkpoint, a dataset) are checked here, once per
-    # study, instead of being DAG edges of every job. A dry run only warns: it may be a
-    # rehearsal on a machine without the data.
-    missing = sweep.missing_inputs(loaded.points, ASSETS_DIR)
-    for problem in missing:
-        print(f"sweep {'warning' if workflow.dryrun else 'error'}: {problem}", file=sys.stderr)
-    if missing and not workflow.dryrun:
-        sys.exit(1)
     # The schema once more through Snakemake, which also fills its defaults.
     cleaned = sweep.drop_nulls(dict(raw_config))
     validate(cleaned, str(sweep.SCHEMA_PATH))
@@ -42,6 +34,19 @@ RESULTS = config.get("results_dir", "results")
 # Inputs under here are made by this workflow's rules (e.g. the local stand-in model).
 ASSETS_DIR = f"{RESULTS}/assets"
 SWEEP, CLUSTER = load_sweep(config)
+# Inputs that no rule makes (a real checkpoint, a dataset) are checked once per study,
+# instead of being DAG edges of every job. A dry run only warns (it may rehearse on a
+# machine without the data); a real run stops in `onstart`, before any job.
+MISSING_INPUTS = sweep.missing_inputs(SWEEP.points, ASSETS_DIR) if workflow.is_main_process else []
+for problem in MISSING_INPUTS:
+    print(f"sweep warning: {problem} (a real run stops here)", file=sys.stderr)
+
+
+onstart:
+    if MISSING_INPUTS:
+        for problem in MISSING_INPUTS:
+            print(f"sweep error: {problem}", file=sys.stderr)
+        sys.exit(1)
 STUDIES = list(SWEEP.studies)
 POINTS = {(p.study, p.id): p for p in SWEEP.points}
 REPORT_HTML = f"{RESULTS}/report/index.html"
