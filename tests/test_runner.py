@@ -89,3 +89,29 @@ def test_missing_launcher_is_data_too(tmp_path):
     run_point(point(), tmp_path / "run", cluster_with(str(tmp_path / "no-such-mpirun")))
     metrics = metrics_of(tmp_path / "run")
     assert metrics["status"] == "failed" and metrics["exit_code"] == 127
+
+
+def test_a_bug_in_a_parser_is_recorded_not_raised(tmp_path, monkeypatch, data_dir):
+    from scalestudy.apps import APPS
+
+    def broken_parse(log_text, run_dir):
+        raise KeyError("bug")
+
+    monkeypatch.setattr(APPS["litgpt"], "parse", broken_parse)
+    launcher = fake_launcher(tmp_path, "print('done')")
+    run_point(point(), tmp_path / "run", cluster_with(launcher))
+    metrics = metrics_of(tmp_path / "run")
+    assert metrics["status"] == "failed" and metrics["reason"] == "parser error: KeyError('bug')"
+    assert metrics["resources"]["walltime_used_s"] > 0
+
+
+def test_any_other_bug_still_leaves_metrics(tmp_path, monkeypatch):
+    from scalestudy.apps import APPS
+
+    def broken_command(point, run_dir):
+        raise RuntimeError("cannot build")
+
+    monkeypatch.setattr(APPS["litgpt"], "rank_command", broken_command)
+    run_point(point(), tmp_path / "run", cluster_with("mpirun"))
+    metrics = metrics_of(tmp_path / "run")
+    assert metrics["status"] == "failed" and metrics["reason"] == "scalestudy error: RuntimeError('cannot build')"

@@ -94,8 +94,26 @@ def resources(point: Point, cluster: Cluster, wall_s: float | None) -> dict[str,
 
 
 def run_point(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None = None) -> dict[str, Any]:
+    """Run the point and write its metrics.json; never raises once the directory exists."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return measure(point, run_dir, cluster, log_path)
+    except Exception as error:  # a bug of ours must not lose the point: record it as data
+        metrics = {
+            "status": "failed",
+            "reason": f"scalestudy error: {error!r}",
+            "point": point.as_record(),
+            "params": dict(point.params),
+            "figures": {},
+            "finished": now(),
+            "resources": resources(point, cluster, None),
+        }
+        write_atomically(run_dir / "metrics.json", json.dumps(metrics, indent=1, default=str) + "\n")
+        return metrics
+
+
+def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None) -> dict[str, Any]:
     app = APPS[point.app]
     log_path, launch_path = Path(log_path or run_dir / "stdout.log"), run_dir / "launch.sh"
     hosts = allocated_hosts()
@@ -147,6 +165,8 @@ def run_point(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | No
                 metrics["status"] = "ok"
             except ParseError as error:
                 metrics["reason"] = f"unparseable output: {error}"
+            except Exception as error:  # a parser bug: the run itself may be fine, keep its log
+                metrics["reason"] = f"parser error: {error!r}"
         app.cleanup(point, run_dir)
     metrics["finished"] = now()
     metrics["resources"] = resources(point, cluster, wall_s)
