@@ -1,5 +1,4 @@
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -19,7 +18,3 @@ def repo() -> Path:
 @pytest.fixture
 def data_dir() -> Path:
     return DATA
-
-
-def have(command: str) -> bool:
-    return shutil.which(command) is not None

@@ -27,9 +27,10 @@ rule plots:
         f"{RESULTS}/{{study}}/logs/plots.log",
     localrule: True
     run:
-        from scalestudy.plots import plot_study, read_scaling
+        from scalestudy.analysis import read_table
+        from scalestudy.plots import plot_study
 
-        plot_study(read_scaling(input[0]), wildcards.study, dict(output))
+        plot_study(read_table(input[0]), wildcards.study, dict(output))
 
 
 rule report:

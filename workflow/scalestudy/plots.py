@@ -13,10 +13,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from .analysis import DEFINITIONS, read_table  # noqa: E402
+from .analysis import DEFINITIONS  # noqa: E402
 from .apps import APPS  # noqa: E402
-
-read_scaling = read_table
 
 
 def repeats_note(table: pd.DataFrame) -> str:

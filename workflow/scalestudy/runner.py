@@ -100,17 +100,27 @@ def run_point(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | No
     try:
         return measure(point, run_dir, cluster, log_path)
     except Exception as error:  # a bug of ours must not lose the point: record it as data
-        metrics = {
-            "status": "failed",
-            "reason": f"scalestudy error: {error!r}",
-            "point": point.as_record(),
-            "params": dict(point.params),
-            "figures": {},
-            "finished": now(),
-            "resources": resources(point, cluster, None),
-        }
-        write_atomically(run_dir / "metrics.json", json.dumps(metrics, indent=1, default=str) + "\n")
+        metrics = {**new_record(point), "reason": f"scalestudy error: {error!r}", "finished": now()}
+        metrics["resources"] = resources(point, cluster, None)
+        write_metrics(run_dir, metrics)
         return metrics
+
+
+def new_record(point: Point) -> dict[str, Any]:
+    """The metrics.json of a point before anything is known: failed until shown ok."""
+    return {
+        "status": "failed",
+        "reason": None,
+        "point": point.as_record(),
+        "params": dict(point.params),
+        "mpi_flags": dict(point.mpi_flags),
+        "nccl_env": dict(point.nccl_env),
+        "figures": {},
+    }
+
+
+def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> None:
+    write_atomically(run_dir / "metrics.json", json.dumps(metrics, indent=1, default=str) + "\n")
 
 
 def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None) -> dict[str, Any]:
@@ -127,17 +137,7 @@ def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None
     write_atomically(launch_path, launch_script(argv))
     launch_path.chmod(0o755)
 
-    metrics: dict[str, Any] = {
-        "status": "failed",
-        "reason": None,
-        "point": point.as_record(),
-        "params": dict(point.params),
-        "mpi_flags": dict(point.mpi_flags),
-        "nccl_env": dict(point.nccl_env),
-        "figures": {},
-        "started": now(),
-        "provenance": provenance(hosts),
-    }
+    metrics = {**new_record(point), "started": now(), "provenance": provenance(hosts)}
     problems = app.preflight(point)
     if hosts and len(hosts) < point.nodes:
         problems.append(f"the job has {len(hosts)} host(s) ({', '.join(hosts)}) but the point needs {point.nodes}")
@@ -170,7 +170,7 @@ def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None
         app.cleanup(point, run_dir)
     metrics["finished"] = now()
     metrics["resources"] = resources(point, cluster, wall_s)
-    write_atomically(run_dir / "metrics.json", json.dumps(metrics, indent=1, default=str) + "\n")
+    write_metrics(run_dir, metrics)
     return metrics
 
 
