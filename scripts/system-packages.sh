@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Debian packages the tests need beyond Python: a real Slurm (two virtual nodes on
+# localhost, with the torque qsub/qstat/qdel wrappers) for the scheduler tests, and
+# Chromium for the report's browser test. Installed only when missing, and only
+# where we are root with apt-get; elsewhere those tests skip and say why.
+set -euo pipefail
+PACKAGES=(slurm-wlm munge slurm-wlm-torque chromium)
+missing=()
+for package in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    echo "scalestudy: not root or no apt-get; missing ${missing[*]} (their tests will skip)" >&2
+    exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
