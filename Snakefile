@@ -17,6 +17,8 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/litgpt.smk"
+include: "workflow/rules/lammps.smk"
+include: "workflow/rules/hoomd.smk"
 include: "workflow/rules/analyze.smk"
 include: "workflow/rules/report.smk"
 

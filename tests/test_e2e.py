@@ -1,5 +1,6 @@
 """The real thing: snakemake --profile profiles/local on a tiny study, with real
-mpirun and real LitGPT training, including a point whose MPI flags break it."""
+mpirun and real LitGPT training, including a point whose MPI flags break it, and
+real LAMMPS runs under MPICH's launcher."""
 
 import json
 import re
@@ -46,6 +47,11 @@ def study(tmp_path_factory, request):
         "studies": {
             "litgpt-full": {"repeats": 1, "params": tiny_params},
             "litgpt-lora": {"repeats": 1, "params": tiny_params, "mpi_flags": ["default", "broken"]},
+            "lammps-wca": {
+                "repeats": 1,
+                "mpi_flags": ["mpich-nolocal"],
+                "params": {"N": 2000, "warmup_steps": 200, "benchmark_steps": 1000, "repeat": 2},
+            },
         },
     }
     (workdir / "tiny.yaml").write_text(yaml.safe_dump(overlay))
@@ -60,12 +66,13 @@ def test_dry_run_lists_one_job_per_point(study):
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", study["dry"].stdout + study["dry"].stderr, re.M))
     # full: 1 node x {1, 2} ranks; lora: the same x {default, broken}
     assert counts["run_litgpt"] == "6"
+    assert counts["run_lammps"] == "2"
     assert counts["litgpt_tiny_assets"] == "1"
 
 
 def test_run_completes_and_every_point_has_metrics(study):
     assert study["run"].returncode == 0, study["run"].stderr[-3000:]
-    metrics = sorted(study["results"].glob("*/runs/**/metrics.json"))
+    metrics = sorted(study["results"].glob("litgpt-*/runs/**/metrics.json"))
     assert len(metrics) == 6
     for path in metrics:
         data = json.loads(path.read_text())
@@ -80,6 +87,19 @@ def test_run_completes_and_every_point_has_metrics(study):
             assert data["figures"]["training_time_s"] > 0
             assert data["figures"]["tokens_per_s"] > 0
             assert data["figures"]["optimizer_steps"] == 3
+
+
+def test_lammps_ran_on_one_and_two_mpich_ranks(study):
+    for ranks, grid in ((1, "1 by 1 by 1"), (2, "1 by 1 by 2")):
+        run = next(study["results"].glob(f"lammps-wca/runs/nodes1-rpn{ranks}/**/metrics.json")).parent
+        metrics = json.loads((run / "metrics.json").read_text())
+        assert metrics["status"] == "ok", metrics["reason"]
+        assert metrics["figures"]["steps_per_s"] > 0 and len(metrics["figures"]["steps_per_s_runs"]) == 2
+        assert metrics["figures"]["particles"] == 2000
+        assert f"{grid} MPI processor grid" in (run / "stdout.log").read_text()
+        # MPICH's own launcher, with the MPICH flag set as an environment variable of the ranks.
+        assert "/.venv-lammps/bin/mpiexec -n" in (run / "launch.sh").read_text()
+        assert "-genv MPIR_CVAR_NOLOCAL 1" in (run / "launch.sh").read_text()
 
 
 def test_two_ranks_really_ran_under_mpi(study):
@@ -97,9 +117,9 @@ def test_tables_and_report(study):
     at_two = scaling[(scaling["metric"] == "training_time_s") & (scaling["ranks"] == 2)].iloc[0]
     assert at_two["speedup"] > 0 and at_two["parallel_efficiency"] == pytest.approx(at_two["speedup"] / 2)
     page = (results / "report/index.html").read_text()
-    assert page.count("data:image/png;base64,") == 6
+    assert page.count("data:image/png;base64,") == 9
     assert "parallel efficiency" in page and "Failed runs (2)" in page
-    assert len(list((results / "report/plots").glob("*.png"))) == 6
+    assert len(list((results / "report/plots").glob("*.png"))) == 9
 
 
 def test_finished_points_are_never_rerun(study):

@@ -85,7 +85,7 @@ def test_unknown_set_names_the_key_path_and_the_choices():
         ({"nodes": [0, 1]}, "studies.litgpt-full.nodes[0]: 0 is less than the minimum of 1"),
         ({"repeats": 0}, "studies.litgpt-full.repeats: 0 is less than the minimum of 1"),
         ({"ranks_per_node": [-2]}, "studies.litgpt-full.ranks_per_node[0]: -2 is less than the minimum of 1"),
-        ({"app": "nosuchapp"}, "studies.litgpt-full.app: unknown app 'nosuchapp'; allowed: litgpt"),
+        ({"app": "nosuchapp"}, "studies.litgpt-full.app: unknown app 'nosuchapp'; allowed: hoomd, lammps, litgpt"),
         ({"scaling": "diagonal"}, "studies.litgpt-full.scaling: 'diagonal' is not one of ['strong', 'weak']"),
         ({"walltime": "1h"}, "studies.litgpt-full.walltime: '1h' is not allowed"),
         ({"gpus_per_node": [4]}, "studies.litgpt-full: give exactly one of ranks_per_node or gpus_per_node"),
@@ -141,7 +141,13 @@ def test_overlay_null_removes_a_key():
 
 def test_shipped_sweep_and_local_overlay_are_valid(repo):
     cluster_study = sweep.load(sweep.load_files(repo / "config/sweep.yaml"))
-    assert {p.study for p in cluster_study.points} == {"litgpt-full", "litgpt-lora"}
+    assert {p.study for p in cluster_study.points} == {
+        "litgpt-full",
+        "litgpt-lora",
+        "hoomd-wca",
+        "hoomd-wca-weak",
+        "lammps-wca",
+    }
     full = [p for p in cluster_study.points if p.study == "litgpt-full"]
     assert max(p.ranks for p in full) == 8 and {p.gpus_per_node for p in full} == {4}
     assert {p.params["max_steps"] for p in full} == {20}
@@ -151,6 +157,12 @@ def test_shipped_sweep_and_local_overlay_are_valid(repo):
         ("litgpt-full", 2),
         ("litgpt-lora", 1),
         ("litgpt-lora", 2),
+        ("hoomd-wca", 1),
+        ("hoomd-wca", 2),
+        ("hoomd-wca-weak", 1),
+        ("hoomd-wca-weak", 2),
+        ("lammps-wca", 1),
+        ("lammps-wca", 2),
     }
 
 

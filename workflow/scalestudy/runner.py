@@ -12,7 +12,6 @@ import datetime as dt
 import json
 import os
 import platform
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from typing import Any
 
 from .apps import APPS, ParseError
 from .clusters import Cluster
-from .launch import allocated_hosts, launch_script, mpirun_command
+from .launch import allocated_hosts, launch_script, mpirun_command, resolve_launcher
 from .sweep import REPO_ROOT, Point
 
 TAIL_LINES = 5
@@ -130,9 +129,8 @@ def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None
     rank_env = app.rank_env(point)
     env = child_environment(rank_env)
     # Record the launcher's absolute path: launch.sh must name the MPI that really ran.
-    mpi = dataclasses.replace(
-        cluster.mpi, launcher=shutil.which(cluster.mpi.launcher, path=env["PATH"]) or cluster.mpi.launcher
-    )
+    launcher = cluster.launcher_for(app.mpi_flavour)
+    mpi = dataclasses.replace(launcher, launcher=resolve_launcher(launcher.launcher, env["PATH"]))
     argv = mpirun_command(point, app.rank_command(point, run_dir), rank_env, mpi, hosts)
     write_atomically(launch_path, launch_script(argv))
     launch_path.chmod(0o755)
@@ -142,7 +140,12 @@ def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None
     if hosts and len(hosts) < point.nodes:
         problems.append(f"the job has {len(hosts)} host(s) ({', '.join(hosts)}) but the point needs {point.nodes}")
     wall_s = None
-    if problems:
+    missing = app.missing_software(point)
+    if missing:
+        # Nothing to launch: say so at once, in the app's words (e.g. how to get HOOMD-blue).
+        metrics["reason"], metrics["category"] = missing, "dependency missing"
+        log_path.write_text(missing + "\n")
+    elif problems:
         metrics["reason"] = "pre-flight refusal: " + "; ".join(problems)
         log_path.write_text(metrics["reason"] + "\n")
     else:

@@ -28,6 +28,11 @@ SCHEMA_PATH = REPO_ROOT / "config" / "schema" / "sweep.schema.yaml"
 PLOT_KINDS = ("metric", "speedup", "efficiency")
 # Axis values become path segments of the point id.
 SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+# An MPI flag set is for one MPI flavour: Open MPI sets become `--mca name value`,
+# MPICH sets become environment variables of every rank (MPIR_CVAR_..., FI_..., UCX_...).
+MPI_FLAVOURS = ("openmpi", "mpich")
+FLAVOUR_KEY = "flavour"
+ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
 
 class SweepError(ValueError):
@@ -247,6 +252,7 @@ def meaning_problems(config: Mapping[str, Any]) -> list[str]:
                     problems.append(f"{where}.{key}[{i}]: unknown set {set_name!r}; defined: {defined}")
             if len(set(study[key])) != len(study[key]):
                 problems.append(f"{where}.{key}: a set is listed twice")
+        problems += flavour_problems(where, study, config["mpi_flag_sets"])
         for axis_key in ("nodes", "ranks_per_node", "gpus_per_node"):
             values = study.get(axis_key, [])
             if len(set(values)) != len(values):
@@ -263,6 +269,44 @@ def meaning_problems(config: Mapping[str, Any]) -> list[str]:
                     problems.append(f"{where}.params.{param}: a value is listed twice: {value}")
         app = APPS[study["app"]]
         problems += [f"{where}.{p}" for p in app.param_problems(study["params"])]
+        problems += [f"{where}.{p}" for p in app.study_problems(study)]
+    return problems
+
+
+def flag_set_flavour(flag_set: Mapping[str, Any]) -> str:
+    return str(flag_set.get(FLAVOUR_KEY, "openmpi"))
+
+
+def flavour_problems(where: str, study: Mapping[str, Any], flag_sets: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """A non-empty flag set must be for the MPI the study's app is built against."""
+    from .apps import APPS
+
+    app = APPS[study["app"]]
+    problems = []
+    for i, set_name in enumerate(study["mpi_flags"]):
+        flag_set = flag_sets.get(set_name)
+        if not flag_set or flag_set_flavour(flag_set) == app.mpi_flavour:
+            continue
+        fitting = [n for n, s in flag_sets.items() if not s or flag_set_flavour(s) == app.mpi_flavour]
+        problems.append(
+            f"{where}.mpi_flags[{i}]: set {set_name!r} is for {flag_set_flavour(flag_set)} but app {study['app']!r}"
+            f" runs on {app.mpi_flavour}; sets that fit: {', '.join(fitting)}"
+        )
+    return problems
+
+
+def flag_set_problems(flag_sets: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """MPICH sets are environment variables: their names must be ones."""
+    problems = []
+    for name, flag_set in flag_sets.items():
+        if flag_set_flavour(flag_set) != "mpich":
+            continue
+        for key in flag_set:
+            if key != FLAVOUR_KEY and not ENV_NAME.match(key):
+                problems.append(
+                    f"mpi_flag_sets.{name}.{key}: an MPICH set holds environment variables; "
+                    "use upper-case letters, digits and '_' (e.g. MPIR_CVAR_ASYNC_PROGRESS)"
+                )
     return problems
 
 
@@ -272,7 +316,7 @@ def validate(config: Mapping[str, Any]) -> dict[str, Any]:
     problems = schema_problems(config)
     if problems:
         raise SweepError(problems)
-    problems = meaning_problems(config)
+    problems = flag_set_problems(config["mpi_flag_sets"]) + meaning_problems(config)
     if problems:
         raise SweepError(problems)
     return config
@@ -292,7 +336,10 @@ def expand_study(name: str, study: Mapping[str, Any], config: Mapping[str, Any])
     resolved_params = {
         combo: {**params, **dict(zip(axes, combo, strict=True))} for combo in itertools.product(*axis_values)
     }
-    mpi_flags = {name: {k: str(v) for k, v in config["mpi_flag_sets"][name].items()} for name in study["mpi_flags"]}
+    mpi_flags = {
+        name: {k: str(v) for k, v in config["mpi_flag_sets"][name].items() if k != FLAVOUR_KEY}
+        for name in study["mpi_flags"]
+    }
     nccl_env = {name: {k: str(v) for k, v in config["nccl_env_sets"][name].items()} for name in study["nccl_env"]}
     points = []
     for combo, nodes, per_node, mpi_set, nccl_set in itertools.product(
@@ -348,15 +395,17 @@ def made_here(path: str, assets_dir: str) -> bool:
     return Path(os.path.abspath(path)).is_relative_to(os.path.abspath(assets_dir))
 
 
-def inputs_by_params(points: Iterable[Point]) -> dict[int, tuple[Point, dict[str, str]]]:
+def inputs_by_params(points: Iterable[Point]) -> dict[Any, tuple[Point, dict[str, str]]]:
     """The input files of each distinct params dict (points share them: see expand_study),
-    with one point that has it; 10,000 points of one study ask the app once."""
+    with one point that has it; 10,000 points of one study ask the app once. An app whose
+    inputs also depend on the scale (weak scaling: N grows with ranks) keys on that too."""
     from .apps import APPS
 
-    found: dict[int, tuple[Point, dict[str, str]]] = {}
+    found: dict[Any, tuple[Point, dict[str, str]]] = {}
     for point in points:
-        if id(point.params) not in found:
-            found[id(point.params)] = (point, APPS[point.app].inputs(point))
+        key = APPS[point.app].inputs_key(point)
+        if key not in found:
+            found[key] = (point, APPS[point.app].inputs(point))
     return found
 
 

@@ -1,8 +1,10 @@
 """The apps scalestudy can measure. Adding an app: one module here + one rule."""
 
 from .base import App, Metric, Param, ParseError
+from .hoomd import Hoomd
+from .lammps import Lammps
 from .litgpt import LitGPT
 
-APPS: dict[str, App] = {app.name: app for app in (LitGPT(),)}
+APPS: dict[str, App] = {app.name: app for app in (LitGPT(), Hoomd(), Lammps())}
 
 __all__ = ["APPS", "App", "Metric", "Param", "ParseError"]

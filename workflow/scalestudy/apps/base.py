@@ -49,6 +49,8 @@ class App:
     # The figure speedup and efficiency are computed from first.
     primary_metric: ClassVar[str]
     params: ClassVar[Mapping[str, Param]]
+    # The MPI the app is built against: picks the cluster's launcher and the flag sets that fit.
+    mpi_flavour: ClassVar[str] = "openmpi"
 
     def param_problems(self, params: Mapping[str, Any]) -> list[str]:
         """Problems with a study's params, each 'params.<key>: <what is wrong>; allowed: ...'."""
@@ -67,6 +69,10 @@ class App:
                 problems += [f"{where}: {p}" for p in value_problems(item, spec)]
         return problems
 
+    def study_problems(self, study: Mapping[str, Any]) -> list[str]:
+        """Problems of a study's params together with its other keys (e.g. scaling)."""
+        return []
+
     def preflight(self, point: Point) -> list[str]:
         """Problems that show only at a given scale; reported before anything runs."""
         return []
@@ -74,6 +80,14 @@ class App:
     def inputs(self, point: Point) -> dict[str, str]:
         """Files the point reads, by the parameter that names them."""
         return {}
+
+    def inputs_key(self, point: Point) -> Any:
+        """Points with equal keys read the same input files (checked once per key)."""
+        return id(point.params)
+
+    def missing_software(self, point: Point) -> str | None:
+        """Why the app cannot run where this job runs (checked before launching), or None."""
+        return None
 
     def rank_command(self, point: Point, run_dir: Path) -> list[str]:
         """What every MPI rank executes, as an argument list."""

