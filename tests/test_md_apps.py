@@ -1,12 +1,17 @@
 """The molecular-dynamics apps (HOOMD-blue WCA and its LAMMPS twin): parsers on recorded
 output, command lines, MPI flavours, strong and weak scaling in the sweep."""
 
+import importlib.util
+import json
+
 import pytest
 from scalestudy import clusters, sweep
 from scalestudy.apps import APPS, ParseError
+from scalestudy.apps.hoomd import parse_hoomd
 from scalestudy.apps.lammps import parse_lammps
-from scalestudy.clusters import MpiLauncher
+from scalestudy.clusters import Cluster, MpiLauncher
 from scalestudy.launch import mpirun_command
+from scalestudy.runner import run_point
 from scalestudy.sweep import SweepError
 from test_launch import HOSTILE, point
 
@@ -166,3 +171,87 @@ def test_weak_scaling_grows_n_with_ranks():
 def test_md_params_are_checked_at_load(scaling, params, expected):
     problems = problems_of(md_config(scaling=scaling, **params))
     assert len(problems) == 1 and problems[0].startswith(expected), problems
+
+
+# ---------------------------------------------------------------- HOOMD-blue output
+
+
+def test_hoomd_reference_verbose_shape(data_dir):
+    figures = parse_hoomd((data_dir / "hoomd-4.8.2-reference-verbose-2ranks.log").read_text())
+    assert figures["steps_per_s_runs"] == [169.29620351570654, 109.14197165844936]
+    assert figures["steps_per_s"] == pytest.approx(139.21908758707795)
+    assert figures["domain_decomposition"] == "1x1x2"
+    assert "particles" not in figures  # the reference does not print N
+
+
+def test_hoomd_reference_plain_shape_is_the_mean_alone(data_dir):
+    figures = parse_hoomd((data_dir / "hoomd-4.8.2-reference-plain-1rank.log").read_text())
+    assert figures["steps_per_s"] == 603.0728057350493
+    assert figures["time_per_step_ms"] == pytest.approx(1000 / 603.0728057350493)
+    assert "steps_per_s_runs" not in figures and "domain_decomposition" not in figures
+
+
+def test_hoomd_scalestudy_script_shape(data_dir):
+    figures = parse_hoomd((data_dir / "hoomd-4.8.2-scalestudy-2ranks.log").read_text())
+    assert figures["steps_per_s_runs"] == [340.7167795177427, 137.64791645101826]
+    assert figures["particles"] == 4000
+    assert figures["particle_steps_per_s"] == pytest.approx(4000 * 239.18234798438047)
+
+
+def test_hoomd_suite_line_and_broken_outputs():
+    assert parse_hoomd("MDPairWCA: 999.5\n")["steps_per_s"] == 999.5
+    with pytest.raises(ParseError, match="not the mean"):
+        parse_hoomd(".. 100.0 time steps per second\n.. 200.0 time steps per second\n175.0\n")
+    with pytest.raises(ParseError, match="no time steps per second"):
+        parse_hoomd("notice(2): Using domain decomposition: n_x = 1 n_y = 1 n_z = 2.\n.. warming up for 10 steps\n")
+
+
+def hoomd_points(**params):
+    return sweep.load(md_config(app="hoomd", **(params or {"N": 4000}))).points
+
+
+def test_hoomd_rank_commands_for_both_harnesses(tmp_path):
+    point = hoomd_points(N=4000, warmup_steps=100, benchmark_steps=200, repeat=3)[-1]
+    ours = APPS["hoomd"].rank_command(point, tmp_path)
+    assert ours[1:4] == ["-m", "scalestudy.apps.hoomd_wca", "benchmark"]
+    assert ours[ours.index("--initial-state") + 1].endswith("results/assets/hoomd-wca/hard_sphere_4000_1.0_3.gsd")
+    assert ours[ours.index("--device") :] == [
+        "--device", "CPU", "--warmup_steps", "100", "--benchmark_steps", "200", "--repeat", "3",
+    ]  # fmt: skip
+    reference = APPS["hoomd"].rank_command(hoomd_points(N=4000, harness="hoomd_benchmarks")[-1], tmp_path)
+    assert reference[3] == "reference" and reference[reference.index("--run-dir") + 1] == str(tmp_path.resolve())
+    harness_args = reference[reference.index("--") + 1 :]
+    assert harness_args[:8] == ["--device", "CPU", "-N", "4000", "--rho", "1.0", "--dimensions", "3"]
+    assert harness_args[-1] == "-v"
+
+
+def test_hoomd_initial_state_is_one_file_per_n_density_dimensions():
+    strong = hoomd_points(N=4000)
+    assert {APPS["hoomd"].inputs(p)["initial_state"] for p in strong} == {
+        "results/assets/hoomd-wca/hard_sphere_4000_1.0_3.gsd"
+    }
+    weak = sweep.load(md_config(app="hoomd", scaling="weak", particles_per_rank=1000, density=0.9)).points
+    by_key = sweep.inputs_by_params(weak)
+    assert sorted(inputs["initial_state"] for _point, inputs in by_key.values()) == [
+        "results/assets/hoomd-wca/hard_sphere_1000_0.9_3.gsd",
+        "results/assets/hoomd-wca/hard_sphere_2000_0.9_3.gsd",
+        "results/assets/hoomd-wca/hard_sphere_4000_0.9_3.gsd",
+    ]
+
+
+def test_without_hoomd_a_point_fails_at_once_with_the_reason(tmp_path, monkeypatch):
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "hoomd" else real_find(name))
+    ran = tmp_path / "ran"
+    launcher = tmp_path / "mpirun"
+    launcher.write_text(f"#!/bin/sh\ntouch {ran}\n")
+    launcher.chmod(0o755)
+    cluster = Cluster("test", "none", 2, 0, 8.0, None, MpiLauncher(launcher=str(launcher)))
+    metrics = run_point(hoomd_points()[0], tmp_path / "run", cluster)
+    assert metrics["status"] == "failed"
+    assert metrics["reason"] == "hoomd not installed (use --sdm conda or a site module)"
+    assert metrics["category"] == "dependency missing"
+    assert json.loads((tmp_path / "run/metrics.json").read_text())["reason"] == metrics["reason"]
+    assert not ran.exists()
+
+
+real_find = importlib.util.find_spec

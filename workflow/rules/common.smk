@@ -81,8 +81,10 @@ def study_pattern(app):
 
 
 def made_inputs(inputs):
-    """Only inputs a rule makes are dependencies; the rest were checked at load."""
-    return [path for path in inputs.values() if sweep.made_here(path, ASSETS_DIR)]
+    """Only inputs a rule makes are dependencies; the rest were checked at load. They are
+    spelled from ASSETS_DIR, as the rules' outputs are (a relative path in the sweep still
+    matches an absolute results_dir)."""
+    return [sweep.under_assets(path, ASSETS_DIR) for path in inputs.values() if sweep.made_here(path, ASSETS_DIR)]
 
 
 def run_inputs(app):

@@ -395,6 +395,11 @@ def made_here(path: str, assets_dir: str) -> bool:
     return Path(os.path.abspath(path)).is_relative_to(os.path.abspath(assets_dir))
 
 
+def under_assets(path: str, assets_dir: str) -> str:
+    """`path` (a file under the assets directory) spelled as `assets_dir`/..., the form of rule outputs."""
+    return os.path.join(assets_dir, os.path.relpath(os.path.abspath(path), os.path.abspath(assets_dir)))
+
+
 def inputs_by_params(points: Iterable[Point]) -> dict[Any, tuple[Point, dict[str, str]]]:
     """The input files of each distinct params dict (points share them: see expand_study),
     with one point that has it; 10,000 points of one study ask the app once. An app whose
