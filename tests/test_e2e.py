@@ -2,6 +2,7 @@
 mpirun and real LitGPT training, including a point whose MPI flags break it, and
 real LAMMPS runs under MPICH's launcher."""
 
+import importlib.util
 import json
 import re
 import subprocess
@@ -13,6 +14,8 @@ import pytest
 import yaml
 
 pytestmark = pytest.mark.e2e
+# Where jobs can import HOOMD-blue (a site module on PYTHONPATH) its points run; elsewhere they say so.
+HOOMD = importlib.util.find_spec("hoomd") is not None
 
 
 def snakemake(repo: Path, workdir: Path, *args: str) -> subprocess.CompletedProcess:
@@ -29,6 +32,7 @@ def study(tmp_path_factory, request):
     assets = workdir / "results/assets/litgpt-tiny"
     tiny_params = {"checkpoint_dir": str(assets / "checkpoint"), "data_path": str(assets / "alpaca.json"),
                    "max_steps": 3, "global_batch_size": 8, "micro_batch_size": 2}  # fmt: skip
+    hoomd_steps = {"warmup_steps": 200, "benchmark_steps": 1000}
     overlay = {
         "results_dir": str(workdir / "results"),
         "assets": {
@@ -47,6 +51,8 @@ def study(tmp_path_factory, request):
         "studies": {
             "litgpt-full": {"repeats": 1, "params": tiny_params},
             "litgpt-lora": {"repeats": 1, "params": tiny_params, "mpi_flags": ["default", "broken"]},
+            "hoomd-wca": {"repeats": 1, "params": {"N": 1000, **hoomd_steps}},
+            "hoomd-wca-weak": {"repeats": 1, "params": {"particles_per_rank": 500, **hoomd_steps}},
             "lammps-wca": {
                 "repeats": 1,
                 "mpi_flags": ["mpich-nolocal"],
@@ -67,6 +73,9 @@ def test_dry_run_lists_one_job_per_point(study):
     # full: 1 node x {1, 2} ranks; lora: the same x {default, broken}
     assert counts["run_litgpt"] == "6"
     assert counts["run_lammps"] == "2"
+    assert counts["run_hoomd"] == "4"
+    # The initial states (N = 1000 strong, 500 and 1000 weak) only where jobs can import hoomd.
+    assert counts.get("hoomd_initial_state", "0") == ("2" if HOOMD else "0")
     assert counts["litgpt_tiny_assets"] == "1"
 
 
@@ -102,6 +111,24 @@ def test_lammps_ran_on_one_and_two_mpich_ranks(study):
         assert "-genv MPIR_CVAR_NOLOCAL 1" in (run / "launch.sh").read_text()
 
 
+def test_hoomd_points_run_or_say_hoomd_is_not_installed(study):
+    metrics = [json.loads(p.read_text()) for p in study["results"].glob("hoomd-wca*/runs/**/metrics.json")]
+    assert len(metrics) == 4
+    for data in metrics:
+        if HOOMD:
+            assert data["status"] == "ok", data["reason"]
+            assert data["figures"]["steps_per_s"] > 0
+        else:
+            assert data["status"] == "failed"
+            assert data["reason"] == "hoomd not installed (use --sdm conda or a site module)"
+            assert data["resources"]["walltime_used_s"] is None  # nothing was launched
+    if not HOOMD:
+        assert (
+            "hoomd not installed (use --sdm conda or a site module)"
+            in (study["results"] / "report/index.html").read_text()
+        )
+
+
 def test_two_ranks_really_ran_under_mpi(study):
     log = next(study["results"].glob("litgpt-full/runs/nodes1-rpn2/**/stdout.log")).read_text()
     # One peak-memory line per rank: both ranks ran the training, not two separate jobs of one.
@@ -117,9 +144,10 @@ def test_tables_and_report(study):
     at_two = scaling[(scaling["metric"] == "training_time_s") & (scaling["ranks"] == 2)].iloc[0]
     assert at_two["speedup"] > 0 and at_two["parallel_efficiency"] == pytest.approx(at_two["speedup"] / 2)
     page = (results / "report/index.html").read_text()
-    assert page.count("data:image/png;base64,") == 9
-    assert "parallel efficiency" in page and "Failed runs (2)" in page
-    assert len(list((results / "report/plots").glob("*.png"))) == 9
+    assert page.count("data:image/png;base64,") == 15
+    # Per study: the two broken LoRA points, and without HOOMD-blue the two points of each HOOMD study.
+    assert "parallel efficiency" in page and page.count("Failed runs (2)") == (1 if HOOMD else 3)
+    assert len(list((results / "report/plots").glob("*.png"))) == 15
 
 
 def test_finished_points_are_never_rerun(study):

@@ -4,8 +4,9 @@ output, command lines, MPI flavours, strong and weak scaling in the sweep."""
 import importlib.util
 import json
 
+import pandas as pd
 import pytest
-from scalestudy import clusters, sweep
+from scalestudy import analysis, clusters, sweep
 from scalestudy.apps import APPS, ParseError
 from scalestudy.apps.hoomd import parse_hoomd
 from scalestudy.apps.lammps import parse_lammps
@@ -255,3 +256,17 @@ def test_without_hoomd_a_point_fails_at_once_with_the_reason(tmp_path, monkeypat
 
 
 real_find = importlib.util.find_spec
+
+
+def test_weak_efficiency_of_md_is_per_time_step():
+    """N grows with p: ideal steps/s stays flat, so efficiency is T(p0)/T(p) = rate(p)/rate(p0)."""
+    rows = [
+        {"study": "w", "app": "hoomd", "scaling": "weak", "variant": "mpi-default/nccl-default",
+         "mpi_flag_set": "default", "nccl_env_set": "default", "nodes": 1, "ranks_per_node": ranks,
+         "gpus_per_node": 0, "ranks": ranks, "repeat": 1, "status": "ok",
+         "steps_per_s": rate, "time_per_step_ms": 1000 / rate, "particle_steps_per_s": 1000 * ranks * rate}
+        for ranks, rate in ((1, 1000.0), (4, 800.0))
+    ]  # fmt: skip
+    table = analysis.scaling(pd.DataFrame(rows)).set_index(["metric", "ranks"])
+    for metric in ("steps_per_s", "time_per_step_ms", "particle_steps_per_s"):
+        assert table.loc[(metric, 4), "weak_efficiency"] == pytest.approx(0.8), metric

@@ -125,7 +125,8 @@ def curve_table(group: pd.DataFrame, curve: dict, metric) -> pd.DataFrame:
     q = table["ranks"] / p0
     table["p0"] = p0
     if curve.get("scaling") == "weak":
-        efficiency = ratio if metric.kind == "time" else ratio / q
+        # Weak: T(p0)/T(p) for times and for per-step rates (steps/s); throughputs divide by p/p0.
+        efficiency = ratio if metric.kind == "time" or not metric.extensive else ratio / q
         table["weak_efficiency"] = efficiency
         table["scaled_speedup"] = efficiency * q
     else:

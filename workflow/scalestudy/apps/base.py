@@ -30,6 +30,9 @@ class Metric:
     label: str
     unit: str
     kind: Literal["rate", "time", "size"]
+    # A rate that grows with the problem size (tokens/s, particle-steps/s): weak-scaling
+    # efficiency divides it by p/p0. One that does not (time steps/s) is compared as is.
+    extensive: bool = True
 
 
 @dataclass(frozen=True)

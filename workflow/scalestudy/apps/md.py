@@ -24,7 +24,7 @@ class WcaBenchmark(App):
     """Base of the HOOMD-blue and LAMMPS twins: same physics, same parameters, same figure."""
 
     metrics: ClassVar[tuple[Metric, ...]] = (
-        Metric("steps_per_s", "time steps per second (mean of the timed runs)", "steps/s", "rate"),
+        Metric("steps_per_s", "time steps per second (mean of the timed runs)", "steps/s", "rate", extensive=False),
         # Weak scaling: T(p0)/T(p) on the time per step is its efficiency (N grows with p).
         Metric("time_per_step_ms", "wall time per time step (1000 / steps per second)", "ms", "time"),
         Metric("particle_steps_per_s", "particle time steps per second (N x steps/s)", "particle-steps/s", "rate"),
