@@ -1,5 +1,6 @@
 # Points, paths and input functions shared by every rule. Logic lives in the
 # scalestudy package; this file only turns it into Snakemake terms.
+import importlib.util
 import re
 import sys
 from pathlib import Path
@@ -68,6 +69,17 @@ def job_python():
     if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
         return "python"
     return sys.executable
+
+
+def jobs_can_import(module, site_modules):
+    """Can run jobs import `module`? Under conda, or a site module under env-modules, they get
+    it in the job; otherwise they run this interpreter, which is asked."""
+    from snakemake_interface_executor_plugins.settings import DeploymentMethod
+
+    methods = workflow.deployment_settings.deployment_method
+    if DeploymentMethod.CONDA in methods or (DeploymentMethod.ENV_MODULES in methods and site_modules):
+        return True
+    return importlib.util.find_spec(module) is not None
 
 
 def point_of(wildcards):

@@ -1,24 +1,10 @@
 # HOOMD-blue WCA fluid: the initial state once per (N, density, dimensions), then one job
 # per point. HOOMD-blue comes from `--sdm conda` (envs/hoomd.yaml) or a site module
 # (`modules: {hoomd: [...]}` in the cluster file, with `--sdm env-modules`).
-import importlib.util
-
-from snakemake_interface_executor_plugins.settings import DeploymentMethod
-
 HOOMD_MODULES = list(CLUSTER.modules.get("hoomd", ()))
-
-
-def hoomd_reachable():
-    """Can jobs import hoomd? Under conda or a site module they get it in the job; otherwise
-    they run this interpreter. Where they cannot, no initial state is planned and every
-    point ends `failed` at once with the reason (the runner checks again in the job)."""
-    methods = workflow.deployment_settings.deployment_method
-    if DeploymentMethod.CONDA in methods or (DeploymentMethod.ENV_MODULES in methods and HOOMD_MODULES):
-        return True
-    return importlib.util.find_spec("hoomd") is not None
-
-
-HOOMD_REACHABLE = hoomd_reachable()
+# Where jobs cannot import hoomd, no initial state is planned and every point ends
+# `failed` at once with the reason (the runner checks again inside the job).
+HOOMD_REACHABLE = jobs_can_import("hoomd", HOOMD_MODULES)
 
 
 rule hoomd_initial_state:
