@@ -8,6 +8,7 @@ is both the record of what ran and a way to rerun it by hand.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,12 +18,30 @@ from .sweep import Point
 
 
 def allocated_hosts(environ: Mapping[str, str] = os.environ) -> list[str]:
-    """Hosts the scheduler gave this job, in order, once each (PBS lists a host per core)."""
+    """Hosts the scheduler gave this job, in order, once each (PBS lists a host per core;
+    Slurm a compressed list such as n[1-2])."""
     nodefile = environ.get("PBS_NODEFILE")
     if nodefile and Path(nodefile).is_file():
         hosts = [line.strip() for line in Path(nodefile).read_text().splitlines() if line.strip()]
         return list(dict.fromkeys(hosts))
+    nodelist = environ.get("SLURM_JOB_NODELIST")
+    if nodelist:
+        return list(dict.fromkeys(expand_hostlist(nodelist)))
     return []
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's compressed host list: 'gpu[01-03,07],login1' -> gpu01 gpu02 gpu03 gpu07 login1."""
+    hosts = []
+    for prefix, ranges, suffix, plain in re.findall(r"([^,\[]+)\[([^\]]+)\]([^,]*)|([^,\[\]]+)", text):
+        if plain:
+            hosts.append(plain)
+            continue
+        for part in ranges.split(","):
+            first, _, last = part.partition("-")
+            for number in range(int(first), int(last or first) + 1):
+                hosts.append(f"{prefix}{number:0{len(first)}d}{suffix}")
+    return hosts
 
 
 def mpirun_command(
