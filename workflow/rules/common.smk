@@ -10,7 +10,7 @@ from snakemake.utils import validate
 PACKAGE_DIR = str(Path(workflow.basedir) / "workflow")
 sys.path.insert(0, PACKAGE_DIR)
 
-from scalestudy import clusters, sweep  # noqa: E402
+from scalestudy import clusters, scheduler, sweep  # noqa: E402
 from scalestudy.apps import APPS  # noqa: E402
 from scalestudy.sweep import PLOT_KINDS  # noqa: E402
 
@@ -20,6 +20,11 @@ def load_sweep(raw_config):
     try:
         loaded = sweep.load(raw_config)
         cluster = clusters.load(raw_config.get("cluster", "local"))
+        # What the site would reject (queue limits, whole nodes, GPUs per node) stops here,
+        # before anything is submitted.
+        refused = scheduler.sweep_problems(loaded.points, cluster)
+        if refused:
+            raise sweep.SweepError(refused)
     except sweep.SweepError as error:
         for problem in error.problems:
             print(f"sweep error: {problem}", file=sys.stderr)

@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .sweep import REPO_ROOT, SweepError, read_yaml
 
-CLUSTERS_DIR = REPO_ROOT / "config" / "clusters"
+# Site files may live outside the checkout (e.g. private project codes): SCALESTUDY_CLUSTERS_DIR.
+CLUSTERS_DIR = Path(os.environ.get("SCALESTUDY_CLUSTERS_DIR") or REPO_ROOT / "config" / "clusters")
 SCHEDULERS = ("none", "pbspro", "slurm")
 CHARGE_UNITS = ("core_hour", "gpu_hour")
 
@@ -199,7 +201,7 @@ def load(name: str) -> Cluster:
     path = CLUSTERS_DIR / f"{name}.yaml"
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in CLUSTERS_DIR.glob("*.yaml")))
-        raise SweepError([f"cluster: unknown cluster {name!r}; defined in config/clusters/: {known}"])
+        raise SweepError([f"cluster: unknown cluster {name!r}; defined in {CLUSTERS_DIR}: {known}"])
     try:
         cluster = from_mapping(read_yaml(path))
     except (KeyError, TypeError, ValueError) as error:

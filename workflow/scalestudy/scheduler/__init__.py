@@ -47,18 +47,19 @@ def hms(seconds: float) -> str:
 
 
 def job_name(point: Point) -> str:
-    """Short and meaningful in `qstat`: app, nodes, per-node count, variant, repeat."""
+    """Short and meaningful in `qstat`: study, nodes and GPUs or ranks per node, MPI set,
+    NCCL set ('d' for default), repeat; e.g. litgpt-full.n2g4.no-ucx-h.d.r1."""
 
-    def short(kind: str, name: str) -> str:
-        return "" if name == "default" else f"-{kind}{name[:10]}"
+    def short(name: str) -> str:
+        return "d" if name == "default" else name[:8]
 
     per_node = f"g{point.gpus_per_node}" if point.gpus_per_node else f"r{point.ranks_per_node}"
     name = (
-        f"{point.app}-n{point.nodes}{per_node}{short('m', point.mpi_flag_set)}{short('c', point.nccl_env_set)}"
-        f"-{point.repeat}"
+        f"{point.study[:16]}.n{point.nodes}{per_node}.{short(point.mpi_flag_set)}.{short(point.nccl_env_set)}"
+        f".r{point.repeat}"
     )
-    # PBS wants a leading letter and no whitespace; names are already restricted by the schema.
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:48]
+    # Names are restricted by the sweep schema already; PBS also wants no whitespace.
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
 def job_request(point: Point, cluster: Cluster) -> JobRequest:
@@ -133,6 +134,17 @@ def request_problems(point: Point, cluster: Cluster) -> list[str]:
             f"{hms(cluster.walltime_margin_s)}) is over queue {queue.name}'s limit {hms(limit)} for {size}"
         )
     return problems
+
+
+def sweep_problems(points: list[Point], cluster: Cluster) -> list[str]:
+    """Every distinct refusal over a study's points (points differing only in repeat or
+    sets share their request), for clusters with a batch scheduler."""
+    if cluster.scheduler == "none":
+        return []
+    problems: dict[str, None] = {}
+    for point in points:
+        problems.update(dict.fromkeys(request_problems(point, cluster)))
+    return list(problems)
 
 
 def estimated_service_units(

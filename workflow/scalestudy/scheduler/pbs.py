@@ -286,9 +286,7 @@ def status(job_id: str, directory: Path, qstat: str = "qstat", log=lambda msg: p
             stale = entry is None or age > MAX_CACHE_AGE_S or (entry.get("served") and age >= MIN_REFRESH_S)
             if stale:
                 active = [
-                    known
-                    for known, cached in cache["jobs"].items()
-                    if cached.get("state") not in ("F", "X", "C", "unknown")
+                    known for known, cached in cache["jobs"].items() if cached.get("state") not in ("F", "X", "C")
                 ]
                 unseen = [known for known in jobs if known not in cache["jobs"]]
                 refresh(cache, [*active, *unseen, job_id], qstat, log)
@@ -508,12 +506,18 @@ class SubmitRefused(Exception):
 
 def plan(profile: Path, extra_configfiles: list[str] | None = None) -> list[str]:
     """The exact qsub line of every point of the study a profile would run (dry mode)."""
+    import yaml
+
     from .. import clusters, sweep
     from . import job_request, request_problems
 
     profile_config = sweep.read_yaml(profile / "config.v8+.yaml")
     files = [*(profile_config.get("configfiles") or ["config/sweep.yaml"]), *(extra_configfiles or [])]
     config = sweep.load_files(*files)
+    # The profile's `config:` entries (key=value, YAML values) override the files, as in Snakemake.
+    for entry in profile_config.get("config") or []:
+        key, _, value = str(entry).partition("=")
+        config[key.strip()] = yaml.safe_load(value)
     loaded = sweep.load(config)
     cluster = clusters.load(config.get("cluster", "local"))
     project = cluster.project_name() or "$PROJECT"
