@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -28,6 +29,33 @@ def allocated_hosts(environ: Mapping[str, str] = os.environ) -> list[str]:
     if nodelist:
         return list(dict.fromkeys(expand_hostlist(nodelist)))
     return []
+
+
+def slurm_allocation(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The Slurm allocation variables mpirun needs, when the environment lost them.
+
+    Snakemake's Slurm job step removes SLURM_* variables other than the job id before it
+    runs a job (so that nested `srun` calls do not inherit step settings); Open MPI's
+    mpirun then cannot find the allocation ("unable to find SLURM_NODELIST"). They are
+    read back from the controller, once per point."""
+    job_id = environ.get("SLURM_JOB_ID")
+    if not job_id or environ.get("SLURM_JOB_NODELIST"):
+        return {}
+    try:
+        out = subprocess.run(
+            ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=30, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    fields = dict(re.findall(r"(\w+)=(\S*)", out))
+    nodelist, nodes, tasks = fields.get("NodeList"), int(fields.get("NumNodes") or 0), fields.get("NumTasks")
+    if not nodelist or not nodes:
+        return {}
+    restored = {"SLURM_JOB_NODELIST": nodelist, "SLURM_NODELIST": nodelist}
+    restored["SLURM_JOB_NUM_NODES"] = restored["SLURM_NNODES"] = str(nodes)
+    if tasks and tasks.isdigit() and int(tasks) % nodes == 0:
+        restored["SLURM_TASKS_PER_NODE"] = f"{int(tasks) // nodes}(x{nodes})"
+    return restored
 
 
 def expand_hostlist(text: str) -> list[str]:

@@ -23,7 +23,7 @@ from typing import Any
 
 from .apps import APPS, ParseError
 from .clusters import Cluster
-from .launch import allocated_hosts, launch_script, mpirun_command
+from .launch import allocated_hosts, launch_script, mpirun_command, slurm_allocation
 from .scheduler import estimated_service_units, job_request
 from .sweep import REPO_ROOT, Point
 
@@ -148,9 +148,10 @@ def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> None:
 def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None) -> dict[str, Any]:
     app = APPS[point.app]
     log_path, launch_path = Path(log_path or run_dir / "stdout.log"), run_dir / "launch.sh"
-    hosts = allocated_hosts()
+    allocation = slurm_allocation()
+    hosts = allocated_hosts({**os.environ, **allocation})
     rank_env = app.rank_env(point)
-    env = child_environment(rank_env, cluster.mpi.from_python_env)
+    env = {**child_environment(rank_env, cluster.mpi.from_python_env), **allocation}
     # Record the launcher's absolute path: launch.sh must name the MPI that really ran.
     mpi = dataclasses.replace(
         cluster.mpi, launcher=shutil.which(cluster.mpi.launcher, path=env["PATH"]) or cluster.mpi.launcher
