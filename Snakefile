@@ -19,6 +19,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/litgpt.smk"
 include: "workflow/rules/lammps.smk"
 include: "workflow/rules/hoomd.smk"
+include: "workflow/rules/pingpong.smk"
 include: "workflow/rules/analyze.smk"
 include: "workflow/rules/report.smk"
 

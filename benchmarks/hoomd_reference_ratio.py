@@ -40,13 +40,15 @@ def reference(harness_dir: Path, ranks: int, particles: int, warmup: int, steps:
 
 
 def workflow(workdir: Path, ranks: int) -> float:
-    metrics = workdir / f"results/ratio/runs/nodes1-rpn{ranks}/mpi-default/nccl-default/rep1/metrics.json"
+    target = f"results/ratio/runs/nodes1-rpn{ranks}/mpi-default/nccl-default/rep1/metrics.json"
     configs = [str(REPO / "config/sweep.yaml"), str(REPO / "config/local.yaml"), str(workdir / "ratio.yaml")]
     command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-               "--profile", str(REPO / "profiles/local"), "--forcerun", str(metrics), str(metrics),
+               "--profile", str(REPO / "profiles/local"), target, "--forcerun", target,
                "--configfile", *configs]  # fmt: skip
-    subprocess.run(command, cwd=workdir, capture_output=True, text=True, check=True)
-    data = json.loads(metrics.read_text())
+    done = subprocess.run(command, cwd=workdir, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"snakemake failed:\n{done.stderr[-3000:]}")
+    data = json.loads((workdir / target).read_text())
     if data["status"] != "ok":
         raise SystemExit(f"workflow point failed: {data['reason']}")
     return data["figures"]["steps_per_s"]

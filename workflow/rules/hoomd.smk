@@ -1,7 +1,7 @@
 # HOOMD-blue WCA fluid: the initial state once per (N, density, dimensions), then one job
 # per point. HOOMD-blue comes from `--sdm conda` (envs/hoomd.yaml) or a site module
-# (`modules: {hoomd: [...]}` in the cluster file, with `--sdm env-modules`).
-HOOMD_MODULES = list(CLUSTER.modules.get("hoomd", ()))
+# (`app_modules: {hoomd: [...]}` in the cluster file, with `--sdm env-modules`).
+HOOMD_MODULES = list(CLUSTER.app_modules.get("hoomd", ()))
 # Where jobs cannot import hoomd, no initial state is planned and every point ends
 # `failed` at once with the reason (the runner checks again inside the job).
 HOOMD_REACHABLE = jobs_can_import("hoomd", HOOMD_MODULES)
@@ -24,12 +24,9 @@ rule hoomd_initial_state:
         "../../envs/hoomd.yaml"
     envmodules:
         *HOOMD_MODULES,
+    # One process on one node (a batch job of its own on clusters: PBS sizes it as a non-point job).
     resources:
-        nodes=1,
-        ranks_per_node=1,
-        gpus_per_node=0,
         runtime=120,
-        walltime_s=7200,
         # Not beside a point being timed (the profile sets the limit).
         measurement_slot=1,
     shell:
@@ -58,14 +55,9 @@ rule run_hoomd:
     envmodules:
         *HOOMD_MODULES,
     resources:
-        nodes=lambda wildcards: point_of(wildcards).nodes,
-        ranks_per_node=lambda wildcards: point_of(wildcards).ranks_per_node,
-        gpus_per_node=lambda wildcards: point_of(wildcards).gpus_per_node,
-        runtime=walltime_minutes,
-        walltime_s=lambda wildcards: point_of(wildcards).walltime_seconds,
-        # One point at a time per machine when measuring locally (profile sets the limit).
-        measurement_slot=1,
+        **RUN_RESOURCES,
     shell:
         "PYTHONPATH={params.package:q}${{PYTHONPATH:+:$PYTHONPATH}} {params.python:q} -m scalestudy run-point"
         " --point {params.point:q} --walltime-s {resources.walltime_s} --cluster {params.cluster:q}"
+        " --queue {resources.queue:q}"
         " --metrics {output.metrics:q} --log {log:q}"

@@ -4,7 +4,8 @@ from .base import App, Metric, Param, ParseError
 from .hoomd import Hoomd
 from .lammps import Lammps
 from .litgpt import LitGPT
+from .pingpong import PingPong
 
-APPS: dict[str, App] = {app.name: app for app in (LitGPT(), Hoomd(), Lammps())}
+APPS: dict[str, App] = {app.name: app for app in (LitGPT(), PingPong(), Hoomd(), Lammps())}
 
 __all__ = ["APPS", "App", "Metric", "Param", "ParseError"]

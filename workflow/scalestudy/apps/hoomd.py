@@ -6,7 +6,7 @@ initial state the `hoomd_initial_state` rule made once per (N, density, dimensio
 results/assets/, never inside a timed job.
 
 HOOMD-blue is not on PyPI: it comes from `--sdm conda` (envs/hoomd.yaml) or a site module
-(the cluster file's `modules.hoomd`, with `--sdm env-modules`). Where it cannot be imported,
+(the cluster file's `app_modules.hoomd`, with `--sdm env-modules`). Where it cannot be imported,
 a point ends `failed` with the reason MISSING_HOOMD before anything is launched.
 """
 
