@@ -236,7 +236,8 @@ def curve_table(group: pd.DataFrame, curve: dict, metric: Metric) -> pd.DataFram
             "n_failed": int((statuses == "failed").sum() + ((statuses == "ok") & at_scale[metric.name].isna()).sum()),
             "n_pending": int((statuses == STATUS_PENDING).sum()),
             "n_outliers": int(outliers.sum()),
-            "outlier_repeats": " ".join(str(int(r)) for r in repeats),
+            # Text, not numbers: "rep2 rep3" stays as it is through the CSV.
+            "outlier_repeats": " ".join(f"rep{int(r)}" for r in repeats),
         }
         succeeded = ok.loc[values.index]
         for column in RESOURCE_COLUMNS:

@@ -17,6 +17,10 @@ import pandas as pd
 
 from .analysis import WALLTIME_METRIC, scaling
 from .apps.base import Metric
+from .plots import plot_study
+from .report import Bullets, Heading, Para, Table, definition_blocks, fmt, hms, study_blocks
+from .report import write_page as write_report_page
+from .sweep import PLOT_KINDS
 
 STEPS_PER_S = Metric("steps_per_s", "time steps per second (warm-up excluded)", "steps/s", "rate")
 APP = "hoomd"
@@ -140,3 +144,55 @@ def nodes_of(compared: pd.DataFrame, work) -> str:
         (compared["warmup_steps"] == work.warmup_steps) & (compared["benchmark_steps"] == work.benchmark_steps)
     ]["nodes"]
     return ", ".join(str(int(n)) for n in nodes) + " node(s)"
+
+
+def comparison_table(compared: pd.DataFrame) -> Table:
+    def cell(value, digits=3):
+        return fmt(value, digits)
+
+    headers = ["nodes", "cores", "memory used (GB)", "walltime used (h:mm:ss)", "steps/s (n=1)",
+               "published: wall-time speedup", "published: 'efficiency' = S/cores",
+               "steps/s speedup S", "parallel efficiency S·p0/p", "warm-up / benchmark steps",
+               "time-stepping share of wall time"]  # fmt: skip
+    rows = []
+    for _, r in compared.iterrows():
+        steps = f"{int(r['warmup_steps']):,} / {int(r['benchmark_steps']):,}" if "warmup_steps" in r else "–"
+        share = f"{r['stepping_share']:.0%}" if "stepping_share" in r else "–"
+        rows.append(
+            [
+                cell(r["nodes"]),
+                cell(r["cores"]),
+                cell(r.get("memory_used_gb"), 4),
+                hms(r["walltime_used_s"]),
+                cell(r["steps_per_s"]),
+                f"{r['walltime_speedup']:.2f}",
+                f"{r['walltime_speedup_per_core']:.3f}",
+                f"{r['rate_speedup']:.2f}",
+                f"{r['rate_parallel_efficiency']:.3f}",
+                steps,
+                share,
+            ]
+        )
+    return Table(headers, rows)
+
+
+def write_page(record_path: str | Path, out_dir: str | Path, study: str | None = None) -> Path:
+    """The record as a report page (index.html + index.md + plots) in `out_dir`."""
+    out_dir = Path(out_dir)
+    runs = read_record(record_path, study)
+    study = runs["study"].iloc[0]
+    table = record_scaling(runs)
+    plots = {kind: out_dir / "plots" / f"{study}.{kind}.png" for kind in PLOT_KINDS}
+    plot_study(table, pd.DataFrame(), study, plots)
+    compared = comparison(runs, table)
+    blocks = [
+        Heading(2, f"{study}: the published table, regenerated"),
+        Para(f"From the record {Path(record_path).name}, through the same analysis and report code as a study."),
+        comparison_table(compared),
+        Bullets(why_they_disagree(compared)),
+        *study_blocks(study, runs, table, pd.DataFrame(), list(plots.values())),
+        *definition_blocks(),
+    ]
+    out_html = out_dir / "index.html"
+    write_report_page(blocks, f"scalestudy: published record {study}", out_html, out_dir / "index.md")
+    return out_html
