@@ -17,6 +17,7 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/litgpt.smk"
+include: "workflow/rules/pingpong.smk"
 include: "workflow/rules/analyze.smk"
 include: "workflow/rules/report.smk"
 

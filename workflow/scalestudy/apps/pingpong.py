@@ -1,0 +1,108 @@
+"""MPI ping-pong (OSU-style latency and bandwidth between rank 0 and the last rank).
+
+The cheapest real MPI job: it shows which hosts ran, which MPI/NCCL settings
+reached every rank, and what the interconnect between the two end ranks does.
+It is the process the fault tests kill, starve and misconfigure, and the app
+of the scheduler tests. The rank program is pingpong_rank.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..sweep import Point
+from . import pingpong_rank
+from .base import App, Metric, Param, ParseError
+
+ROW = re.compile(r"^(\d+) ([0-9.]+(?:e[+-]?\d+)?) ([0-9.]+(?:e[+-]?\d+)?|inf)$", re.M)
+
+
+def rank_lines(log_text: str) -> list[dict[str, Any]]:
+    """Every rank's `scalestudy-rank {...}` line (rank, host, pid, the environment it saw)."""
+    found = []
+    for line in log_text.splitlines():
+        if line.startswith(pingpong_rank.RANK_PREFIX + " "):
+            try:
+                found.append(json.loads(line[len(pingpong_rank.RANK_PREFIX) + 1 :]))
+            except json.JSONDecodeError:
+                continue  # a line cut off (the log was truncated): not evidence
+    return found
+
+
+def parse_pingpong(log_text: str) -> dict[str, Any]:
+    header = log_text.find(pingpong_rank.TABLE_HEADER)
+    summary_at = log_text.find(pingpong_rank.SUMMARY_PREFIX + " ")
+    if header < 0 or summary_at < 0:
+        raise ParseError("no ping-pong table with its closing 'scalestudy-pingpong' line in the output")
+    rows = [(int(s), float(lat), float(bw)) for s, lat, bw in ROW.findall(log_text[header:summary_at])]
+    if not rows:
+        raise ParseError("the ping-pong table has no rows")
+    summary_line = log_text[summary_at:].splitlines()[0]
+    try:
+        summary = json.loads(summary_line[len(pingpong_rank.SUMMARY_PREFIX) + 1 :])
+    except json.JSONDecodeError as error:
+        raise ParseError(f"the closing 'scalestudy-pingpong' line is cut off: {error}") from None
+    smallest, largest = min(rows), max(rows)
+    ranks = rank_lines(log_text)
+    return {
+        "latency_us": smallest[1],
+        "latency_size_bytes": smallest[0],
+        "bandwidth_MBps": largest[2],
+        "bandwidth_size_bytes": largest[0],
+        "sizes_measured": len(rows),
+        "iterations": summary["iterations"],
+        "hosts_seen": len({r["host"] for r in ranks}) or len(summary.get("hosts", [])),
+        "ranks_reported": len(ranks),
+    }
+
+
+class PingPong(App):
+    name = "pingpong"
+    primary_metric = "latency_us"
+    metrics = (
+        Metric("latency_us", "one-way latency at the smallest message (half the mean round trip)", "us", "time"),
+        Metric("bandwidth_MBps", "ping-pong bandwidth at the largest message (bytes / one-way time)", "MB/s", "rate"),
+    )
+    params = {
+        "min_bytes": Param(int, minimum=1, help="smallest message size in bytes (default 1)"),
+        "max_bytes": Param(int, minimum=1, help="largest message size in bytes (default 1048576)"),
+        "iterations": Param(int, minimum=1, help="timed round trips per size (default 1000)"),
+        "warmup": Param(int, minimum=0, help="untimed round trips per size before timing (default 100)"),
+    }
+
+    def param_problems(self, params):
+        problems = super().param_problems(params)
+        low, high = params.get("min_bytes", 1), params.get("max_bytes", 1 << 20)
+        if not problems and not any(isinstance(v, list) for v in (low, high)) and low > high:
+            problems.append(f"params.min_bytes: {low} is larger than max_bytes {high}")
+        return problems
+
+    def preflight(self, point: Point) -> list[str]:
+        if point.ranks < 2:
+            return [
+                f"nodes: ping-pong needs at least 2 ranks, got nodes={point.nodes} x "
+                f"ranks_per_node={point.ranks_per_node} = {point.ranks}"
+            ]
+        return []
+
+    def rank_command(self, point: Point, run_dir: Path) -> list[str]:
+        p = point.params
+        return [
+            sys.executable,
+            str(Path(pingpong_rank.__file__).resolve()),
+            "--min-bytes",
+            str(p.get("min_bytes", 1)),
+            "--max-bytes",
+            str(p.get("max_bytes", 1 << 20)),
+            "--iterations",
+            str(p.get("iterations", 1000)),
+            "--warmup",
+            str(p.get("warmup", 100)),
+        ]
+
+    def parse(self, log_text: str, run_dir: Path) -> dict[str, Any]:
+        return parse_pingpong(log_text)

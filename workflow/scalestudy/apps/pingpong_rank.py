@@ -1,0 +1,125 @@
+"""What every MPI rank of a ping-pong point runs (a stand-alone script: it imports only
+mpi4py, so it runs by path on any node without the package on PYTHONPATH).
+
+OSU-style latency/bandwidth ping-pong between rank 0 and the last rank (osu_latency
+shape: per size, `warmup` untimed round trips, then `iterations` timed ones; one-way
+latency is half the mean round trip). Ranks in between only take part in the start
+and end barriers. Every rank first prints one line
+
+    scalestudy-rank {"rank": 0, "size": 2, "host": "n1", "pid": 123, "env": {...}}
+
+with the host it ran on (SLURMD_NODENAME if set, else the host name) and the
+OMPI_*/NCCL_*/... variables it saw: the proof of which hosts ran and which settings
+arrived. Rank 0 then prints the table and a summary line:
+
+    # size_bytes latency_us bandwidth_MBps
+    1 0.52 1.93
+    ...
+    scalestudy-pingpong {"pair": [0, 1], "iterations": 1000, ...}
+
+Usage: python pingpong_rank.py --min-bytes 1 --max-bytes 1048576 --iterations 1000 --warmup 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+
+RANK_PREFIX = "scalestudy-rank"
+SUMMARY_PREFIX = "scalestudy-pingpong"
+TABLE_HEADER = "# size_bytes latency_us bandwidth_MBps"
+# Variables that show which MPI/NCCL settings reached the rank and where it ran.
+ENV_PREFIXES = ("OMPI_MCA_", "OMPI_COMM_WORLD_", "NCCL_", "PMIX_RANK", "SLURM_JOB_ID", "PBS_JOBID", "OMP_NUM_THREADS")
+# Open MPI bookkeeping that says nothing about the user's settings.
+ENV_NOISE = ("OMPI_MCA_PREFIXES",)
+
+
+def host_name() -> str:
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
+def seen_environment() -> dict[str, str]:
+    return {
+        name: value
+        for name, value in sorted(os.environ.items())
+        if name.startswith(ENV_PREFIXES) and name not in ENV_NOISE
+    }
+
+
+def message_sizes(min_bytes: int, max_bytes: int) -> list[int]:
+    """Powers of two from min_bytes up, and max_bytes itself (as osu_latency)."""
+    sizes, size = [], min_bytes
+    while size < max_bytes:
+        sizes.append(size)
+        size *= 2
+    return [*sizes, max_bytes]
+
+
+def ping_pong(comm, peer: int, leader: bool, size: int, warmup: int, iterations: int) -> float:
+    """Mean round-trip time in seconds over `iterations` exchanges of `size` bytes."""
+    from mpi4py import MPI
+
+    send, receive = bytearray(size), bytearray(size)
+    start = 0.0
+    for i in range(warmup + iterations):
+        if i == warmup:
+            start = MPI.Wtime()
+        if leader:
+            comm.Send([send, MPI.BYTE], dest=peer, tag=1)
+            comm.Recv([receive, MPI.BYTE], source=peer, tag=1)
+        else:
+            comm.Recv([receive, MPI.BYTE], source=peer, tag=1)
+            comm.Send([send, MPI.BYTE], dest=peer, tag=1)
+    return (MPI.Wtime() - start) / iterations
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--min-bytes", type=int, default=1)
+    parser.add_argument("--max-bytes", type=int, default=1 << 20)
+    parser.add_argument("--iterations", type=int, default=1000)
+    parser.add_argument("--warmup", type=int, default=100)
+    args = parser.parse_args(argv)
+
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    line = {"rank": rank, "size": size, "host": host_name(), "pid": os.getpid(), "env": seen_environment()}
+    print(f"{RANK_PREFIX} {json.dumps(line, sort_keys=True)}", flush=True)
+    if size < 2:
+        if rank == 0:
+            print("pingpong needs at least 2 ranks (rank 0 and the last rank exchange messages)", flush=True)
+        return 2
+    last = size - 1
+    comm.Barrier()
+    rows = []
+    if rank in (0, last):
+        for nbytes in message_sizes(args.min_bytes, args.max_bytes):
+            round_trip_s = ping_pong(comm, last if rank == 0 else 0, rank == 0, nbytes, args.warmup, args.iterations)
+            one_way_s = round_trip_s / 2
+            rows.append((nbytes, one_way_s * 1e6, nbytes / one_way_s / 1e6))
+            if rank == 0 and len(rows) == 1:
+                print(TABLE_HEADER, flush=True)
+            if rank == 0:
+                print(f"{nbytes} {rows[-1][1]:.3f} {rows[-1][2]:.3f}", flush=True)
+    comm.Barrier()
+    if rank == 0:
+        summary = {
+            "pair": [0, last],
+            "iterations": args.iterations,
+            "warmup": args.warmup,
+            "hosts": sorted(set(comm.allgather(host_name()))),
+            "mpi_library": MPI.Get_library_version().replace("\x00", "").strip().splitlines()[0],
+        }
+        print(f"{SUMMARY_PREFIX} {json.dumps(summary, sort_keys=True)}", flush=True)
+    else:
+        comm.allgather(host_name())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
