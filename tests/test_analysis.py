@@ -204,3 +204,21 @@ def test_the_published_gadi_hoomd_table_is_regenerated(data_dir):
     assert compared["rate_parallel_efficiency"].iloc[-1] == pytest.approx(0.475, abs=0.001)
     notes = " ".join(published.why_they_disagree(compared))
     assert "not time-stepping" in notes and "10,000/320,000 at 32 node(s)" in notes
+
+
+def test_the_sites_usage_record_replaces_the_estimated_cost(tmp_path, data_dir):
+    from scalestudy.analysis import aggregate
+    from scalestudy.scheduler.pbs import BATCH_LOG
+
+    run_dir = tmp_path / "results/s/runs/nodes12-rpn48/mpi-default/nccl-default/rep1"
+    run_dir.mkdir(parents=True)
+    record = runs([(12, 1.0)]).iloc[0].drop(["status", "training_time_s"]).to_dict()
+    resources = {"service_units": 99.0, "service_units_source": "estimated", "memory_requested_gb": 2283.0}
+    metrics = {"status": "ok", "point": record, "figures": {"training_time_s": 1.0}, "resources": resources}
+    (run_dir / "metrics.json").write_text(pd.Series(metrics).to_json())
+    estimated = aggregate([run_dir / "metrics.json"]).iloc[0]
+    assert (estimated["service_units"], estimated["service_units_source"]) == (99.0, "estimated")
+    (run_dir / BATCH_LOG).write_text((data_dir / "pbs/gadi-resource-usage-576cpu.log").read_text())
+    row = aggregate([run_dir / "metrics.json"]).iloc[0]
+    assert (row["service_units"], row["service_units_source"]) == (12.8, "site")
+    assert row["memory_used_gb"] == 187.65

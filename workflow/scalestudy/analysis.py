@@ -39,6 +39,7 @@ from scipy import stats
 
 from .apps import APPS
 from .apps.base import Metric
+from .scheduler.pbs import site_resources
 
 CONFIDENCE = 0.95
 OUTLIER_Z = 3.5
@@ -108,6 +109,10 @@ def run_row(metrics: dict, path: Path | None = None) -> dict:
             row[name] = value
     for name, value in (metrics.get("resources") or {}).items():
         row[name] = value
+    if path is not None:
+        # The site's own record of the job (PBS writes it after the job, so after metrics.json)
+        # replaces the estimate: actual service units, memory used, the batch job's wall time.
+        row.update(site_resources(Path(path).parent))
     # Kept whole (as JSON) for the report's per-run provenance.
     for key in ("params", "mpi_flags", "nccl_env", "provenance"):
         if metrics.get(key):
