@@ -342,11 +342,12 @@ def variant_blocks(variants: pd.DataFrame, table: pd.DataFrame) -> list:
 
 
 def verdict_sentence(row) -> str:
-    change = abs(row["ratio"] - 1)
+    ratio = row["ratio"]
+    times = f"{ratio:.3g}× as fast" if ratio >= 1 else f"{1 / ratio:.3g}× as slow"
     return (
-        f"{row['axis']} {row['set']} is {row['verdict']} than default at {int(row['nodes'])} node(s), p = "
-        f"{int(row['ranks'])}: {row['metric_label']} ratio {row['ratio']:.3f} (95% CI {row['ci_low']:.3f}–"
-        f"{row['ci_high']:.3f}, n = {int(row['n'])} vs {int(row['n_baseline'])}), a {change:.1%} difference."
+        f"{row['axis']} {row['set']} is {row['verdict']} than default at {scale_text(row)}: speed ratio of "
+        f"{row['metric_label']} {ratio:.3g} ({times}; 95% CI {row['ci_low']:.3g}–{row['ci_high']:.3g}, "
+        f"n = {int(row['n'])} vs {int(row['n_baseline'])})."
     )
 
 
