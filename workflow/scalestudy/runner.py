@@ -96,7 +96,7 @@ def resources(point: Point, cluster: Cluster, wall_s: float | None) -> dict[str,
     if wall_s is not None:
         units = estimated_service_units(request.queue, request.ncpus, request.ngpus, request.mem_gb, wall_s)
         if units is not None:
-            used["service_units"] = round(units, 4)
+            used["service_units"] = round(units, 6)
             used["service_units_source"] = "estimated"
     return used
 

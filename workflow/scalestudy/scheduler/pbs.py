@@ -453,7 +453,16 @@ def submit(jobscript: Path, cluster_name: str, qsub: str = "qsub", environ: Mapp
 
     properties = job_properties(jobscript)
     params, resources = properties.get("params") or {}, properties.get("resources") or {}
-    cluster = clusters.load(params.get("cluster") or cluster_name)
+    planned_for = params.get("cluster") or cluster_name
+    if planned_for != cluster_name:
+        # `--config k=v` on the command line replaces the profile's `config: [cluster=...]`.
+        raise SubmitRefused(
+            [
+                f"cluster: the workflow planned this job for {planned_for!r} but the profile submits to "
+                f"{cluster_name!r}; with --config on the command line, add cluster={cluster_name}"
+            ]
+        )
+    cluster = clusters.load(cluster_name)
     problems = []
     project = cluster.project_name(environ)
     if not project:
