@@ -153,6 +153,8 @@ def plot_variants(variants: pd.DataFrame, table: pd.DataFrame, study: str, path:
         high = np.nan_to_num(group["ci_high"].to_numpy(float) - ratio)
         ax.errorbar(group["ranks"], ratio, yerr=[low, high], marker="o", capsize=4, label=f"{axis} {name} vs {fixed}")
     ax.axhline(1.0, color="k", linestyle="--", label="no difference")
+    # Log scale: "twice as fast" and "twice as slow" are the same distance from 1.
+    ax.set_yscale("log")
     label = table["metric_label"].iloc[0]
     counts = sorted(set(rows["n"]) | set(rows["n_baseline"]))
     subtitle = f"{DEFINITIONS['variant_ratio']}; n = {', '.join(map(str, counts))} run(s) per side"
