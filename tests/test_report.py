@@ -67,3 +67,30 @@ def test_summary_and_table_of_a_weak_study():
     )
     rows = hpc_table(table).rows
     assert rows[0][3] == "100 ± 5 (n=3)" and rows[2][3] == "no successful run" and "3 failed" in rows[2][-1]
+
+
+def test_published_command_line_writes_the_page(tmp_path, capsys):
+    from scalestudy.__main__ import main
+
+    record = Path(__file__).parent / "data/gadi-2024-hoomd-wca-strong.csv"
+    assert main(["published", str(record), "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "index.html").is_file() and "15.20" in (tmp_path / "index.md").read_text()
+    assert len(list((tmp_path / "plots").glob("*.png"))) == len(PLOT_KINDS)
+
+
+def test_cost_lines_name_the_scale_the_budget_and_n():
+    from scalestudy.analysis import scaling
+    from scalestudy.report import cost_lines
+
+    rows = []
+    for ranks, rate, su in ((1, 100.0, 10.0), (2, 150.0, 12.0), (4, 180.0, 20.0)):
+        for repeat in (1, 2):
+            rows.append({"study": "s", "app": "litgpt", "scaling": "strong", "variant": "v", "mpi_flag_set": "default",
+                         "nccl_env_set": "default", "nodes": ranks, "ranks_per_node": 1, "gpus_per_node": 0,
+                         "ranks": ranks, "repeat": repeat, "status": "ok", "tokens_per_s": rate,
+                         "service_units": su, "service_units_source": "site",
+                         "walltime_used_s": 3600.0 / ranks})  # fmt: skip
+    table = scaling(pd.DataFrame(rows), budget_su=15.0).query("metric == 'tokens_per_s'")
+    lines = cost_lines(table, 15.0)
+    assert lines[0] == "v: cost-optimal at 1 node (p = 1): 10 SU per run (mean of n = 2)."
+    assert lines[1].startswith("v: fastest within the budget of 15 SU per run: 2 nodes (p = 2), throughput 150 tok/s")

@@ -359,7 +359,9 @@ def cost_lines(table: pd.DataFrame, budget_su: float | None) -> list[str]:
         best = rows[rows["cost_optimal"].map(truthy)]
         if not best.empty:
             b = best.iloc[0]
-            lines.append(f"{variant}: cost-optimal at {scale_text(b)}: {su_cell(b)} SU per run.")
+            lines.append(
+                f"{variant}: cost-optimal at {scale_text(b)}: {su_cell(b)} SU per run (mean of n = {int(b['n'])})."
+            )
         if budget_su is None:
             continue
         fast = rows[rows["fastest_within_budget"].map(truthy)]
@@ -369,7 +371,7 @@ def cost_lines(table: pd.DataFrame, budget_su: float | None) -> list[str]:
             f = fast.iloc[0]
             lines.append(
                 f"{variant}: fastest within the budget of {budget_su:g} SU per run: {scale_text(f)}, "
-                f"{f['metric_label']} {fmt(f['mean'])} {f['unit']} for {su_cell(f)} SU."
+                f"{f['metric_label']} {fmt(f['mean'])} {f['unit']} for {su_cell(f)} SU (means of n = {int(f['n'])})."
             )
     return lines
 
