@@ -1,6 +1,7 @@
 # Points, paths and input functions shared by every rule. Logic lives in the
 # scalestudy package; this file only turns it into Snakemake terms.
 import importlib.util
+import os
 import re
 import sys
 from pathlib import Path
@@ -40,6 +41,8 @@ def load_sweep(raw_config):
 
 
 RESULTS = config.get("results_dir", "results")
+# --config partial=true: build the report from whatever has finished; submit nothing.
+PARTIAL = sweep.is_true(config.get("partial", False))
 # Inputs under here are made by this workflow's rules (e.g. the local stand-in model).
 ASSETS_DIR = f"{RESULTS}/assets"
 SWEEP, CLUSTER = load_sweep(config)
@@ -52,13 +55,14 @@ for problem in MISSING_INPUTS:
 
 
 onstart:
-    if MISSING_INPUTS:
+    if MISSING_INPUTS and not PARTIAL:
         for problem in MISSING_INPUTS:
             print(f"sweep error: {problem}", file=sys.stderr)
         sys.exit(1)
 STUDIES = list(SWEEP.studies)
 POINTS = {(p.study, p.id): p for p in SWEEP.points}
 REPORT_HTML = f"{RESULTS}/report/index.html"
+REPORT_MARKDOWN = f"{RESULTS}/report/index.md"
 RUN_DIR = f"{RESULTS}/{{study}}/runs/{{point}}"
 
 
@@ -126,6 +130,22 @@ def run_metrics(wildcards):
 
 def walltime_minutes(wildcards):
     return max(1, -(-point_of(wildcards).walltime_seconds // 60))
+
+
+def expected_runs(study):
+    """(point record, metrics.json path) of every point of `study`, finished or not."""
+    return [(p.as_record(), f"{RESULTS}/{p.study}/runs/{p.id}/metrics.json") for p in SWEEP.points_of(study)]
+
+
+def finished_fingerprint(wildcards):
+    """Partial report: which metrics.json exist, and when written (a change rebuilds the tables)."""
+    found = []
+    for _record, path in expected_runs(wildcards.study):
+        try:
+            found.append(f"{path}@{os.stat(path).st_mtime_ns}")
+        except FileNotFoundError:
+            continue
+    return found
 
 
 def point_queue(wildcards):
