@@ -23,10 +23,9 @@ from typing import Any
 
 from .apps import APPS, ParseError
 from .clusters import Cluster
+from .failures import classify
 from .launch import allocated_hosts, launch_script, mpirun_command
 from .sweep import REPO_ROOT, Point
-
-TAIL_LINES = 5
 
 
 def now() -> str:
@@ -71,11 +70,6 @@ def provenance(hosts: list[str]) -> dict[str, Any]:
     }
 
 
-def tail(text: str, lines: int = TAIL_LINES) -> str:
-    kept = [line for line in text.splitlines() if line.strip()][-lines:]
-    return " | ".join(kept)
-
-
 def resources(point: Point, cluster: Cluster, wall_s: float | None) -> dict[str, Any]:
     cores = point.nodes * cluster.cores_per_node
     used = {
@@ -101,6 +95,7 @@ def run_point(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | No
         return measure(point, run_dir, cluster, log_path)
     except Exception as error:  # a bug of ours must not lose the point: record it as data
         metrics = {**new_record(point), "reason": f"scalestudy error: {error!r}", "finished": now()}
+        metrics["category"] = "scalestudy_error"
         metrics["resources"] = resources(point, cluster, None)
         write_metrics(run_dir, metrics)
         return metrics
@@ -111,6 +106,7 @@ def new_record(point: Point) -> dict[str, Any]:
     return {
         "status": "failed",
         "reason": None,
+        "category": None,
         "point": point.as_record(),
         "params": dict(point.params),
         "mpi_flags": dict(point.mpi_flags),
@@ -144,29 +140,26 @@ def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None
     wall_s = None
     if problems:
         metrics["reason"] = "pre-flight refusal: " + "; ".join(problems)
+        metrics["category"] = "preflight_refusal"
         log_path.write_text(metrics["reason"] + "\n")
     else:
         execution = execute(argv, log_path, env, point.walltime_seconds)
         wall_s, exit_code = execution.wall_s, execution.exit_code
         log_text = log_path.read_text(errors="replace")
         metrics["exit_code"] = exit_code
-        if execution.killed_for == "walltime":
-            metrics["reason"] = f"walltime exceeded: stopped after {point.walltime} (walltime of the point)"
-        elif execution.killed_for:
-            metrics["reason"] = (
-                f"MPI job hung after a fatal error ({execution.killed_for!r}); killed {FATAL_GRACE_S:.0f} s later: "
-                f"{tail(log_text)}"
-            )
-        elif exit_code != 0:
-            metrics["reason"] = f"app exited with code {exit_code}: {tail(log_text)}"
+        failure = classify(exit_code, execution.killed_for, log_text, walltime=point.walltime)
+        if failure:
+            metrics["category"], metrics["reason"] = failure.category, failure.reason
         else:
             try:
                 metrics["figures"] = app.parse(log_text, run_dir)
                 metrics["status"] = "ok"
             except ParseError as error:
                 metrics["reason"] = f"unparseable output: {error}"
+                metrics["category"] = "unparseable_output"
             except Exception as error:  # a parser bug: the run itself may be fine, keep its log
                 metrics["reason"] = f"parser error: {error!r}"
+                metrics["category"] = "scalestudy_error"
         app.cleanup(point, run_dir)
     metrics["finished"] = now()
     metrics["resources"] = resources(point, cluster, wall_s)
