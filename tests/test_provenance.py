@@ -1,0 +1,44 @@
+"""Proof that settings took effect, from rank lines and Open MPI's parameter record."""
+
+from scalestudy.provenance import loaded_modules, rank_lines, settings_proof
+from test_launch import point
+
+
+def rank(number, host="n1", **env):
+    return {"rank": number, "host": host, "pid": 1, "env": env}
+
+
+def test_every_rank_must_see_every_nccl_variable():
+    p = point(nodes=1, ranks_per_node=2, mpi_flags={}, nccl_env={"NCCL_IB_DISABLE": "1"})
+    ok = settings_proof(p, [rank(0, NCCL_IB_DISABLE="1"), rank(1, NCCL_IB_DISABLE="1")], None, "openmpi")
+    assert ok == {"verified": True, "problems": [], "ranks_reported": 2, "mca_source": None}
+    lost = settings_proof(p, [rank(0, NCCL_IB_DISABLE="1"), rank(1, "n2")], None, "openmpi")
+    assert lost["verified"] is False
+    assert lost["problems"] == ["NCCL_IB_DISABLE=1: rank 1 on n2 saw None"]
+
+
+def test_mca_values_are_checked_against_what_open_mpi_registered():
+    p = point(nodes=1, ranks_per_node=1, mpi_flags={"btl": "^ucx", "coll_tuned_use_dynamic_rules": "1"}, nccl_env={})
+    ranks = [rank(0, OMPI_MCA_btl="^ucx", OMPI_MCA_coll_tuned_use_dynamic_rules="1")]
+    # Open MPI writes booleans as true/false.
+    registered = {"btl": "^ucx", "coll_tuned_use_dynamic_rules": "true"}
+    assert settings_proof(p, ranks, registered, "openmpi")["verified"] is True
+    problems = settings_proof(p, ranks, {"btl": "self"}, "openmpi")["problems"]
+    assert problems == [
+        "--mca btl ^ucx: Open MPI used 'self'",
+        "--mca coll_tuned_use_dynamic_rules 1: no Open MPI component registered it; it had no effect",
+    ]
+    assert "only 0 of 1 ranks" in settings_proof(p, [], registered, "openmpi")["problems"][0]
+
+
+def test_a_rank_line_cut_off_is_not_evidence():
+    text = 'scalestudy-rank {"rank": 1, "host": "a", "env": {}}\nscalestudy-rank {"rank": 0, "host": "b", "en'
+    assert rank_lines(text) == [{"rank": 1, "host": "a", "env": {}}]
+
+
+def test_modules_only_where_a_module_system_exists():
+    assert loaded_modules({}) is None
+    assert loaded_modules({"LOADEDMODULES": "openmpi/4.1.5:cuda/12.2", "MODULESHOME": "/m"}) == [
+        "openmpi/4.1.5",
+        "cuda/12.2",
+    ]
