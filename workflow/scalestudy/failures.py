@@ -95,13 +95,14 @@ MPI_INIT_ERROR = markers(
 )
 MPI_ABORT = markers(
     r"MPI_ABORT was invoked",
-    r"noticed that process rank \d+ with PID \d+ on node \S+ exited on signal",
-    r"exited on signal \d+",
+    # Open MPI wraps its message lines: any whitespace between words.
+    r"noticed\s+that\s+process\s+rank\s+\d+\s+with\s+PID\s+\d+\s+on\s+node\s+\S+\s+exited\s+on\s+signal",
+    r"exited\s+on\s+signal\s+\d+",
     r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
-    r"has lost communication",
+    r"has\s+lost\s+communication",
     r"lost (?:connection|contact) (?:to|with)",
     r"application called MPI_Abort",
-    r"Primary job\s+terminated normally, but \d+ process returned",
+    r"Primary\s+job\s+terminated\s+normally,\s+but\s+\d+\s+process(?:es)?\s+returned",
 )
 # The scheduler's word for a job it ended (Slurm states, PBS Pro exit statuses).
 SCHEDULER_WALLTIME = {"TIMEOUT", "DEADLINE", "-29"}
@@ -114,13 +115,13 @@ def tail(text: str, lines: int = TAIL_LINES) -> str:
 
 
 def first_match(pattern: re.Pattern[str], text: str) -> str | None:
-    """The whole log line of the first match (the evidence quoted in the reason)."""
+    """The whole log line(s) of the first match, on one line (the evidence quoted in the reason)."""
     match = pattern.search(text)
     if not match:
         return None
     start = text.rfind("\n", 0, match.start()) + 1
     end = text.find("\n", match.end())
-    return text[start : end if end >= 0 else len(text)].strip()[:300]
+    return " ".join(text[start : end if end >= 0 else len(text)].split())[:300]
 
 
 def scheduler_state(record: Mapping[str, Any] | None) -> str | None:

@@ -34,10 +34,19 @@ def now() -> str:
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Never leave a half-written file: write beside it, then rename."""
+    """Never leave a half-written file: write beside it, sync, then rename. If the write
+    fails (disk full, quota), the partial copy is removed and the error raised: no file
+    beats a truncated one, since a missing metrics.json makes Snakemake rerun the point."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def versions() -> dict[str, str]:

@@ -229,9 +229,15 @@ def with_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def meaning_problems(config: Mapping[str, Any]) -> list[str]:
+    from . import nccl
     from .apps import APPS
 
     problems = []
+    for set_name, variables in config["nccl_env_sets"].items():
+        for variable, value in variables.items():
+            problem = nccl.value_problem(variable, value)
+            if problem:
+                problems.append(f"nccl_env_sets.{set_name}.{variable}: {problem}")
     for name, study in config["studies"].items():
         where = f"studies.{name}"
         if study["app"] not in APPS:
