@@ -10,7 +10,7 @@ from snakemake.utils import validate
 PACKAGE_DIR = str(Path(workflow.basedir) / "workflow")
 sys.path.insert(0, PACKAGE_DIR)
 
-from scalestudy import clusters, sweep  # noqa: E402
+from scalestudy import clusters, retry, sweep  # noqa: E402
 from scalestudy.apps import APPS  # noqa: E402
 from scalestudy.sweep import PLOT_KINDS  # noqa: E402
 
@@ -100,6 +100,17 @@ def point_json(wildcards):
 
 def run_metrics(wildcards):
     return [f"{RESULTS}/{p.study}/runs/{p.id}/metrics.json" for p in SWEEP.points_of(wildcards.study)]
+
+
+# `--config retry_failed=true` reruns the points that failed, never an ok one (scalestudy/retry.py).
+RETRY_FAILED = retry.requested(config)
+
+
+def retry_token(wildcards):
+    """The `retry` param of every run rule: it changes only for a failed point, and only
+    when retry_failed is on (Snakemake's params rerun-trigger then reruns that point)."""
+    metrics = f"{RESULTS}/{wildcards.study}/runs/{wildcards.point}/metrics.json"
+    return retry.token(metrics, RETRY_FAILED, dry_run=workflow.dryrun)
 
 
 def walltime_minutes(wildcards):

@@ -33,6 +33,8 @@ rule run_litgpt:
         cluster=CLUSTER.name,
         package=PACKAGE_DIR,
         python=job_python(),
+        # Changes only for a failed point under --config retry_failed=true: that point reruns.
+        retry=retry_token,
     wildcard_constraints:
         study=study_pattern("litgpt"),
     conda:

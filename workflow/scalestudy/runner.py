@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import provenance as evidence
+from . import retry
 from .apps import APPS, ParseError
 from .clusters import Cluster
 from .failures import classify
@@ -148,6 +149,7 @@ def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None
     launch_path.chmod(0o755)
 
     metrics = {**new_record(point), "started": now(), "provenance": provenance(hosts)}
+    metrics["attempt"] = 1 + len(retry.archived(run_dir))  # earlier failed attempts are in attempts/
     problems = app.preflight(point)
     if hosts and len(hosts) < point.nodes:
         problems.append(f"the job has {len(hosts)} host(s) ({', '.join(hosts)}) but the point needs {point.nodes}")
