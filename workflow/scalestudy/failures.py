@@ -89,7 +89,6 @@ MPI_INIT_ERROR = markers(
     r"MPI_INIT failed",
     r"An error occurred in MPI_Init",
     r"MPI_Init(?:_thread)? failed",
-    r"PMIX_ERR_UNREACH",
     r"ompi_mpi_init: ",
     r"Fatal error in (?:PMPI_|MPI_)Init",
 )
@@ -100,6 +99,7 @@ MPI_ABORT = markers(
     r"exited\s+on\s+signal\s+\d+",
     r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
     r"has\s+lost\s+communication",
+    r"PMIX_ERR_UNREACH",
     r"lost (?:connection|contact) (?:to|with)",
     r"application called MPI_Abort",
     r"Primary\s+job\s+terminated\s+normally,\s+but\s+\d+\s+process(?:es)?\s+returned",
