@@ -2,8 +2,11 @@
 those real runs print: Open MPI 5, PyTorch, NCCL, Python). The real failing processes
 are in test_faults.py."""
 
+import json
+
 import pytest
-from scalestudy.failures import CATEGORIES, classify, failed_record
+from scalestudy.failures import CATEGORIES, classify
+from scalestudy.runner import record_lost_job
 from test_launch import point
 
 CASES = [
@@ -61,9 +64,16 @@ def test_reason_quotes_the_evidence_line_and_the_exit_code():
     assert classify(2, None, "a\nb\n\nc").reason == "app exited with code 2: a | b | c"
 
 
-def test_a_record_for_a_job_that_died_without_metrics():
-    record = failed_record(point(), "PBS Exit_status -29: walltime exceeded", "walltime", exit_code=-29)
-    assert record["status"] == "failed" and record["category"] == "walltime" and record["exit_code"] == -29
-    assert record["point"]["study"] == "s" and record["figures"] == {}
-    with pytest.raises(ValueError, match="unknown failure category"):
-        failed_record(point(), "x", "nosuch")
+def test_a_job_that_died_without_metrics_gets_the_schedulers_category(tmp_path):
+    cases = {
+        "batch job 1.gadi-pbs ended without metrics.json: Exit_status -29: killed: walltime over the limit": "walltime",
+        "batch job 2.gadi-pbs ended without metrics.json: Exit_status -27: killed: mem over the limit": "out_of_memory",
+        "batch job 3 ended without metrics.json: State TIMEOUT": "walltime",
+        "batch job 4 ended without metrics.json: Exit_status 271: killed by signal 15": "scheduler_error",
+    }
+    for i, (reason, category) in enumerate(cases.items()):
+        path = tmp_path / str(i) / "metrics.json"
+        record_lost_job(path, point().to_json(), 600, reason)
+        record = json.loads(path.read_text())
+        assert record["status"] == "failed" and record["category"] == category and record["reason"] == reason
+        assert category in CATEGORIES

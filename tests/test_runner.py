@@ -76,8 +76,9 @@ def test_parsed_run_is_ok_with_an_estimated_cost(tmp_path, data_dir):
     assert metrics["figures"]["training_time_s"] == 16.60
     resources = metrics["resources"]
     assert resources["service_units_source"] == "estimated"
-    # 2 SU per core-hour x 2 nodes x 2 cores x the wall time used
-    assert resources["service_units"] == round(2.0 * 4 * resources["walltime_used_s"] / 3600, 4)
+    # 2 SU per core-hour x max(cores asked, memory share in cores) x the wall time used
+    cores = max(resources["cores_allocated"], resources["memory_requested_gb"] / (8.0 / 2))
+    assert resources["service_units"] == round(2.0 * cores * resources["walltime_used_s"] / 3600, 6)
 
 
 def test_preflight_refusal_runs_nothing(tmp_path):

@@ -1,5 +1,7 @@
 """What Snakemake itself says about a bad sweep, before any job: real snakemake invocations."""
 
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,3 +43,47 @@ def test_missing_data_warns_in_a_dry_run_and_stops_a_real_run(tmp_path):
     assert real.returncode != 0
     assert f"sweep error: {expected}" in sweep_lines(real)
     assert not list(tmp_path.glob("results/*/runs"))  # no point ran, not even the other study's
+
+
+def profile_dry_run(workdir: Path, profile: str, *configfiles: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
+               "--profile", str(REPO / "profiles" / profile), "-n",
+               "--config", f"cluster={profile}", f"results_dir={workdir / 'results'}"]  # fmt: skip
+    if configfiles:
+        command += ["--configfile", *configfiles]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)
+
+
+def test_pbs_profiles_list_one_job_per_point_of_the_shipped_sweep(tmp_path):
+    for profile in ("gadi", "aspire2a"):
+        dry = profile_dry_run(tmp_path, profile)
+        assert dry.returncode == 0, dry.stderr[-2000:]
+        # 2 studies x 2 node counts x 2 MPI sets x 2 NCCL sets, 1 repeat
+        assert re.search(r"^run_litgpt\s+16$", dry.stdout, re.M), dry.stdout[-2000:]
+
+
+def test_a_sweep_the_site_would_reject_stops_before_submission(tmp_path):
+    (tmp_path / "overlay.yaml").write_text(
+        yaml.safe_dump({"studies": {"pp": {"app": "pingpong", "nodes": [1, 2], "ranks_per_node": [36]}}})
+    )
+    dry = profile_dry_run(tmp_path, "gadi", str(REPO / "config/sweep.yaml"), str(tmp_path / "overlay.yaml"))
+    assert dry.returncode != 0
+    assert sweep_lines(dry) == [
+        "sweep error: studies.pp: ncpus=72 at nodes=2, ranks_per_node=36 is not a multiple of 48; "
+        "Gadi normal jobs past one node take whole nodes (ranks_per_node x threads_per_rank = 48)"
+    ]
+
+
+def test_dry_mode_prints_the_exact_qsub_line_of_every_point(tmp_path):
+    plan = subprocess.run(
+        [sys.executable, "-m", "scalestudy.scheduler.pbs", "plan", "--profile", "profiles/gadi"],
+        capture_output=True, text=True, timeout=120, cwd=REPO, env={**os.environ, "PROJECT": "ab12"},
+        check=True,
+    )  # fmt: skip
+    lines = plan.stdout.splitlines()
+    assert len(lines) == 16
+    assert lines[0] == (
+        "qsub -P ab12 -q gpuvolta -l ncpus=48,ngpus=4,mem=382GB,walltime=01:05:00,jobfs=10GB,"
+        "storage=scratch/ab12+gdata/ab12 -N litgpt-full.n1g4.d.d.r1 -j oe "
+        "-o results/litgpt-full/runs/nodes1-gpn4/mpi-default/nccl-default/rep1/batch.log '<jobscript>'"
+    )

@@ -10,7 +10,7 @@ from snakemake.utils import validate
 PACKAGE_DIR = str(Path(workflow.basedir) / "workflow")
 sys.path.insert(0, PACKAGE_DIR)
 
-from scalestudy import clusters, retry, sweep  # noqa: E402
+from scalestudy import clusters, retry, scheduler, sweep  # noqa: E402
 from scalestudy.apps import APPS  # noqa: E402
 from scalestudy.sweep import PLOT_KINDS  # noqa: E402
 
@@ -20,6 +20,11 @@ def load_sweep(raw_config):
     try:
         loaded = sweep.load(raw_config)
         cluster = clusters.load(raw_config.get("cluster", "local"))
+        # What the site would reject (queue limits, whole nodes, GPUs per node) stops here,
+        # before anything is submitted.
+        refused = scheduler.sweep_problems(loaded.points, cluster)
+        if refused:
+            raise sweep.SweepError(refused)
     except sweep.SweepError as error:
         for problem in error.problems:
             print(f"sweep error: {problem}", file=sys.stderr)
@@ -115,3 +120,31 @@ def retry_token(wildcards):
 
 def walltime_minutes(wildcards):
     return max(1, -(-point_of(wildcards).walltime_seconds // 60))
+
+
+def point_queue(wildcards):
+    point = point_of(wildcards)
+    return CLUSTER.queue_name(point.gpus_per_node, point.queue)
+
+
+def slurm_mpi(wildcards):
+    """Slurm plugin: a multi-rank point runs mpirun itself in the allocation (no srun -n1
+    wrapper, which would hold the CPUs mpirun's daemons need); one rank needs nothing."""
+    return "mpirun" if point_of(wildcards).ranks > 1 else None
+
+
+# What every app's run job asks of a batch system (run rules unpack RUN_RESOURCES); the PBS submit
+# script and the Slurm plugin size each batch job from them.
+RUN_RESOURCES = dict(
+    nodes=lambda wildcards: point_of(wildcards).nodes,
+    ranks_per_node=lambda wildcards: point_of(wildcards).ranks_per_node,
+    gpus_per_node=lambda wildcards: point_of(wildcards).gpus_per_node,
+    tasks=lambda wildcards: point_of(wildcards).ranks,
+    cpus_per_task=lambda wildcards: point_of(wildcards).threads_per_rank,
+    mpi=slurm_mpi,
+    queue=point_queue,
+    runtime=walltime_minutes,
+    walltime_s=lambda wildcards: point_of(wildcards).walltime_seconds,
+    # One point at a time per machine when measuring locally (profile sets the limit).
+    measurement_slot=1,
+)

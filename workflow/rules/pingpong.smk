@@ -21,14 +21,9 @@ rule run_pingpong:
     conda:
         "../../envs/pingpong.yaml"
     resources:
-        nodes=lambda wildcards: point_of(wildcards).nodes,
-        ranks_per_node=lambda wildcards: point_of(wildcards).ranks_per_node,
-        gpus_per_node=lambda wildcards: point_of(wildcards).gpus_per_node,
-        runtime=walltime_minutes,
-        walltime_s=lambda wildcards: point_of(wildcards).walltime_seconds,
-        # One point at a time per machine when measuring locally (profile sets the limit).
-        measurement_slot=1,
+        **RUN_RESOURCES,
     shell:
         "PYTHONPATH={params.package:q}${{PYTHONPATH:+:$PYTHONPATH}} {params.python:q} -m scalestudy run-point"
         " --point {params.point:q} --walltime-s {resources.walltime_s} --cluster {params.cluster:q}"
+        " --queue {resources.queue:q}"
         " --metrics {output.metrics:q} --log {log:q}"

@@ -1,6 +1,6 @@
 """Command line of the package, as the rules call it:
 
-    python -m scalestudy run-point --point JSON --walltime-s S --cluster NAME --metrics FILE --log FILE
+    python -m scalestudy run-point --point JSON --walltime-s S --cluster NAME --queue Q --metrics FILE --log FILE
 
 It always exits 0 once metrics.json is written: a failed run is data, not a
 failed Snakemake job. It exits 1 only when metrics.json cannot be written at all
@@ -27,9 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--cluster", required=True, help="name of config/clusters/<name>.yaml")
     run.add_argument("--metrics", required=True, help="the metrics.json to write; its folder is the run directory")
     run.add_argument("--log", help="where the app's output goes (default: <run-dir>/stdout.log)")
+    run.add_argument("--queue", default=None, help="the batch queue the point runs in (for its cost)")
     args = parser.parse_args(argv)
     run_dir = Path(args.metrics).parent
-    point = Point.from_json(args.point, args.walltime_s)
+    point = Point.from_json(args.point, args.walltime_s, args.queue or None)
     try:
         metrics = run_point(point, run_dir, clusters.load(args.cluster), args.log)
     except OSError as error:

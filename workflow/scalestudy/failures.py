@@ -12,7 +12,8 @@ Categories (metrics.json `category`; null when `status` is ok):
   dependency_missing  something the point needs is not installed (module, executable, launcher)
   preflight_refusal   the point cannot work at this scale; nothing was run
   unparseable_output  the run ended but its output lacks the figures (e.g. a log cut off mid-line)
-  scheduler_error     the job died without writing metrics.json (node lost, killed, cancelled)
+  scheduler_error     the job died without writing metrics.json (node lost, killed, cancelled);
+                      walltime / out_of_memory instead when the scheduler says so
   scalestudy_error    a bug in scalestudy or an app parser; the run itself may have been fine
 
 The order of the checks below is the order of precedence: a rank killed at the walltime
@@ -104,9 +105,9 @@ MPI_ABORT = markers(
     r"application called MPI_Abort",
     r"Primary\s+job\s+terminated\s+normally,\s+but\s+\d+\s+process(?:es)?\s+returned",
 )
-# The scheduler's word for a job it ended (Slurm states, PBS Pro exit statuses).
+# The scheduler's word for a job it ended (Slurm states, PBS Pro JOB_EXEC_KILL_* exit statuses).
 SCHEDULER_WALLTIME = {"TIMEOUT", "DEADLINE", "-29"}
-SCHEDULER_OOM = {"OUT_OF_MEMORY", "OOM"}
+SCHEDULER_OOM = {"OUT_OF_MEMORY", "OOM", "-24", "-25", "-27"}
 
 
 def tail(text: str, lines: int = TAIL_LINES) -> str:
@@ -174,13 +175,13 @@ def classify(
     return Failure("app_error", f"app exited with code {code}: {tail(log_text)}")
 
 
-def failed_record(point, reason: str, category: str = "scheduler_error", **extra: Any) -> dict[str, Any]:
-    """metrics.json for a point whose job died without writing one (node lost, killed by the
-    scheduler before the runner could record it). `point` is a sweep.Point; pass the
-    scheduler's words as `reason` (e.g. "PBS Exit_status -29: walltime exceeded") and, when
-    known, `category` (e.g. "walltime") and more keys (resources, provenance, exit_code)."""
-    if category not in CATEGORIES:
-        raise ValueError(f"unknown failure category {category!r}; allowed: {', '.join(CATEGORIES)}")
-    from .runner import new_record, now
-
-    return {**new_record(point), "reason": reason, "category": category, "finished": now(), **extra}
+def scheduler_category(reason: str) -> str:
+    """The category of a job that ended without metrics.json, from the scheduler's words
+    (runner.record_lost_job): PBS `Exit_status -29`, Slurm `TIMEOUT`, ..."""
+    for word in re.findall(r"Exit_status (-?\d+)|\b([A-Z_]{3,})\b", reason):
+        state = word[0] or word[1]
+        if state in SCHEDULER_WALLTIME:
+            return "walltime"
+        if state in SCHEDULER_OOM:
+            return "out_of_memory"
+    return "scheduler_error"

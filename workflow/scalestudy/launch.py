@@ -8,7 +8,9 @@ is both the record of what ran and a way to rerun it by hand.
 from __future__ import annotations
 
 import os
+import re
 import shlex
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -17,12 +19,57 @@ from .sweep import Point
 
 
 def allocated_hosts(environ: Mapping[str, str] = os.environ) -> list[str]:
-    """Hosts the scheduler gave this job, in order, once each (PBS lists a host per core)."""
+    """Hosts the scheduler gave this job, in order, once each (PBS lists a host per core;
+    Slurm a compressed list such as n[1-2])."""
     nodefile = environ.get("PBS_NODEFILE")
     if nodefile and Path(nodefile).is_file():
         hosts = [line.strip() for line in Path(nodefile).read_text().splitlines() if line.strip()]
         return list(dict.fromkeys(hosts))
+    nodelist = environ.get("SLURM_JOB_NODELIST")
+    if nodelist:
+        return list(dict.fromkeys(expand_hostlist(nodelist)))
     return []
+
+
+def slurm_allocation(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The Slurm allocation variables mpirun needs, when the environment lost them.
+
+    Snakemake's Slurm job step removes SLURM_* variables other than the job id before it
+    runs a job (so that nested `srun` calls do not inherit step settings); Open MPI's
+    mpirun then cannot find the allocation ("unable to find SLURM_NODELIST"). They are
+    read back from the controller, once per point."""
+    job_id = environ.get("SLURM_JOB_ID")
+    if not job_id or environ.get("SLURM_JOB_NODELIST"):
+        return {}
+    try:
+        out = subprocess.run(
+            ["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=30, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    fields = dict(re.findall(r"(\w+)=(\S*)", out))
+    nodelist, nodes, tasks = fields.get("NodeList"), int(fields.get("NumNodes") or 0), fields.get("NumTasks")
+    if not nodelist or not nodes:
+        return {}
+    restored = {"SLURM_JOB_NODELIST": nodelist, "SLURM_NODELIST": nodelist}
+    restored["SLURM_JOB_NUM_NODES"] = restored["SLURM_NNODES"] = str(nodes)
+    if tasks and tasks.isdigit() and int(tasks) % nodes == 0:
+        restored["SLURM_TASKS_PER_NODE"] = f"{int(tasks) // nodes}(x{nodes})"
+    return restored
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's compressed host list: 'gpu[01-03,07],login1' -> gpu01 gpu02 gpu03 gpu07 login1."""
+    hosts = []
+    for prefix, ranges, suffix, plain in re.findall(r"([^,\[]+)\[([^\]]+)\]([^,]*)|([^,\[\]]+)", text):
+        if plain:
+            hosts.append(plain)
+            continue
+        for part in ranges.split(","):
+            first, _, last = part.partition("-")
+            for number in range(int(first), int(last or first) + 1):
+                hosts.append(f"{prefix}{number:0{len(first)}d}{suffix}")
+    return hosts
 
 
 def mpirun_command(

