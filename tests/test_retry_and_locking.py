@@ -128,10 +128,17 @@ def test_a_second_invocation_on_the_same_directory_is_refused_while_one_runs(tmp
         while not list((tmp_path / ".snakemake" / "locks").glob("*")) and time.monotonic() < deadline:
             time.sleep(0.2)
         second = snakemake(repo, tmp_path)
+        # Another working directory, the same results directory: Snakemake's lock does not see it.
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        (elsewhere / "sweep.yaml").write_text((tmp_path / "sweep.yaml").read_text())
+        third = snakemake(repo, elsewhere)
     finally:
         out, _ = first.communicate(timeout=300)
     assert second.returncode != 0
     assert "Directory cannot be locked" in second.stdout + second.stderr
+    assert third.returncode != 0
+    assert f"results directory {tmp_path / 'results'} is in use by a running workflow" in third.stderr
     assert first.returncode == 0, out[-3000:]
     # The first run finished undisturbed: every record whole and readable.
     found = records(tmp_path / "results")

@@ -10,7 +10,7 @@ from snakemake.utils import validate
 PACKAGE_DIR = str(Path(workflow.basedir) / "workflow")
 sys.path.insert(0, PACKAGE_DIR)
 
-from scalestudy import clusters, retry, scheduler, sweep  # noqa: E402
+from scalestudy import clusters, locking, retry, scheduler, sweep  # noqa: E402
 from scalestudy.apps import APPS  # noqa: E402
 from scalestudy.sweep import PLOT_KINDS  # noqa: E402
 
@@ -47,10 +47,20 @@ for problem in MISSING_INPUTS:
     print(f"sweep warning: {problem} (a real run stops here)", file=sys.stderr)
 
 
+# Held while this workflow runs: a second workflow on the same results directory from
+# another working directory (which Snakemake's own lock does not see) stops here.
+RESULTS_LOCK = []
+
+
 onstart:
     if MISSING_INPUTS:
         for problem in MISSING_INPUTS:
             print(f"sweep error: {problem}", file=sys.stderr)
+        sys.exit(1)
+    try:
+        RESULTS_LOCK.append(locking.hold(RESULTS))
+    except locking.ResultsBusy as busy:
+        print(f"scalestudy: {busy}", file=sys.stderr)
         sys.exit(1)
 STUDIES = list(SWEEP.studies)
 POINTS = {(p.study, p.id): p for p in SWEEP.points}
