@@ -37,9 +37,19 @@ TRUE, FALSE = {"1", "true", "yes", "on", "enabled"}, {"0", "false", "no", "off",
 # ---------------------------------------------------------------- before the run
 
 
-def probed_command(rank_argv: list[str], python: str) -> list[str]:
-    """The rank command behind rank_probe.py, which reports the rank and then exec()s it."""
-    return [python, PROBE_PATH, *rank_argv]
+def probed_command(rank_argv: list[str], python: str, also: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The rank command behind rank_probe.py, which reports the rank (and the variables
+    `also`, besides its usual prefixes) and then exec()s it."""
+    return [python, PROBE_PATH, *(["--also", ",".join(also)] if also else []), "--", *rank_argv]
+
+
+def variables_to_report(point, flavour: str | None) -> list[str]:
+    """Variables a point sets that the probe's prefixes might miss: an environment-variable
+    MPI flag set (MPICH), and the NCCL set."""
+    names = list(point.nccl_env)
+    if flavour != "openmpi":
+        names += list(point.mpi_flags)
+    return names
 
 
 def nccl_version_env(point) -> dict[str, str]:
@@ -169,6 +179,14 @@ def settings_proof(
                 problems.append(f"--mca {name} {value}: no Open MPI component registered it; it had no effect")
             elif not same_value(value, mca_registered[name]):
                 problems.append(f"--mca {name} {value}: Open MPI used {mca_registered[name]!r}")
+    else:
+        # MPICH and others: a flag set is environment variables; each rank must have seen them.
+        for name, value in point.mpi_flags.items():
+            for rank in ranks:
+                if rank["env"].get(name) != value:
+                    problems.append(
+                        f"{name}={value}: rank {rank['rank']} on {rank['host']} saw {rank['env'].get(name)!r}"
+                    )
     return {
         "verified": not problems,
         "problems": problems,

@@ -1,6 +1,6 @@
 """Runs in front of every rank's command: reports the rank, then becomes the command.
 
-    mpirun ... python rank_probe.py <the app's rank command ...>
+    mpirun ... python rank_probe.py [--also NAME,...] -- <the app's rank command ...>
 
 prints one line per rank before the app starts,
 
@@ -56,30 +56,36 @@ def host_name() -> str:
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
-def seen_environment() -> dict[str, str]:
+def seen_environment(also: tuple[str, ...] = ()) -> dict[str, str]:
     return {
         name: value
         for name, value in sorted(os.environ.items())
-        if name.startswith(ENV_PREFIXES) and name not in ENV_NOISE
+        if (name.startswith(ENV_PREFIXES) or name in also) and name not in ENV_NOISE
     }
 
 
-def report() -> dict:
+def report(also: tuple[str, ...] = ()) -> dict:
     return {
         "rank": first_int(RANK_VARIABLES),
         "size": first_int(SIZE_VARIABLES),
         "host": host_name(),
         "pid": os.getpid(),
-        "env": seen_environment(),
+        "env": seen_environment(also),
     }
 
 
 def main(argv: list[str]) -> int:
+    # --also A,B: variables the point set (e.g. an MPICH flag set's) to report besides the prefixes.
+    also: tuple[str, ...] = ()
+    if argv[:1] == ["--also"] and len(argv) > 1:
+        also, argv = tuple(filter(None, argv[1].split(","))), argv[2:]
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
     if not argv:
-        print(f"usage: python {sys.argv[0]} COMMAND [ARGS...]", file=sys.stderr)
+        print(f"usage: python {sys.argv[0]} [--also NAME,...] [--] COMMAND [ARGS...]", file=sys.stderr)
         return 2
     # One write, so that lines of ranks sharing the launcher's output do not interleave.
-    sys.stdout.write(f"{RANK_PREFIX} {json.dumps(report(), sort_keys=True)}\n")
+    sys.stdout.write(f"{RANK_PREFIX} {json.dumps(report(also), sort_keys=True)}\n")
     sys.stdout.flush()
     try:
         os.execvp(argv[0], argv)

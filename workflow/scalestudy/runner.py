@@ -166,7 +166,8 @@ def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None
         extra_args=(*cluster.mpi.extra_args, *evidence.proof_args(cluster.mpi.flavour, point.mpi_flags, run_dir)),
     )
     # Every rank reports its host and settings (rank_probe.py), then becomes the app.
-    rank_argv = evidence.probed_command(app.rank_command(point, run_dir), sys.executable)
+    also = evidence.variables_to_report(point, mpi.flavour)
+    rank_argv = evidence.probed_command(app.rank_command(point, run_dir), sys.executable, also)
     argv = mpirun_command(point, rank_argv, rank_env, mpi, hosts)
     write_atomically(launch_path, launch_script(argv))
     launch_path.chmod(0o755)
