@@ -10,6 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from browser import plots_loaded
+from scalestudy.sweep import PLOT_KINDS
 
 pytestmark = pytest.mark.e2e
 
@@ -50,9 +52,27 @@ def study(tmp_path_factory, request):
     }
     (workdir / "tiny.yaml").write_text(yaml.safe_dump(overlay))
     dry = snakemake(repo, workdir, "-n")
+    # Before anything ran: the report from what has finished (nothing), submitting nothing.
+    partial = snakemake(repo, workdir, "--config", "partial=true")
+    partial_state = {
+        "metrics": list(workdir.glob("results/*/runs/**/metrics.json")),
+        "runs": pd.read_csv(workdir / "results/litgpt-lora/runs.csv") if partial.returncode == 0 else None,
+        "page": (workdir / "results/report/index.html").read_text() if partial.returncode == 0 else "",
+    }
     run = snakemake(repo, workdir)
     again = snakemake(repo, workdir, "-n")
-    return {"repo": repo, "dir": workdir, "results": workdir / "results", "dry": dry, "run": run, "again": again}
+    return {"repo": repo, "dir": workdir, "results": workdir / "results", "dry": dry, "run": run, "again": again,
+            "partial": partial, "partial_state": partial_state}  # fmt: skip
+
+
+def test_partial_report_submits_nothing_and_lists_every_point(study):
+    assert study["partial"].returncode == 0, study["partial"].stderr[-3000:]
+    state = study["partial_state"]
+    assert state["metrics"] == []
+    assert state["runs"]["status"].tolist() == ["pending"] * 4
+    assert "Not run yet (4)" in state["page"] and "Not run yet (2)" in state["page"]
+    # The full run afterwards rebuilt the tables from the finished points.
+    assert "pending" not in set(pd.read_csv(study["results"] / "litgpt-lora/runs.csv")["status"])
 
 
 def test_dry_run_lists_one_job_per_point(study):
@@ -100,9 +120,19 @@ def test_tables_and_report(study):
     at_two = scaling[(scaling["metric"] == "training_time_s") & (scaling["ranks"] == 2)].iloc[0]
     assert at_two["speedup"] > 0 and at_two["parallel_efficiency"] == pytest.approx(at_two["speedup"] / 2)
     page = (results / "report/index.html").read_text()
-    assert page.count("data:image/png;base64,") == 6
+    assert page.count("data:image/png;base64,") == 2 * len(PLOT_KINDS)
     assert "parallel efficiency" in page and "Failed runs (2)" in page
-    assert len(list((results / "report/plots").glob("*.png"))) == 6
+    assert "mean ± 95% CI (n)" in page and "(n=1)" in page
+    assert len(list((results / "report/plots").glob("*.png"))) == 2 * len(PLOT_KINDS)
+    markdown = (results / "report/index.md").read_text()
+    assert markdown.count("](plots/") == 2 * len(PLOT_KINDS) and "| nodes | cores |" in markdown
+    variants = pd.read_csv(results / "litgpt-lora/variants.csv")
+    assert set(variants["set"]) == {"broken"} and set(variants["verdict"]) == {"no successful run to compare"}
+
+
+def test_the_real_report_loads_every_plot_in_a_browser(study, tmp_path):
+    plots, loaded = plots_loaded(study["results"] / "report/index.html", tmp_path)
+    assert plots == loaded == 2 * len(PLOT_KINDS)
 
 
 def test_finished_points_are_never_rerun(study):

@@ -89,6 +89,8 @@ def test_unknown_set_names_the_key_path_and_the_choices():
         ({"scaling": "diagonal"}, "studies.litgpt-full.scaling: 'diagonal' is not one of ['strong', 'weak']"),
         ({"walltime": "1h"}, "studies.litgpt-full.walltime: '1h' is not allowed"),
         ({"gpus_per_node": [4]}, "studies.litgpt-full: give exactly one of ranks_per_node or gpus_per_node"),
+        ({"budget_su": 0}, "studies.litgpt-full.budget_su: 0 is less than or equal to the minimum of 0"),
+        ({"budget_su": "lots"}, "studies.litgpt-full.budget_su: 'lots' is not of type 'number'"),
     ],
 )
 def test_bad_values_are_one_line_naming_the_key(change, expected):
@@ -172,3 +174,9 @@ def test_missing_inputs_are_named_once_per_study_and_made_files_are_not_checked(
     ]
     (tmp_path / "nowhere.json").write_text("[]")
     assert sweep.missing_inputs(points, str(tmp_path / "assets")) == []
+
+
+def test_partial_flag_takes_the_command_line_string_and_nothing_else():
+    assert sweep.load({**with_study(), "partial": "true"}).points
+    assert problems_of({**with_study(), "partial": "maybe"})[0].startswith("partial: 'maybe' is not one of")
+    assert sweep.is_true("true") and sweep.is_true(True) and not sweep.is_true("false") and not sweep.is_true(False)

@@ -1,5 +1,6 @@
 # Points, paths and input functions shared by every rule. Logic lives in the
 # scalestudy package; this file only turns it into Snakemake terms.
+import os
 import re
 import sys
 from pathlib import Path
@@ -36,6 +37,8 @@ def load_sweep(raw_config):
 
 
 RESULTS = config.get("results_dir", "results")
+# --config partial=true: build the report from whatever has finished; submit nothing.
+PARTIAL = sweep.is_true(config.get("partial", False))
 # Inputs under here are made by this workflow's rules (e.g. the local stand-in model).
 ASSETS_DIR = f"{RESULTS}/assets"
 SWEEP, CLUSTER = load_sweep(config)
@@ -53,18 +56,22 @@ RESULTS_LOCK = []
 
 
 onstart:
-    if MISSING_INPUTS:
+    if MISSING_INPUTS and not PARTIAL:
         for problem in MISSING_INPUTS:
             print(f"sweep error: {problem}", file=sys.stderr)
         sys.exit(1)
+    # Not for --nolock (asks for no lock, e.g. a partial report beside a running study) or a
+    # partial report (runs no point).
     try:
-        RESULTS_LOCK.append(locking.hold(RESULTS))
+        if workflow.execution_settings.lock and not PARTIAL:
+            RESULTS_LOCK.append(locking.hold(RESULTS))
     except locking.ResultsBusy as busy:
         print(f"scalestudy: {busy}", file=sys.stderr)
         sys.exit(1)
 STUDIES = list(SWEEP.studies)
 POINTS = {(p.study, p.id): p for p in SWEEP.points}
 REPORT_HTML = f"{RESULTS}/report/index.html"
+REPORT_MARKDOWN = f"{RESULTS}/report/index.md"
 RUN_DIR = f"{RESULTS}/{{study}}/runs/{{point}}"
 
 
@@ -118,7 +125,7 @@ def run_metrics(wildcards):
 
 
 # `--config retry_failed=true` reruns the points that failed, never an ok one (scalestudy/retry.py).
-RETRY_FAILED = retry.requested(config)
+RETRY_FAILED = sweep.is_true(config.get("retry_failed", False))
 
 
 def retry_token(wildcards):
@@ -130,6 +137,22 @@ def retry_token(wildcards):
 
 def walltime_minutes(wildcards):
     return max(1, -(-point_of(wildcards).walltime_seconds // 60))
+
+
+def expected_runs(study):
+    """(point record, metrics.json path) of every point of `study`, finished or not."""
+    return [(p.as_record(), f"{RESULTS}/{p.study}/runs/{p.id}/metrics.json") for p in SWEEP.points_of(study)]
+
+
+def finished_fingerprint(wildcards):
+    """Partial report: which metrics.json exist, and when written (a change rebuilds the tables)."""
+    found = []
+    for _record, path in expected_runs(wildcards.study):
+        try:
+            found.append(f"{path}@{os.stat(path).st_mtime_ns}")
+        except FileNotFoundError:
+            continue
+    return found
 
 
 def point_queue(wildcards):

@@ -1,6 +1,7 @@
 """Command line of the package, as the rules call it:
 
     python -m scalestudy run-point --point JSON --walltime-s S --cluster NAME --queue Q --metrics FILE --log FILE
+    python -m scalestudy published RECORD.csv --out DIR   # a published table, regenerated
 
 It always exits 0 once metrics.json is written: a failed run is data, not a
 failed Snakemake job. It exits 1 only when metrics.json cannot be written at all
@@ -28,7 +29,15 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--metrics", required=True, help="the metrics.json to write; its folder is the run directory")
     run.add_argument("--log", help="where the app's output goes (default: <run-dir>/stdout.log)")
     run.add_argument("--queue", default=None, help="the batch queue the point runs in (for its cost)")
+    record = commands.add_parser("published", help="regenerate a published scaling table from its record (CSV)")
+    record.add_argument("record", help="CSV: nodes, cores_per_node, steps_per_s, walltime_used[, ...]")
+    record.add_argument("--out", required=True, help="folder for index.html, index.md and plots/")
     args = parser.parse_args(argv)
+    if args.command == "published":
+        from .published import write_page
+
+        print(f"scalestudy: {write_page(args.record, args.out)}")
+        return 0
     run_dir = Path(args.metrics).parent
     point = Point.from_json(args.point, args.walltime_s, args.queue or None)
     try:

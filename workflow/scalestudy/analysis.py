@@ -1,38 +1,86 @@
-"""From metrics.json files to tidy tables: runs.csv (one row per run) and
-scaling.csv (one row per curve x scale x metric).
+"""From metrics.json files to tidy tables: runs.csv (one row per run, finished
+or not), scaling.csv (one row per curve x scale x metric) and variants.csv
+(every MPI flag set / NCCL env set against `default`, per scale).
 
 Definitions (also printed beside every table and plot):
 - p: total MPI ranks (nodes x ranks per node; one rank per GPU on GPU runs);
-  p0: the smallest p of the curve with at least one successful run.
+  p0: the smallest p of the curve with at least one successful run; q = p/p0.
+- repeats: mean, sample standard deviation, 95% confidence interval of the
+  mean (Student t, n - 1 degrees of freedom), n = successful repeats; a run is
+  flagged as an outlier when its modified z-score |0.6745 (x - median) / MAD|
+  exceeds 3.5 (Iglewicz & Hoaglin; needs n >= 3). Outliers are flagged, not
+  dropped.
 - strong scaling: speedup S(p) = T(p0)/T(p) for times, R(p)/R(p0) for rates;
-  parallel efficiency E(p) = S(p) * p0/p;
-  Karp-Flatt serial fraction e(p) = (1/S - 1/q) / (1 - 1/q), q = p/p0.
-- weak scaling: efficiency = T(p0)/T(p) for times, (R(p)/p)/(R(p0)/p0) for
-  rates; scaled speedup = efficiency * p/p0.
-Means are over the successful repeats of a scale; n says how many.
+  parallel efficiency E(p) = S(p) * p0/p; the per-core figure S(p)/cores that
+  some published tables call efficiency is given separately, under that name;
+  Karp-Flatt serial fraction e(p) = (1/S - 1/q)/(1 - 1/q); Amdahl fit: the
+  serial fraction f minimising the squared error of 1/S = f + (1 - f)/q over
+  the successful scales, and the speedup ceiling 1/f it implies.
+- weak scaling: efficiency T(p0)/T(p) for times, (R(p)/p)/(R(p0)/p0) for
+  rates; scaled speedup = efficiency * q.
+- variants: speed ratio of a set against `default` at the same scale (> 1 =
+  faster), with a 95% CI from Welch's t on the log ratio; "faster"/"slower"
+  only when the CI excludes 1.
+- cost: service units (SU) per run, from the job's resource-usage record or
+  estimated from request x charge rate (the source is kept); SU per million
+  units of a rate metric = SU per hour of the job x 1e6 / rate / 3600.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from .apps import APPS
+from .apps.base import Metric
+from .scheduler.pbs import site_resources
+
+CONFIDENCE = 0.95
+OUTLIER_Z = 3.5
+# Cut-off of the one-sentence summary: "parallel efficiency stays >= 70% up to ...".
+GOOD_EFFICIENCY = 0.7
 
 DEFINITIONS = {
+    "mean ± CI (n)": "mean of the n successful repeats ± half-width of its 95% confidence interval (Student t)",
+    "outlier": "modified z-score |0.6745 (x − median)/MAD| > 3.5 among the repeats (n ≥ 3); flagged, kept",
     "speedup": "S(p) = T(p0)/T(p) (times) or R(p)/R(p0) (rates), p0 = smallest successful scale",
-    "parallel_efficiency": "E(p) = S(p) * p0/p",
-    "karp_flatt": "e(p) = (1/S - 1/q)/(1 - 1/q), q = p/p0",
+    "parallel_efficiency": "E(p) = S(p) · p0/p",
+    "speedup_per_core": "S(p)/cores: what some published tables call 'efficiency'; not parallel efficiency",
+    "karp_flatt": "e(p) = (1/S − 1/q)/(1 − 1/q), q = p/p0",
+    "amdahl_fit": "serial fraction f of the least-squares fit 1/S = f + (1 − f)/q; speedup ceiling 1/f",
     "weak_efficiency": "T(p0)/T(p) (times) or (R(p)/p)/(R(p0)/p0) (rates)",
-    "scaled_speedup": "weak efficiency * p/p0",
+    "scaled_speedup": "weak efficiency · p/p0",
+    "variant_ratio": "speed ratio of a set vs default at the same scale (> 1 faster), 95% CI (Welch t on log ratio);"
+    " a verdict only when the CI excludes 1",
+    "service_units": "SU per run: the job's own record where the site prints one, else charge rate × cores ×"
+    " walltime used (marked estimated)",
+    "su_per_million": "SU per million units of a rate metric: SU per job-hour × 10⁶ / rate / 3600",
 }
 
 POINT_COLUMNS = ["study", "app", "scaling", "variant", "mpi_flag_set", "nccl_env_set"]
 SCALE_COLUMNS = ["nodes", "ranks_per_node", "gpus_per_node", "ranks"]
+# Per-scale means of these resources go into scaling.csv beside every metric.
+RESOURCE_COLUMNS = [
+    "cores_allocated",
+    "gpus_allocated",
+    "memory_requested_gb",
+    "memory_used_gb",
+    "walltime_requested_s",
+    "walltime_used_s",
+    "service_units",
+]
+# The whole job's wall time is a figure of every app: published tables often scale by it.
+WALLTIME_METRIC = Metric("walltime_used_s", "walltime used (whole job)", "s", "time")
+STATUS_PENDING = "pending"
+
+
+# ---------------------------------------------------------------- runs.csv
 
 
 def read_metrics(path: Path) -> dict:
@@ -55,19 +103,78 @@ def run_row(metrics: dict, path: Path | None = None) -> dict:
     row = dict(metrics.get("point", {}))
     row["status"] = metrics.get("status", "failed")
     row["reason"] = metrics.get("reason") or ""
+    row["category"] = metrics.get("category") or ""
     for name, value in (metrics.get("figures") or {}).items():
         if isinstance(value, int | float) and not isinstance(value, bool):
             row[name] = value
     for name, value in (metrics.get("resources") or {}).items():
         row[name] = value
     if path is not None:
+        # The site's own record of the job (PBS writes it after the job, so after metrics.json)
+        # replaces the estimate: actual service units, memory used, the batch job's wall time.
+        row.update(site_resources(Path(path).parent))
+    # Kept whole (as JSON) for the report's per-run provenance.
+    for key in ("params", "mpi_flags", "nccl_env", "provenance"):
+        if metrics.get(key):
+            row[key] = json.dumps(metrics[key], sort_keys=True, default=str)
+    for key in ("started", "finished", "exit_code"):
+        if key in metrics:
+            row[key] = metrics[key]
+    if path is not None:
         row["metrics_path"] = str(path)
     return row
 
 
-def aggregate(metrics_paths: Iterable[Path]) -> pd.DataFrame:
+def pending_row(record: Mapping, path: Path | None = None) -> dict:
+    """A point with no metrics.json yet (a partial report): listed, never dropped."""
+    row = {**record, "status": STATUS_PENDING, "reason": "not run yet", "category": ""}
+    if path is not None:
+        row["metrics_path"] = str(path)
+    return row
+
+
+def aggregate(metrics_paths: Iterable[Path], expected: Iterable[tuple[Mapping, Path]] = ()) -> pd.DataFrame:
+    """One row per run. `expected` (point record, metrics path) pairs whose file does not
+    exist yet become `pending` rows; paths in `metrics_paths` are read as they are."""
     rows = [run_row(read_metrics(Path(p)), Path(p)) for p in metrics_paths]
+    for record, path in expected:
+        path = Path(path)
+        rows.append(run_row(read_metrics(path), path) if path.is_file() else pending_row(record, path))
     return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- statistics of repeats
+
+
+def summarize(values: Iterable[float], confidence: float = CONFIDENCE) -> dict:
+    """n, mean, sample std and the Student-t confidence interval of the mean."""
+    x = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+    n = int(x.size)
+    out = {"n": n, "mean": np.nan, "std": np.nan, "ci95": np.nan, "ci_low": np.nan, "ci_high": np.nan}
+    if n == 0:
+        return out
+    out["mean"] = float(x.mean())
+    if n > 1:
+        out["std"] = float(x.std(ddof=1))
+        half = float(stats.t.ppf(0.5 + confidence / 2, n - 1) * out["std"] / math.sqrt(n))
+        out.update(ci95=half, ci_low=out["mean"] - half, ci_high=out["mean"] + half)
+    return out
+
+
+def outlier_mask(values: pd.Series) -> pd.Series:
+    """Modified z-score > 3.5 (median/MAD: with 3 repeats a mean/std rule can never fire)."""
+    x = values.astype(float)
+    if x.notna().sum() < 3:
+        return pd.Series(False, index=values.index)
+    median = x.median()
+    mad = (x - median).abs().median()
+    if mad == 0:
+        # Half the repeats or more are identical: there is no spread to measure against.
+        return pd.Series(False, index=values.index)
+    return (0.6745 * (x - median) / mad).abs() > OUTLIER_Z
+
+
+# ---------------------------------------------------------------- scaling.csv
 
 
 def curve_columns(runs: pd.DataFrame) -> list[str]:
@@ -76,45 +183,98 @@ def curve_columns(runs: pd.DataFrame) -> list[str]:
     return [c for c in POINT_COLUMNS if c in runs.columns] + params
 
 
-def scaling(runs: pd.DataFrame) -> pd.DataFrame:
-    """Speedup and efficiency per curve, scale and metric (long format)."""
+def metrics_of(app_name: str) -> list[Metric]:
+    """The figures a curve is scaled by: the app's rates and times, then the job's wall time."""
+    app = APPS[app_name]
+    return [m for m in app.metrics if m.kind in ("rate", "time")] + [WALLTIME_METRIC]
+
+
+def scaling(
+    runs: pd.DataFrame,
+    budget_su: float | None = None,
+    metrics: Mapping[str, list[Metric]] | None = None,
+    primary: Mapping[str, str] | None = None,
+) -> pd.DataFrame:
+    """Statistics, speedup, efficiency and cost per curve, scale and metric (long format).
+
+    `metrics`/`primary` (by app name) default to the registered apps'; a published record
+    of an app this checkout does not have passes its own."""
     if runs.empty or "app" not in runs.columns:
         return pd.DataFrame()
     frames = []
     keys = curve_columns(runs)
+    known = metrics or {}
     # A run whose record was lost has no app: it is listed as failed, but draws no curve.
-    known = runs[runs["app"].isin(list(APPS))]
-    for curve, group in known.groupby(keys, dropna=False, sort=True):
-        app = APPS[group["app"].iloc[0]]
-        for metric in app.metrics:
-            if metric.kind not in ("rate", "time"):
-                continue
+    runs = runs[runs["app"].isin(list(known) or list(APPS))]
+    for curve, group in runs.groupby(keys, dropna=False, sort=True):
+        app_name = group["app"].iloc[0]
+        app_metrics = known.get(app_name) or metrics_of(app_name)
+        primary_name = (primary or {}).get(app_name) or APPS[app_name].primary_metric
+        for metric in app_metrics:
             if metric.name not in group.columns or group[metric.name].notna().sum() == 0:
                 continue
-            frames.append(curve_table(group, dict(zip(keys, curve, strict=True)), metric))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+            table = curve_table(group, dict(zip(keys, curve, strict=True)), metric)
+            table["primary"] = metric.name == primary_name
+            frames.append(table)
+    if not frames:
+        return pd.DataFrame()
+    table = pd.concat(frames, ignore_index=True)
+    return add_cost_choices(table, budget_su)
 
 
-def curve_table(group: pd.DataFrame, curve: dict, metric) -> pd.DataFrame:
+def curve_table(group: pd.DataFrame, curve: dict, metric: Metric) -> pd.DataFrame:
     ok = group[(group["status"] == "ok") & group[metric.name].notna()]
     rows = []
     for scale, at_scale in group.groupby(SCALE_COLUMNS, sort=True):
         values = ok.loc[at_scale.index.intersection(ok.index), metric.name].astype(float)
-        rows.append(
-            {
-                **curve,
-                **dict(zip(SCALE_COLUMNS, scale, strict=True)),
-                "metric": metric.name,
-                "metric_label": metric.label,
-                "unit": metric.unit,
-                "kind": metric.kind,
-                "n": int(values.size),
-                "n_failed": int(len(at_scale) - values.size),
-                "mean": values.mean() if values.size else np.nan,
-                "std": values.std(ddof=1) if values.size > 1 else np.nan,
-            }
-        )
+        outliers = outlier_mask(values)
+        repeats = ok.loc[values.index[outliers], "repeat"] if "repeat" in ok.columns else []
+        statuses = at_scale["status"]
+        row = {
+            **curve,
+            **dict(zip(SCALE_COLUMNS, scale, strict=True)),
+            "metric": metric.name,
+            "metric_label": metric.label,
+            "unit": metric.unit,
+            "kind": metric.kind,
+            **summarize(values),
+            "n_failed": int((statuses == "failed").sum() + ((statuses == "ok") & at_scale[metric.name].isna()).sum()),
+            "n_pending": int((statuses == STATUS_PENDING).sum()),
+            "n_outliers": int(outliers.sum()),
+            # Text, not numbers: "rep2 rep3" stays as it is through the CSV.
+            "outlier_repeats": " ".join(f"rep{int(r)}" for r in repeats),
+        }
+        succeeded = ok.loc[values.index]
+        for column in RESOURCE_COLUMNS:
+            if column in succeeded.columns and pd.to_numeric(succeeded[column], errors="coerce").notna().any():
+                row[column] = pd.to_numeric(succeeded[column], errors="coerce").mean()
+        if "service_units_source" in succeeded.columns:
+            sources = sorted(set(succeeded["service_units_source"].dropna().astype(str)))
+            row["service_units_source"] = "+".join(sources)
+        if "service_units" in at_scale.columns:
+            # Failed runs burnt allocation too.
+            row["su_spent"] = pd.to_numeric(at_scale["service_units"], errors="coerce").sum(min_count=1)
+        rows.append(row)
     table = pd.DataFrame(rows).sort_values(["ranks", "nodes"]).reset_index(drop=True)
+    if "cores_allocated" not in table.columns:
+        threads = group["threads_per_rank"].iloc[0] if "threads_per_rank" in group.columns else 1
+        table["cores_allocated"] = table["ranks"] * threads
+    add_cost_per_work(table, metric)
+    return add_scaling_laws(table, metric, curve.get("scaling") == "weak")
+
+
+def add_cost_per_work(table: pd.DataFrame, metric: Metric) -> None:
+    """SU per run, and for a rate metric SU per million of its units."""
+    if "service_units" not in table.columns:
+        return
+    su = table["service_units"].where(table["service_units"] > 0)
+    table["su_per_run"] = su
+    if metric.kind == "rate" and "walltime_used_s" in table.columns:
+        su_per_hour = su / (table["walltime_used_s"] / 3600)
+        table["su_per_million"] = su_per_hour * 1e6 / table["mean"] / 3600
+
+
+def add_scaling_laws(table: pd.DataFrame, metric: Metric, weak: bool) -> pd.DataFrame:
     succeeded = table[table["n"] > 0]
     if succeeded.empty:
         table["p0"] = np.nan
@@ -124,17 +284,128 @@ def curve_table(group: pd.DataFrame, curve: dict, metric) -> pd.DataFrame:
     ratio = base_mean / table["mean"] if metric.kind == "time" else table["mean"] / base_mean
     q = table["ranks"] / p0
     table["p0"] = p0
-    if curve.get("scaling") == "weak":
+    if weak:
         efficiency = ratio if metric.kind == "time" else ratio / q
         table["weak_efficiency"] = efficiency
         table["scaled_speedup"] = efficiency * q
-    else:
-        table["speedup"] = ratio
-        table["parallel_efficiency"] = ratio / q
-        with np.errstate(divide="ignore", invalid="ignore"):
-            karp_flatt = (1 / ratio - 1 / q) / (1 - 1 / q)
-        table["karp_flatt_serial_fraction"] = karp_flatt.where(q > 1)
+        return table
+    table["speedup"] = ratio
+    table["parallel_efficiency"] = ratio / q
+    table["speedup_per_core"] = ratio / table["cores_allocated"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        karp_flatt = (1 / ratio - 1 / q) / (1 - 1 / q)
+    table["karp_flatt_serial_fraction"] = karp_flatt.where(q > 1)
+    serial, ceiling = amdahl_fit(q[table["n"] > 0], ratio[table["n"] > 0])
+    table["amdahl_serial_fraction"] = serial
+    table["amdahl_max_speedup"] = ceiling
     return table
+
+
+def amdahl_fit(q: Iterable[float], speedup: Iterable[float]) -> tuple[float, float]:
+    """Least squares of 1/S - 1/q = f (1 - 1/q) (Amdahl, linear in f); needs 2 scales.
+    Returns (f, 1/f); the ceiling is infinite when f <= 0 (no serial part seen)."""
+    q, s = np.asarray(list(q), dtype=float), np.asarray(list(speedup), dtype=float)
+    keep = (q > 1) & np.isfinite(s) & (s > 0)
+    if not keep.any():
+        return np.nan, np.nan
+    x, y = 1 - 1 / q[keep], 1 / s[keep] - 1 / q[keep]
+    serial = float((x * y).sum() / (x * x).sum())
+    return serial, (1 / serial if serial > 0 else math.inf)
+
+
+def add_cost_choices(table: pd.DataFrame, budget_su: float | None) -> pd.DataFrame:
+    """Per curve and metric: the cost-optimal scale (least SU per run) and the fastest scale
+    whose SU per run fits the study's budget."""
+    table["cost_optimal"] = False
+    table["fastest_within_budget"] = False
+    if "su_per_run" not in table.columns:
+        return table
+    keys = [c for c in table.columns if c in POINT_COLUMNS or c.startswith("param.")] + ["metric"]
+    for _, rows in table.groupby(keys, dropna=False):
+        costed = rows[rows["su_per_run"].notna() & (rows["n"] > 0)]
+        if costed.empty:
+            continue
+        table.loc[costed["su_per_run"].idxmin(), "cost_optimal"] = True
+        if budget_su is not None:
+            fits = costed[costed["su_per_run"] <= budget_su]
+            if not fits.empty:
+                best = fits["mean"].idxmin() if fits["kind"].iloc[0] == "time" else fits["mean"].idxmax()
+                table.loc[best, "fastest_within_budget"] = True
+    return table
+
+
+# ---------------------------------------------------------------- variants.csv
+
+
+def speed_ratio(variant: Mapping, baseline: Mapping, kind: str) -> dict:
+    """How many times faster `variant` is than `baseline` (> 1 faster), with a 95% CI from
+    Welch's t on the log ratio (delta method: se^2 = s1^2/(n1 m1^2) + s0^2/(n0 m0^2))."""
+    m1, s1, n1 = variant["mean"], variant["std"], int(variant["n"])
+    m0, s0, n0 = baseline["mean"], baseline["std"], int(baseline["n"])
+    out = {"ratio": np.nan, "ci_low": np.nan, "ci_high": np.nan, "verdict": "no successful run to compare"}
+    if n1 == 0 or n0 == 0 or not (m1 > 0 and m0 > 0):
+        return out
+    out["ratio"] = m1 / m0 if kind == "rate" else m0 / m1
+    if n1 < 2 or n0 < 2:
+        out["verdict"] = "too few repeats for a verdict (need n ≥ 2 each)"
+        return out
+    v1, v0 = s1**2 / (n1 * m1**2), s0**2 / (n0 * m0**2)
+    se = math.sqrt(v1 + v0)
+    if se == 0:
+        out.update(ci_low=out["ratio"], ci_high=out["ratio"])
+    else:
+        dof = se**4 / (v1**2 / (n1 - 1) + v0**2 / (n0 - 1))
+        half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, dof)) * se
+        out.update(ci_low=out["ratio"] * math.exp(-half), ci_high=out["ratio"] * math.exp(half))
+    if out["ci_low"] > 1:
+        out["verdict"] = "faster"
+    elif out["ci_high"] < 1:
+        out["verdict"] = "slower"
+    else:
+        out["verdict"] = "no measurable difference"
+    return out
+
+
+def variants(scaling_table: pd.DataFrame, baseline: str = "default") -> pd.DataFrame:
+    """Every MPI flag set and NCCL env set against `baseline`, at each scale, per metric;
+    the other set (and every parameter axis) held fixed."""
+    if scaling_table.empty:
+        return pd.DataFrame()
+    rows = []
+    params = [c for c in scaling_table.columns if c.startswith("param.")]
+    for axis, column, other in (
+        ("MPI flag set", "mpi_flag_set", "nccl_env_set"),
+        ("NCCL env set", "nccl_env_set", "mpi_flag_set"),
+    ):
+        if scaling_table[column].nunique() < 2:
+            continue
+        held = ["study", "app", "scaling", other, *params, *SCALE_COLUMNS, "metric"]
+        for _, group in scaling_table.groupby(held, dropna=False, sort=True):
+            base = group[group[column] == baseline]
+            if base.empty:
+                continue
+            base_row = base.iloc[0]
+            for _, row in group[group[column] != baseline].iterrows():
+                rows.append(
+                    {
+                        **{k: row[k] for k in held},
+                        "metric_label": row["metric_label"],
+                        "kind": row["kind"],
+                        "primary": row.get("primary", False),
+                        "axis": axis,
+                        "set": row[column],
+                        "baseline": baseline,
+                        "variant": row["variant"],
+                        "baseline_variant": base_row["variant"],
+                        "n": int(row["n"]),
+                        "n_baseline": int(base_row["n"]),
+                        **speed_ratio(row, base_row, row["kind"]),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+# ---------------------------------------------------------------- helpers
 
 
 def read_table(path: Path) -> pd.DataFrame:
@@ -143,3 +414,8 @@ def read_table(path: Path) -> pd.DataFrame:
         return pd.read_csv(path)
     except pd.errors.EmptyDataError:
         return pd.DataFrame()
+
+
+def write_table(table: pd.DataFrame, path: Path | str) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(path, index=False)

@@ -1,169 +1,513 @@
-"""One self-contained HTML page for every study (plots embedded, no external files)."""
+"""The report: one self-contained HTML page (plots embedded) and its Markdown twin,
+built from the same blocks. Per study: a one-sentence summary, a table in the shape
+HPC teams publish, variant verdicts, cost, plots, failures and per-run provenance."""
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
 import html
-from collections.abc import Mapping
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from .analysis import DEFINITIONS, read_table
-from .apps import APPS
+from .analysis import DEFINITIONS, GOOD_EFFICIENCY, STATUS_PENDING, read_table
+from .plots import primary_table
 from .sweep import PLOT_KINDS
 
 STYLE = """
-body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
-table{border-collapse:collapse;font-size:0.9em;margin:0.5em 0}
-td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px;color:#222}
+table{border-collapse:collapse;font-size:0.85em;margin:0.5em 0}
+td,th{border:1px solid #ccc;padding:3px 7px;text-align:right;vertical-align:top}
 th{background:#f0f0f0}
-.failed{color:#b00}
+td:first-child{text-align:left}
+.summary{font-weight:bold}
 .defs{background:#f7f7f7;padding:0.5em 1em;font-size:0.9em}
-img{max-width:32%;margin:2px;border:1px solid #ddd}
+.plots img{width:49%;margin:2px 0;border:1px solid #ddd}
+pre{font-size:0.8em;background:#f7f7f7;padding:0.5em;white-space:pre-wrap}
+"""
+# Marks the page once every plot has loaded (or says which did not): the browser test reads it.
+LOAD_CHECK = """
+window.addEventListener('load', function () {
+  var imgs = Array.prototype.slice.call(document.querySelectorAll('img'));
+  var broken = imgs.filter(function (i) { return !(i.complete && i.naturalWidth > 0); });
+  document.body.setAttribute('data-plots', imgs.length);
+  document.body.setAttribute('data-plots-loaded', imgs.length - broken.length);
+  broken.forEach(function (i) { i.insertAdjacentText('afterend', '[plot did not load: ' + i.alt + ']'); });
+});
 """
 
 
+# ---------------------------------------------------------------- blocks (rendered to HTML and Markdown)
+
+
+@dataclass
+class Table:
+    headers: list[str]
+    rows: list[list[str]]
+
+
+@dataclass
+class Details:
+    summary: str
+    blocks: list = field(default_factory=list)
+    # Per-run provenance is for the page; a paper does not want it.
+    in_markdown: bool = True
+
+
+@dataclass
+class Image:
+    path: Path
+    alt: str
+
+
+@dataclass
+class Heading:
+    level: int
+    text: str
+
+
+@dataclass
+class Para:
+    text: str
+    css: str = ""
+
+
+@dataclass
+class Bullets:
+    items: list[str]
+
+
+@dataclass
+class Pre:
+    text: str
+
+
+def to_html(blocks: Sequence) -> str:
+    parts = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            anchor = f" id='{html.escape(block.text.split(' ')[0])}'" if block.level == 2 else ""
+            parts.append(f"<h{block.level}{anchor}>{html.escape(block.text)}</h{block.level}>")
+        elif isinstance(block, Para):
+            css = f" class='{block.css}'" if block.css else ""
+            parts.append(f"<p{css}>{html.escape(block.text)}</p>")
+        elif isinstance(block, Bullets):
+            parts.append("<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in block.items) + "</ul>")
+        elif isinstance(block, Table):
+            head = "".join(f"<th>{html.escape(h)}</th>" for h in block.headers)
+            body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in block.rows)
+            parts.append(f"<table><tr>{head}</tr>{body}</table>")
+        elif isinstance(block, Image):
+            data = base64.b64encode(Path(block.path).read_bytes()).decode()
+            parts.append(f'<img alt="{html.escape(block.alt)}" src="data:image/png;base64,{data}">')
+        elif isinstance(block, Details):
+            parts.append(f"<details><summary>{html.escape(block.summary)}</summary>{to_html(block.blocks)}</details>")
+        elif isinstance(block, Pre):
+            parts.append(f"<pre>{html.escape(block.text)}</pre>")
+        elif isinstance(block, list):  # a row of plots
+            parts.append(f"<div class='plots'>{to_html(block)}</div>")
+    return "\n".join(parts)
+
+
+def md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(blocks: Sequence, base: Path) -> str:
+    parts = []
+    for block in blocks:
+        if isinstance(block, Heading):
+            parts.append("#" * block.level + " " + block.text)
+        elif isinstance(block, Para):
+            parts.append(f"**{block.text}**" if block.css == "summary" else block.text)
+        elif isinstance(block, Bullets):
+            parts.append("\n".join(f"- {i}" for i in block.items))
+        elif isinstance(block, Table):
+            lines = ["| " + " | ".join(map(md_cell, block.headers)) + " |"]
+            lines.append("|" + "|".join("---" for _ in block.headers) + "|")
+            lines += ["| " + " | ".join(map(md_cell, r)) + " |" for r in block.rows]
+            parts.append("\n".join(lines))
+        elif isinstance(block, Image):
+            parts.append(f"![{block.alt}]({os.path.relpath(block.path, base)})")
+        elif isinstance(block, Details) and block.in_markdown:
+            parts.append(f"*{block.summary}*\n\n" + to_markdown(block.blocks, base))
+        elif isinstance(block, Pre):
+            parts.append(f"```\n{block.text}\n```")
+        elif isinstance(block, list):
+            parts.append(to_markdown(block, base))
+    return "\n\n".join(p for p in parts if p)
+
+
+# ---------------------------------------------------------------- numbers as text
+
+
+def missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def fmt(value, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and pd.isna(value)):
+    if missing(value):
         return "–"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}" if abs(value) < 1000 else f"{value:,.0f}"
-    return html.escape(str(value))
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float | int):
+        value = float(value)
+        if math.isinf(value):
+            return "∞"
+        if value.is_integer() and abs(value) < 1e6:
+            return f"{int(value):,}" if abs(value) >= 1000 else str(int(value))
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.{digits}g}"
+    return str(value)
 
 
-def mean_cell(row) -> str:
+def hms(seconds) -> str:
+    if missing(seconds):
+        return "–"
+    seconds = round(float(seconds))
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def mean_ci(row) -> str:
     if row["n"] == 0:
-        return '<span class="failed">no successful run</span>'
-    spread = f" ± {fmt(row['std'])}" if pd.notna(row["std"]) else ""
-    return f"{fmt(row['mean'])}{spread} (n={int(row['n'])})"
+        return "not run yet" if row.get("n_failed", 0) == 0 and row.get("n_pending", 0) > 0 else "no successful run"
+    ci = f" ± {fmt(row['ci95'], 2)}" if not missing(row.get("ci95")) else ""
+    return f"{fmt(row['mean'])}{ci} (n={int(row['n'])})"
 
 
-def scaling_table(table: pd.DataFrame) -> str:
-    weak = (table["scaling"] == "weak").any()
-    headers = ["variant", "nodes", "ranks/node", "p (ranks)", "mean ± std (n)", "failed runs"]
-    headers += (
-        ["scaled speedup", "weak efficiency"]
-        if weak
-        else ["speedup S(p)", "parallel efficiency S·p0/p", "Karp–Flatt e(p)"]
-    )
-    lines = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in headers) + "</tr>"]
-    for _, row in table.iterrows():
-        cells = [
-            html.escape(str(row["variant"])),
-            fmt(row["nodes"]),
-            fmt(row["ranks_per_node"]),
-            fmt(row["ranks"]),
-            mean_cell(row),
-            fmt(row["n_failed"]),
-        ]
-        if weak:
-            cells += [fmt(row.get("scaled_speedup")), fmt(row.get("weak_efficiency"))]
-        else:
-            cells += [
-                fmt(row.get("speedup")),
-                fmt(row.get("parallel_efficiency")),
-                fmt(row.get("karp_flatt_serial_fraction")),
-            ]
-        lines.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    return "\n".join(lines + ["</table>"])
+def truthy(value) -> bool:
+    return not missing(value) and bool(value)
 
 
-def summary_sentence(study: str, table: pd.DataFrame) -> str:
+def get(row, column):
+    value = row.get(column) if hasattr(row, "get") else None
+    return None if missing(value) else value
+
+
+# ---------------------------------------------------------------- a study's blocks
+
+
+def summary_sentence(table: pd.DataFrame) -> str:
+    """E.g. 'strong scaling of throughput holds >= 70% parallel efficiency up to 8 nodes (p = 384) ...'."""
     ok = table[table["n"] > 0]
     if ok.empty:
-        return f"{study}: no successful run, so no scaling figure."
-    label, kind = table["metric_label"].iloc[0], table["scaling"].iloc[0]
-    column = "weak_efficiency" if kind == "weak" else "parallel_efficiency"
+        return "No successful run yet, so no scaling figure."
+    label, weak = table["metric_label"].iloc[0], table["scaling"].iloc[0] == "weak"
+    column, name = ("weak_efficiency", "weak-scaling efficiency") if weak else ("parallel_efficiency", "efficiency")
     parts = []
     for variant, rows in ok.groupby("variant"):
-        top = rows.sort_values("ranks").iloc[-1]
-        p0 = int(top["p0"])
-        if top["ranks"] == p0:
-            parts.append(f"{variant}: only p = {p0} succeeded")
+        rows = rows.sort_values("ranks")
+        prefix = f"{variant}: " if table["variant"].nunique() > 1 else ""
+        if len(rows) == 1:
+            parts.append(f"{prefix}only p = {int(rows['ranks'].iloc[0])} succeeded, nothing to scale against")
             continue
-        speed = top["scaled_speedup"] if kind == "weak" else top["speedup"]
-        parts.append(
-            f"{variant}: {'scaled ' if kind == 'weak' else ''}speedup {speed:.2f} at p = {int(top['ranks'])} "
-            f"vs p0 = {p0}, efficiency {top[column]:.2f}"
+        good = rows[column] >= GOOD_EFFICIENCY
+        holds = rows[good.cummin()]
+        top = rows.iloc[-1]
+        speed = top["scaled_speedup"] if weak else top["speedup"]
+        reach = (
+            f"holds ≥ {GOOD_EFFICIENCY:.0%} {name} up to {scale_text(holds.iloc[-1])}"
+            if not holds.empty and len(holds) > 1
+            else f"falls below {GOOD_EFFICIENCY:.0%} {name} already at {scale_text(rows.iloc[1])}"
         )
-    return f"{kind} scaling of {label}: " + "; ".join(parts) + "."
+        parts.append(
+            f"{prefix}{'weak' if weak else 'strong'} scaling of {label} {reach}; at {scale_text(top)} "
+            f"{'scaled ' if weak else ''}speedup {speed:.3g}, {name} {top[column]:.3g} (n = {int(top['n'])})"
+        )
+    return "; ".join(parts) + "."
 
 
-def runs_table(runs: pd.DataFrame, metrics: list[str]) -> str:
-    columns = (
-        ["point", "status", "reason"]
-        + [m for m in metrics if m in runs.columns]
-        + [c for c in ("walltime_used_s", "service_units") if c in runs.columns]
+def scale_text(row) -> str:
+    nodes = int(row["nodes"])
+    return f"{nodes} node{'s' if nodes != 1 else ''} (p = {int(row['ranks'])})"
+
+
+def notes_of(row) -> str:
+    notes = []
+    if row.get("n_outliers", 0):
+        notes.append(f"outlier: {row['outlier_repeats']}")
+    if row.get("n_failed", 0):
+        notes.append(f"{int(row['n_failed'])} failed")
+    if row.get("n_pending", 0):
+        notes.append(f"{int(row['n_pending'])} not run yet")
+    if truthy(row.get("cost_optimal")):
+        notes.append("cost-optimal")
+    if truthy(row.get("fastest_within_budget")):
+        notes.append("fastest within budget")
+    return "; ".join(notes)
+
+
+def hpc_table(table: pd.DataFrame) -> Table:
+    """The table HPC teams publish, for one metric: one row per variant and scale."""
+    weak = (table["scaling"] == "weak").any()
+    unit, kind = table["unit"].iloc[0], table["kind"].iloc[0]
+    columns: list[tuple[str, object]] = []
+    if table["variant"].nunique() > 1:
+        columns.append(("variant", lambda r: str(r["variant"])))
+    columns += [("nodes", lambda r: fmt(r["nodes"])), ("cores", lambda r: fmt(get(r, "cores_allocated")))]
+    if (table.get("gpus_allocated", pd.Series(0)).fillna(0) > 0).any():
+        columns.append(("GPUs", lambda r: fmt(get(r, "gpus_allocated"))))
+    columns.append(("p (ranks)", lambda r: fmt(r["ranks"])))
+    for column, name in (("memory_requested_gb", "memory requested (GB)"), ("memory_used_gb", "memory used (GB)")):
+        if column in table.columns and table[column].notna().any():
+            columns.append((name, lambda r, c=column: fmt(get(r, c), 4)))
+    if "walltime_used_s" in table.columns:
+        columns.append(("walltime used (h:mm:ss)", lambda r: hms(get(r, "walltime_used_s"))))
+    columns.append((f"{table['metric_label'].iloc[0]} [{unit}] mean ± 95% CI (n)", mean_ci))
+    if weak:
+        columns += [
+            ("scaled speedup", lambda r: fmt(get(r, "scaled_speedup"))),
+            ("weak efficiency", lambda r: fmt(get(r, "weak_efficiency"))),
+        ]
+    else:
+        columns += [
+            ("speedup S", lambda r: fmt(get(r, "speedup"))),
+            ("parallel efficiency S·p0/p", lambda r: fmt(get(r, "parallel_efficiency"))),
+            ("S/cores", lambda r: fmt(get(r, "speedup_per_core"), 2)),
+            ("Karp–Flatt e", lambda r: fmt(get(r, "karp_flatt_serial_fraction"), 2)),
+        ]
+    if "su_per_run" in table.columns and table["su_per_run"].notna().any():
+        columns.append(("SU per run", su_cell))
+        if kind == "rate" and "su_per_million" in table.columns:
+            columns.append((f"SU per 10⁶ {unit.split('/')[0]}", lambda r: fmt(get(r, "su_per_million"))))
+    columns.append(("notes", notes_of))
+    rows = [[cell(row) for _, cell in columns] for _, row in table.sort_values(["variant", "ranks"]).iterrows()]
+    return Table([name for name, _ in columns], rows)
+
+
+def su_cell(row) -> str:
+    value = get(row, "su_per_run")
+    if value is None:
+        return "–"
+    return fmt(value) + (" (estimated)" if "estimated" in str(row.get("service_units_source", "")) else "")
+
+
+def amdahl_lines(table: pd.DataFrame) -> list[str]:
+    if (table["scaling"] == "weak").any() or "amdahl_serial_fraction" not in table.columns:
+        return []
+    lines = []
+    for variant, rows in table[table["n"] > 0].groupby("variant"):
+        serial, ceiling = rows["amdahl_serial_fraction"].iloc[0], rows["amdahl_max_speedup"].iloc[0]
+        if missing(serial):
+            continue
+        scales = len(rows)
+        if serial > 0:
+            lines.append(
+                f"{variant}: Amdahl fit over {scales} scales: serial fraction f = {serial:.3g}, "
+                f"speedup ceiling 1/f = {ceiling:.3g} (relative to p0 = {int(rows['p0'].iloc[0])})."
+            )
+        else:
+            lines.append(
+                f"{variant}: Amdahl fit over {scales} scales gives f = {serial:.3g} ≤ 0 (speedup at or above "
+                "ideal somewhere): no serial part seen, no ceiling implied."
+            )
+    return lines
+
+
+def variant_blocks(variants: pd.DataFrame, table: pd.DataFrame) -> list:
+    if variants.empty:
+        return []
+    rows = variants[(variants["study"] == table["study"].iloc[0]) & (variants["metric"] == table["metric"].iloc[0])]
+    if rows.empty:
+        return []
+    out = Table(
+        ["set", "vs", "nodes", "p (ranks)", "speed ratio (> 1 faster)", "95% CI", "n (set / default)", "verdict"],
+        [
+            [
+                f"{r['axis']} {r['set']}",
+                str(r["baseline_variant"]),
+                fmt(r["nodes"]),
+                fmt(r["ranks"]),
+                fmt(r["ratio"]),
+                "–" if missing(r["ci_low"]) else f"{fmt(r['ci_low'])} – {fmt(r['ci_high'])}",
+                f"{int(r['n'])} / {int(r['n_baseline'])}",
+                str(r["verdict"]),
+            ]
+            for _, r in rows.sort_values(["axis", "set", "ranks"]).iterrows()
+        ],
     )
-    frame = runs[[c for c in columns if c in runs.columns]].copy()
-    return frame.to_html(index=False, na_rep="–", float_format=lambda v: f"{v:.4g}", border=0)
+    sentences = [verdict_sentence(r) for _, r in rows.iterrows() if r["verdict"] in ("faster", "slower")]
+    label = table["metric_label"].iloc[0]
+    blocks: list = [Heading(3, f"MPI / NCCL variants against default ({label})"), out]
+    if sentences:
+        blocks.append(Bullets(sentences))
+    else:
+        blocks.append(Para("No variant differs measurably from default at any scale (every 95% CI includes 1)."))
+    return blocks
 
 
-def image_tag(path: Path) -> str:
-    data = base64.b64encode(Path(path).read_bytes()).decode()
-    return f'<img alt="{html.escape(Path(path).name)}" src="data:image/png;base64,{data}">'
+def verdict_sentence(row) -> str:
+    ratio = row["ratio"]
+    times = f"{ratio:.3g}× as fast" if ratio >= 1 else f"{1 / ratio:.3g}× as slow"
+    return (
+        f"{row['axis']} {row['set']} is {row['verdict']} than default at {scale_text(row)}: speed ratio of "
+        f"{row['metric_label']} {ratio:.3g} ({times}; 95% CI {row['ci_low']:.3g}–{row['ci_high']:.3g}, "
+        f"n = {int(row['n'])} vs {int(row['n_baseline'])})."
+    )
+
+
+def cost_lines(table: pd.DataFrame, budget_su: float | None) -> list[str]:
+    if "su_per_run" not in table.columns or table["su_per_run"].isna().all():
+        return ["No service units recorded (no charge rate on this cluster, or none in the record): no cost figures."]
+    lines = []
+    for variant, rows in table.groupby("variant"):
+        best = rows[rows["cost_optimal"].map(truthy)]
+        if not best.empty:
+            b = best.iloc[0]
+            lines.append(
+                f"{variant}: cost-optimal at {scale_text(b)}: {su_cell(b)} SU per run (mean of n = {int(b['n'])})."
+            )
+        if budget_su is None:
+            continue
+        fast = rows[rows["fastest_within_budget"].map(truthy)]
+        if fast.empty:
+            lines.append(f"{variant}: no scale runs within the budget of {budget_su:g} SU per run.")
+        else:
+            f = fast.iloc[0]
+            lines.append(
+                f"{variant}: fastest within the budget of {budget_su:g} SU per run: {scale_text(f)}, "
+                f"{f['metric_label']} {fmt(f['mean'])} {f['unit']} for {su_cell(f)} SU (means of n = {int(f['n'])})."
+            )
+    return lines
+
+
+def run_blocks(runs: pd.DataFrame) -> list:
+    """Failures (with category and reason), points not run yet, and every run's provenance."""
+    blocks: list = []
+    if runs.empty or "status" not in runs.columns:
+        return blocks
+    failed = runs[runs["status"] == "failed"]
+    if not failed.empty:
+        blocks.append(Heading(3, f"Failed runs ({len(failed)}): excluded from the figures, shown as x in the plots"))
+        blocks.append(
+            Table(
+                ["point", "category", "reason"],
+                [
+                    [str(r.get("point", "?")), str(r.get("category") or "–"), str(r.get("reason", ""))]
+                    for _, r in failed.fillna("").iterrows()
+                ],
+            )
+        )
+    pending = runs[runs["status"] == STATUS_PENDING]
+    if not pending.empty:
+        blocks.append(Heading(3, f"Not run yet ({len(pending)})"))
+        blocks.append(Bullets([str(p) for p in pending["point"]]))
+    provenance = []
+    for _, run in runs.iterrows():
+        record = {
+            key: json.loads(run[key]) if isinstance(run.get(key), str) and run[key].startswith("{") else run.get(key)
+            for key in ("status", "reason", "params", "mpi_flags", "nccl_env", "provenance", "started", "finished")
+            if not missing(run.get(key)) and run.get(key) != ""
+        }
+        provenance.append(Details(f"{run.get('point', '?')}: {run['status']}", [Pre(json.dumps(record, indent=1))]))
+    blocks.append(Details(f"Per-run provenance ({len(runs)} runs)", provenance, in_markdown=False))
+    return blocks
+
+
+def study_blocks(
+    study: str,
+    runs: pd.DataFrame,
+    scaling: pd.DataFrame,
+    variants: pd.DataFrame,
+    plots: Sequence[Path],
+    budget_su: float | None = None,
+) -> list:
+    blocks: list = [Heading(2, study)]
+    counts = runs["status"].value_counts() if not runs.empty and "status" in runs.columns else pd.Series(dtype=int)
+    names = (("ok", "succeeded"), ("failed", "failed"), (STATUS_PENDING, "not run yet"))
+    state = ", ".join(f"{int(counts.get(s, 0))} {name}" for s, name in names if counts.get(s, 0))
+    blocks.append(Para(f"{len(runs)} runs: {state or 'none'}."))
+    table = primary_table(scaling, study)
+    if table.empty:
+        blocks.append(Para("No run has a figure yet: no scaling table."))
+    else:
+        blocks.append(Para(summary_sentence(table), "summary"))
+        blocks.append(Heading(3, f"Scaling of {table['metric_label'].iloc[0]} [{table['unit'].iloc[0]}]"))
+        blocks.append(hpc_table(table))
+        blocks += [Para(line) for line in amdahl_lines(table)]
+        blocks += variant_blocks(variants, table)
+        blocks += [Heading(3, "Cost"), Bullets(cost_lines(table, budget_su))]
+    images = [Image(p, Path(p).name) for p in plots if Path(p).is_file()]
+    if images:
+        blocks.append(images)
+    if not table.empty:
+        others = scaling[(scaling["study"] == study) & (scaling["metric"] != table["metric"].iloc[0])]
+        details = []
+        for _metric, rows in others.groupby("metric", sort=False):
+            details += [Heading(4, f"{rows['metric_label'].iloc[0]} [{rows['unit'].iloc[0]}]"), hpc_table(rows)]
+        if details:
+            blocks.append(Details("Other metrics", details))
+    blocks += run_blocks(runs)
+    return blocks
+
+
+def definition_blocks() -> list:
+    items = [f"{k.replace('_', ' ')}: {v}" for k, v in DEFINITIONS.items()]
+    items.insert(0, "p = total MPI ranks (nodes × ranks per node; one rank per GPU); p0 = smallest successful p.")
+    return [Heading(2, "Definitions"), Bullets(items)]
+
+
+def write_page(blocks: list, title: str, out_html: Path, out_md: Path | None = None) -> None:
+    out_html = Path(out_html)
+    out_html.parent.mkdir(parents=True, exist_ok=True)
+    stamp = f"Generated {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M UTC}."
+    page = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+        f"<style>{STYLE}</style><script>{LOAD_CHECK}</script></head><body>",
+        f"<h1>{html.escape(title)}</h1><p>{stamp}</p>",
+        to_html(blocks),
+        "</body></html>",
+    ]
+    out_html.write_text("\n".join(page), encoding="utf-8")
+    if out_md is not None:
+        text = f"# {title}\n\n{stamp}\n\n" + to_markdown(blocks, Path(out_md).parent) + "\n"
+        Path(out_md).write_text(text, encoding="utf-8")
 
 
 def build(
-    runs: Mapping[str, pd.DataFrame], scaling: Mapping[str, pd.DataFrame], plots: Mapping[str, list[Path]], out: Path
+    runs: Mapping[str, pd.DataFrame],
+    scaling: Mapping[str, pd.DataFrame],
+    variants: Mapping[str, pd.DataFrame],
+    plots: Mapping[str, list[Path]],
+    out_html: Path,
+    out_md: Path | None = None,
+    budgets: Mapping[str, float | None] | None = None,
 ) -> None:
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>scalestudy report</title>",
-        f"<style>{STYLE}</style></head><body>",
-        "<h1>scalestudy report</h1>",
-        f"<p>Generated {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M UTC}.</p>",
-        "<div class='defs'><b>Definitions.</b> p = total MPI ranks; p0 = smallest p with a successful run.<ul>",
-        *[f"<li><b>{html.escape(k.replace('_', ' '))}</b>: {html.escape(v)}</li>" for k, v in DEFINITIONS.items()],
-        "<li>Some published tables divide speedup by total cores (S/cores) and call it efficiency; "
-        "that is not parallel efficiency and is not used here.</li>",
-        "<li>mean ± std over the successful repeats at a scale; n = how many.</li></ul></div>",
-    ]
+    blocks: list = []
     for study in runs:
-        study_runs, study_scaling = runs[study], scaling.get(study, pd.DataFrame())
-        parts.append(f"<h2 id='{html.escape(study)}'>{html.escape(study)}</h2>")
-        n_ok = int((study_runs.get("status") == "ok").sum()) if not study_runs.empty else 0
-        parts.append(f"<p>{n_ok} of {len(study_runs)} runs succeeded.</p>")
-        if study_scaling.empty:
-            parts.append("<p class='failed'>No successful run: no scaling table.</p>")
-            metric_names: list[str] = []
-        else:
-            app = APPS[study_scaling["app"].iloc[0]]
-            metric_names = [m.name for m in app.metrics]
-            for metric in app.metrics:
-                table = study_scaling[study_scaling["metric"] == metric.name]
-                if table.empty:
-                    continue
-                if metric.name == app.primary_metric:
-                    parts.append(f"<p><b>{html.escape(summary_sentence(study, table))}</b></p>")
-                parts.append(f"<h3>{html.escape(metric.label)} [{html.escape(metric.unit)}]</h3>")
-                parts.append(scaling_table(table))
-        parts += [image_tag(p) for p in plots.get(study, []) if Path(p).is_file()]
-        failed = study_runs[study_runs["status"] != "ok"] if not study_runs.empty else study_runs
-        if not failed.empty:
-            parts.append(f"<h3 class='failed'>Failed runs ({len(failed)})</h3><ul>")
-            parts += [
-                f"<li><code>{html.escape(str(r.point))}</code>: {html.escape(str(r.reason))}</li>"
-                for r in failed.itertuples()
-            ]
-            parts.append("</ul>")
-        parts.append("<details><summary>All runs</summary>")
-        parts.append(runs_table(study_runs, metric_names) if not study_runs.empty else "")
-        parts.append("</details>")
-    parts.append("</body></html>")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(parts), encoding="utf-8")
+        blocks += study_blocks(
+            study,
+            runs[study],
+            scaling.get(study, pd.DataFrame()),
+            variants.get(study, pd.DataFrame()),
+            plots.get(study, []),
+            (budgets or {}).get(study),
+        )
+    write_page(blocks + definition_blocks(), "scalestudy report", out_html, out_md)
 
 
 def build_from_files(
-    studies: list[str], runs_csv: list[str], scaling_csv: list[str], plot_pngs: list[str], out: str | Path
+    studies: list[str],
+    runs_csv: list[str],
+    scaling_csv: list[str],
+    variants_csv: list[str],
+    plot_pngs: list[str],
+    out_html: str | Path,
+    out_md: str | Path | None = None,
+    budgets: Mapping[str, float | None] | None = None,
 ) -> None:
-    """The report rule's entry: files in, one page out (inputs are ordered as `studies`)."""
+    """The report rule's entry: files in, one page (and its Markdown twin) out; the
+    table inputs are ordered as `studies`."""
     runs = dict(zip(studies, map(read_table, runs_csv), strict=True))
     scaling = dict(zip(studies, map(read_table, scaling_csv), strict=True))
+    variants = dict(zip(studies, map(read_table, variants_csv), strict=True))
     plots = {
-        study: [Path(p) for p in plot_pngs if Path(p).name in {f"{study}.{kind}.png" for kind in PLOT_KINDS}]
+        study: [Path(p) for kind in PLOT_KINDS for p in plot_pngs if Path(p).name == f"{study}.{kind}.png"]
         for study in studies
     }
-    build(runs, scaling, plots, Path(out))
+    build(runs, scaling, variants, plots, Path(out_html), Path(out_md) if out_md else None, budgets)

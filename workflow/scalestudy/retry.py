@@ -38,11 +38,6 @@ class Untracked:
 UNTRACKED = Untracked()
 
 
-def requested(config) -> bool:
-    """The switch, as the schema allows it: true/false, or "true"/"false" from --config."""
-    return config.get("retry_failed", False) in (True, "true")
-
-
 def failed_record(metrics_path: Path) -> dict | None:
     """The record of a point that ran and failed (an unreadable record counts as failed)."""
     try:

@@ -25,7 +25,7 @@ REPO_ROOT = PACKAGE_ROOT.parent.parent
 SCHEMA_PATH = REPO_ROOT / "config" / "schema" / "sweep.schema.yaml"
 # The plots every study gets (results/report/plots/<study>.<kind>.png). Here, not in
 # plots.py, so that planning a DAG never imports matplotlib.
-PLOT_KINDS = ("metric", "speedup", "efficiency")
+PLOT_KINDS = ("metric", "speedup", "efficiency", "variants", "cost")
 # Axis values become path segments of the point id.
 SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
@@ -152,6 +152,13 @@ class Sweep:
 
 
 # ---------------------------------------------------------------- loading
+
+
+def is_true(value: Any) -> bool:
+    """A flag from a config file (True) or from --config (the string 'true')."""
+    if isinstance(value, str):
+        return value.strip().lower() == "true"
+    return bool(value)
 
 
 def drop_nulls(value: Any) -> Any:

@@ -1,0 +1,96 @@
+"""The report page: the published Gadi table regenerated through the report code, its
+Markdown twin, and the page seen in a real browser (headless Chromium)."""
+
+from pathlib import Path
+
+import matplotlib.image
+import pandas as pd
+import pytest
+from browser import plots_loaded, screenshot
+from scalestudy import published
+from scalestudy.report import Table, hpc_table, summary_sentence, to_markdown
+from scalestudy.sweep import PLOT_KINDS
+
+
+@pytest.fixture(scope="module")
+def record_page(tmp_path_factory):
+    out = tmp_path_factory.mktemp("published")
+    return published.write_page(Path(__file__).parent / "data/gadi-2024-hoomd-wca-strong.csv", out)
+
+
+def test_the_published_table_is_on_the_page_and_in_markdown(record_page):
+    markdown = (record_page.parent / "index.md").read_text()
+    row32 = next(line for line in markdown.splitlines() if line.startswith("| 32 | 1,536 |"))
+    # published wall-time speedup and S/cores, then the steps/s speedup and parallel efficiency
+    assert "| 3.93 | 0.003 | 15.20 | 0.475 |" in row32
+    assert "| 1 | 48 | 21.54 | 0:55:00 | 423 | 1.00 | 0.021 | 1.00 | 1.000 |" in markdown
+    assert "not time-stepping" in markdown and "S/cores" in markdown
+    page = record_page.read_text()
+    assert page.count("data:image/png;base64,") == len(PLOT_KINDS)
+    assert "holds ≥ 70% efficiency up to 16 nodes (p = 768)" in page
+
+
+def test_the_page_loads_every_plot_in_a_browser(record_page, tmp_path):
+    plots, loaded = plots_loaded(record_page, tmp_path)
+    assert plots == len(PLOT_KINDS) and loaded == plots
+    shot = matplotlib.image.imread(screenshot(record_page, tmp_path))
+    assert shot.shape[:2] == (2400, 1300)
+    # Not a blank page: text, tables and plots give contrast.
+    assert shot[..., :3].std() > 0.1
+
+
+def test_a_broken_plot_is_caught_by_the_browser_check(record_page, tmp_path):
+    broken = tmp_path / "broken.html"
+    broken.write_text(record_page.read_text().replace("data:image/png;base64,", "data:image/png;base64,AAAA", 1))
+    plots, loaded = plots_loaded(broken, tmp_path)
+    assert (plots, loaded) == (len(PLOT_KINDS), len(PLOT_KINDS) - 1)
+
+
+def test_markdown_tables_escape_pipes(tmp_path):
+    text = to_markdown([Table(["a|b"], [["1|2"]])], tmp_path)
+    assert text.splitlines()[0] == "| a\\|b |" and text.splitlines()[2] == "| 1\\|2 |"
+
+
+def test_summary_and_table_of_a_weak_study():
+    table = pd.DataFrame(
+        {
+            "study": "w", "variant": "v", "scaling": "weak", "metric": "steps_per_s", "metric_label": "steps/s",
+            "unit": "steps/s", "kind": "rate", "nodes": [1, 2, 4], "ranks": [4, 8, 16], "n": [3, 3, 0],
+            "n_failed": [0, 0, 3], "n_pending": 0, "mean": [100.0, 190.0, float("nan")],
+            "ci95": [5.0, 6.0, float("nan")], "p0": 4, "weak_efficiency": [1.0, 0.95, float("nan")],
+            "scaled_speedup": [1.0, 1.9, float("nan")], "cores_allocated": [4, 8, 16],
+        }
+    )  # fmt: skip
+    assert summary_sentence(table) == (
+        "weak scaling of steps/s holds ≥ 70% weak-scaling efficiency up to 2 nodes (p = 8); "
+        "at 2 nodes (p = 8) scaled speedup 1.9, weak-scaling efficiency 0.95 (n = 3)."
+    )
+    rows = hpc_table(table).rows
+    assert rows[0][3] == "100 ± 5 (n=3)" and rows[2][3] == "no successful run" and "3 failed" in rows[2][-1]
+
+
+def test_published_command_line_writes_the_page(tmp_path, capsys):
+    from scalestudy.__main__ import main
+
+    record = Path(__file__).parent / "data/gadi-2024-hoomd-wca-strong.csv"
+    assert main(["published", str(record), "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "index.html").is_file() and "15.20" in (tmp_path / "index.md").read_text()
+    assert len(list((tmp_path / "plots").glob("*.png"))) == len(PLOT_KINDS)
+
+
+def test_cost_lines_name_the_scale_the_budget_and_n():
+    from scalestudy.analysis import scaling
+    from scalestudy.report import cost_lines
+
+    rows = []
+    for ranks, rate, su in ((1, 100.0, 10.0), (2, 150.0, 12.0), (4, 180.0, 20.0)):
+        for repeat in (1, 2):
+            rows.append({"study": "s", "app": "litgpt", "scaling": "strong", "variant": "v", "mpi_flag_set": "default",
+                         "nccl_env_set": "default", "nodes": ranks, "ranks_per_node": 1, "gpus_per_node": 0,
+                         "ranks": ranks, "repeat": repeat, "status": "ok", "tokens_per_s": rate,
+                         "service_units": su, "service_units_source": "site",
+                         "walltime_used_s": 3600.0 / ranks})  # fmt: skip
+    table = scaling(pd.DataFrame(rows), budget_su=15.0).query("metric == 'tokens_per_s'")
+    lines = cost_lines(table, 15.0)
+    assert lines[0] == "v: cost-optimal at 1 node (p = 1): 10 SU per run (mean of n = 2)."
+    assert lines[1].startswith("v: fastest within the budget of 15 SU per run: 2 nodes (p = 2), throughput 150 tok/s")

@@ -1,0 +1,198 @@
+"""Regenerate a published scaling table from its record, through the same analysis
+and report code as a study run here, and say where its figures and ours differ.
+
+A record is a CSV (lines starting with '#' are notes) with one row per run:
+nodes, cores_per_node, steps_per_s, walltime_used (h:mm or h:mm:ss), and optional
+memory_used_gb, warmup_steps, benchmark_steps. Published HPC tables often give a
+"speedup" from the whole job's wall time and an "efficiency" that is that speedup
+divided by total cores; the benchmark's own rate tells a different story when the
+job's wall time is mostly start-up, or when the work per run changes with scale.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from .analysis import WALLTIME_METRIC, scaling
+from .apps.base import Metric
+from .plots import plot_study
+from .report import Bullets, Heading, Para, Table, definition_blocks, fmt, hms, study_blocks
+from .report import write_page as write_report_page
+from .sweep import PLOT_KINDS
+
+STEPS_PER_S = Metric("steps_per_s", "time steps per second (warm-up excluded)", "steps/s", "rate")
+APP = "hoomd"
+
+
+def seconds(text: str) -> float:
+    """'0:55' (h:mm) or '0:55:10' (h:mm:ss) -> seconds."""
+    parts = [int(p) for p in str(text).split(":")]
+    if len(parts) == 2:
+        parts.append(0)
+    hours, minutes, secs = parts
+    return float(hours * 3600 + minutes * 60 + secs)
+
+
+def read_record(path: str | Path, study: str | None = None) -> pd.DataFrame:
+    """The record as runs.csv rows (one successful run per line)."""
+    record = pd.read_csv(path, comment="#")
+    study = study or Path(path).stem
+    runs = pd.DataFrame(
+        {
+            "study": study,
+            "app": APP,
+            "scaling": "strong",
+            "point": [f"nodes{n}" for n in record["nodes"]],
+            "variant": "mpi-default/nccl-default",
+            "mpi_flag_set": "default",
+            "nccl_env_set": "default",
+            "nodes": record["nodes"],
+            "ranks_per_node": record["cores_per_node"],
+            "gpus_per_node": 0,
+            "ranks": record["nodes"] * record["cores_per_node"],
+            "repeat": 1,
+            "status": "ok",
+            "reason": "",
+            "steps_per_s": record["steps_per_s"].astype(float),
+            "walltime_used_s": record["walltime_used"].map(seconds),
+            "cores_allocated": record["nodes"] * record["cores_per_node"],
+            "gpus_allocated": 0,
+        }
+    )
+    for column in ("memory_used_gb", "warmup_steps", "benchmark_steps"):
+        if column in record.columns:
+            runs[column] = record[column]
+    return runs
+
+
+def record_scaling(runs: pd.DataFrame) -> pd.DataFrame:
+    return scaling(runs, metrics={APP: [STEPS_PER_S, WALLTIME_METRIC]}, primary={APP: STEPS_PER_S.name})
+
+
+def comparison(runs: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """One row per node count: the published view (wall-time speedup, S/cores) beside what
+    the rate says (speedup, parallel efficiency), and how much of the job was time-stepping."""
+    wall = table[table["metric"] == WALLTIME_METRIC.name].set_index("nodes")
+    rate = table[table["metric"] == STEPS_PER_S.name].set_index("nodes")
+    out = pd.DataFrame(
+        {
+            "nodes": rate.index,
+            "cores": rate["cores_allocated"].to_numpy(),
+            "steps_per_s": rate["mean"].to_numpy(),
+            "walltime_used_s": wall["mean"].reindex(rate.index).to_numpy(),
+            "walltime_speedup": wall["speedup"].reindex(rate.index).to_numpy(),
+            "walltime_speedup_per_core": wall["speedup_per_core"].reindex(rate.index).to_numpy(),
+            "rate_speedup": rate["speedup"].to_numpy(),
+            "rate_parallel_efficiency": rate["parallel_efficiency"].to_numpy(),
+        }
+    )
+    by_nodes = runs.set_index("nodes")
+    if {"warmup_steps", "benchmark_steps"} <= set(runs.columns):
+        steps = (by_nodes["warmup_steps"] + by_nodes["benchmark_steps"]).reindex(out["nodes"]).to_numpy()
+        out["warmup_steps"] = by_nodes["warmup_steps"].reindex(out["nodes"]).to_numpy()
+        out["benchmark_steps"] = by_nodes["benchmark_steps"].reindex(out["nodes"]).to_numpy()
+        # Warm-up runs at about the measured rate; the rest of the job is start-up, set-up and I/O.
+        out["stepping_s"] = steps / out["steps_per_s"]
+        out["stepping_share"] = out["stepping_s"] / out["walltime_used_s"]
+    if "memory_used_gb" in runs.columns:
+        out["memory_used_gb"] = by_nodes["memory_used_gb"].reindex(out["nodes"]).to_numpy()
+    return out
+
+
+def why_they_disagree(compared: pd.DataFrame) -> list[str]:
+    """The reasons, in numbers, that the wall-time and rate views differ."""
+    notes = []
+    last = compared.iloc[-1]
+    notes.append(
+        f"At {int(last['nodes'])} nodes the wall time gives speedup {last['walltime_speedup']:.2f} "
+        f"(S/cores {last['walltime_speedup_per_core']:.3f}), the benchmark's steps/s give "
+        f"{last['rate_speedup']:.1f} (parallel efficiency {last['rate_parallel_efficiency']:.3f})."
+    )
+    if "stepping_share" in compared.columns:
+        first = compared.iloc[0]
+        notes.append(
+            "The wall time is mostly not time-stepping: warm-up + benchmark steps at the measured rate take "
+            f"{first['stepping_s']:.0f} s of {first['walltime_used_s']:.0f} s ({first['stepping_share']:.0%}) at "
+            f"{int(first['nodes'])} node(s) and {last['stepping_s']:.0f} s of {last['walltime_used_s']:.0f} s "
+            f"({last['stepping_share']:.0%}) at {int(last['nodes'])}; the rest (start-up, initial state, I/O) "
+            "does not shrink with nodes, so the wall-time speedup flattens."
+        )
+        work = compared[["warmup_steps", "benchmark_steps"]].drop_duplicates()
+        if len(work) > 1:
+            changes = [
+                f"{int(r.warmup_steps):,}/{int(r.benchmark_steps):,} at {nodes_of(compared, r)}"
+                for r in work.itertuples()
+            ]
+            notes.append(
+                "The work per job is not constant (warm-up/benchmark steps: "
+                + "; ".join(changes)
+                + "), so wall times at different scales do not measure the same job: a wall-time "
+                "speedup is not a strong-scaling speedup."
+            )
+    cores0 = int(compared["cores"].iloc[0])
+    notes.append(
+        f"S/cores divides by all cores ({cores0} at the base scale), so even a perfect code shows "
+        f"1/{cores0} = {1 / cores0:.3f} there; parallel efficiency S·p0/p is 1.0 there by definition."
+    )
+    return notes
+
+
+def nodes_of(compared: pd.DataFrame, work) -> str:
+    nodes = compared[
+        (compared["warmup_steps"] == work.warmup_steps) & (compared["benchmark_steps"] == work.benchmark_steps)
+    ]["nodes"]
+    return ", ".join(str(int(n)) for n in nodes) + " node(s)"
+
+
+def comparison_table(compared: pd.DataFrame) -> Table:
+    def cell(value, digits=3):
+        return fmt(value, digits)
+
+    headers = ["nodes", "cores", "memory used (GB)", "walltime used (h:mm:ss)", "steps/s (n=1)",
+               "published: wall-time speedup", "published: 'efficiency' = S/cores",
+               "steps/s speedup S", "parallel efficiency S·p0/p", "warm-up / benchmark steps",
+               "time-stepping share of wall time"]  # fmt: skip
+    rows = []
+    for _, r in compared.iterrows():
+        steps = f"{int(r['warmup_steps']):,} / {int(r['benchmark_steps']):,}" if "warmup_steps" in r else "–"
+        share = f"{r['stepping_share']:.0%}" if "stepping_share" in r else "–"
+        rows.append(
+            [
+                cell(r["nodes"]),
+                cell(r["cores"]),
+                cell(r.get("memory_used_gb"), 4),
+                hms(r["walltime_used_s"]),
+                cell(r["steps_per_s"]),
+                f"{r['walltime_speedup']:.2f}",
+                f"{r['walltime_speedup_per_core']:.3f}",
+                f"{r['rate_speedup']:.2f}",
+                f"{r['rate_parallel_efficiency']:.3f}",
+                steps,
+                share,
+            ]
+        )
+    return Table(headers, rows)
+
+
+def write_page(record_path: str | Path, out_dir: str | Path, study: str | None = None) -> Path:
+    """The record as a report page (index.html + index.md + plots) in `out_dir`."""
+    out_dir = Path(out_dir)
+    runs = read_record(record_path, study)
+    study = runs["study"].iloc[0]
+    table = record_scaling(runs)
+    plots = {kind: out_dir / "plots" / f"{study}.{kind}.png" for kind in PLOT_KINDS}
+    plot_study(table, pd.DataFrame(), study, plots)
+    compared = comparison(runs, table)
+    blocks = [
+        Heading(2, f"{study}: the published table, regenerated"),
+        Para(f"From the record {Path(record_path).name}, through the same analysis and report code as a study."),
+        comparison_table(compared),
+        Bullets(why_they_disagree(compared)),
+        *study_blocks(study, runs, table, pd.DataFrame(), list(plots.values())),
+        *definition_blocks(),
+    ]
+    out_html = out_dir / "index.html"
+    write_report_page(blocks, f"scalestudy: published record {study}", out_html, out_dir / "index.md")
+    return out_html
