@@ -145,3 +145,16 @@ def test_a_second_invocation_on_the_same_directory_is_refused_while_one_runs(tmp
     assert len(found) == 3 and all(r["status"] in ("ok", "failed") for r in found.values())
     assert (tmp_path / "results" / "report" / "index.html").is_file()
     assert not list((tmp_path / "results").glob("**/.metrics.json.tmp"))
+
+
+def test_a_batch_job_gets_the_point_of_a_retried_run():
+    """The retry number rides in the point JSON, which batch jobs read back (PBS submit)."""
+    from scalestudy.retry import with_retry
+    from scalestudy.sweep import Point
+    from test_launch import point
+
+    p = point()
+    assert with_retry(p.to_json(), 0) == p.to_json()
+    retried = with_retry(p.to_json(), 2)
+    assert json.loads(retried)["retry"] == 2
+    assert Point.from_json(retried, p.walltime_seconds) == Point.from_json(p.to_json(), p.walltime_seconds)

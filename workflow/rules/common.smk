@@ -39,6 +39,8 @@ def load_sweep(raw_config):
 RESULTS = config.get("results_dir", "results")
 # --config partial=true: build the report from whatever has finished; submit nothing.
 PARTIAL = sweep.is_true(config.get("partial", False))
+# --config retry_failed=true: rerun the points that failed, never an ok one (scalestudy/retry.py).
+RETRY_FAILED = sweep.is_true(config.get("retry_failed", False))
 # Inputs under here are made by this workflow's rules (e.g. the local stand-in model).
 ASSETS_DIR = f"{RESULTS}/assets"
 SWEEP, CLUSTER = load_sweep(config)
@@ -116,23 +118,16 @@ def run_inputs(app):
 
 
 def point_json(wildcards):
-    """Everything that defines a point; a change reruns it (rerun-trigger params)."""
-    return point_of(wildcards).to_json()
+    """Everything that defines a point; a change reruns it (rerun-trigger params). Under
+    `--config retry_failed=true` a failed point gains a retry number, so it reruns
+    (scalestudy/retry.py); an ok point never changes."""
+    metrics = f"{RESULTS}/{wildcards.study}/runs/{wildcards.point}/metrics.json"
+    number = retry.retry_number(metrics, RETRY_FAILED, dry_run=workflow.dryrun)
+    return retry.with_retry(point_of(wildcards).to_json(), number)
 
 
 def run_metrics(wildcards):
     return [f"{RESULTS}/{p.study}/runs/{p.id}/metrics.json" for p in SWEEP.points_of(wildcards.study)]
-
-
-# `--config retry_failed=true` reruns the points that failed, never an ok one (scalestudy/retry.py).
-RETRY_FAILED = sweep.is_true(config.get("retry_failed", False))
-
-
-def retry_token(wildcards):
-    """The `retry` param of every run rule: it changes only for a failed point, and only
-    when retry_failed is on (Snakemake's params rerun-trigger then reruns that point)."""
-    metrics = f"{RESULTS}/{wildcards.study}/runs/{wildcards.point}/metrics.json"
-    return retry.token(metrics, RETRY_FAILED, dry_run=workflow.dryrun)
 
 
 def walltime_minutes(wildcards):

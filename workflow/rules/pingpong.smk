@@ -14,8 +14,6 @@ rule run_pingpong:
         cluster=CLUSTER.name,
         package=PACKAGE_DIR,
         python=job_python(),
-        # Changes only for a failed point under --config retry_failed=true: that point reruns.
-        retry=retry_token,
     wildcard_constraints:
         study=study_pattern("pingpong"),
     conda:

@@ -1,18 +1,22 @@
 """`--config retry_failed=true`: rerun the points whose metrics.json says failed, never an ok one.
 
 A finished point is never rerun because its metrics.json exists. To rerun only failed
-ones, every run rule has a `retry` param (common.smk `retry_token`), which Snakemake's
-params rerun-trigger compares with the value recorded when the point last ran:
+ones, the run rules' `point` param (common.smk `point_json`), which Snakemake's params
+rerun-trigger compares with the value recorded when the point last ran, carries a retry
+number once a point has been retried:
 
-- a point never retried has no token at all (an object Snakemake does not record), so
-  results made before this switch existed, and ok points, keep their records;
+- a point never retried has the plain point JSON, so ok points and results made before
+  this switch existed keep their records;
 - with the switch on, a failed point's record (metrics.json, stdout.log) is copied to
-  `<run dir>/attempts/` and its token becomes `retry-<number of archived attempts>`:
+  `<run dir>/attempts/` and its point JSON gains `"retry": <number of archived attempts>`:
   new, so the point reruns;
-- afterwards the token stays `retry-<n>` (it is read from the attempts folder, which the
-  rerun does not touch), so the next invocation, with or without the switch, sees no change.
+- afterwards the number stays (it is counted from the attempts folder, which the rerun
+  does not touch), so the next invocation, with or without the switch, sees no change.
 
-A dry run (`-n`) copies nothing; it shows the token the real run would use.
+The number rides in the point JSON rather than in a param of its own because a new param
+would change the recorded params of every finished point (all would rerun once), and a
+value Snakemake does not record cannot reach batch jobs' properties.
+A dry run (`-n`) copies nothing; it shows the number the real run would use.
 """
 
 from __future__ import annotations
@@ -22,20 +26,8 @@ import shutil
 from pathlib import Path
 
 ATTEMPTS_DIR = "attempts"
-
-
-class Untracked:
-    """A params value left out of Snakemake's rerun check (Snakemake records only builtin
-    types there). Formats as an empty string."""
-
-    def __str__(self) -> str:
-        return ""
-
-    def __repr__(self) -> str:
-        return "Untracked()"
-
-
-UNTRACKED = Untracked()
+# The key of the retry number in a retried point's JSON (sweep.Point.from_json drops it).
+RETRY_KEY = "retry"
 
 
 def failed_record(metrics_path: Path) -> dict | None:
@@ -74,8 +66,8 @@ def archive(metrics_path: Path, record: dict) -> Path:
     return target
 
 
-def token(metrics_path: str | Path, retry_failed: bool, dry_run: bool = False) -> str | Untracked:
-    """The `retry` param of a point's run job (see the module docstring)."""
+def retry_number(metrics_path: str | Path, retry_failed: bool, dry_run: bool = False) -> int:
+    """How many failed attempts of the point are (or, in a dry run, would be) archived."""
     metrics_path = Path(metrics_path)
     attempts = archived(metrics_path.parent)
     record = failed_record(metrics_path) if retry_failed else None
@@ -86,4 +78,11 @@ def token(metrics_path: str | Path, retry_failed: bool, dry_run: bool = False) -
             attempts = archived(metrics_path.parent)
         elif planned not in attempts:
             attempts = [*attempts, planned]
-    return f"retry-{len(attempts)}" if attempts else UNTRACKED
+    return len(attempts)
+
+
+def with_retry(point_json: str, number: int) -> str:
+    """The point JSON of a point retried `number` times (unchanged when never retried)."""
+    if not number:
+        return point_json
+    return json.dumps({**json.loads(point_json), RETRY_KEY: number}, sort_keys=True)

@@ -105,6 +105,7 @@ class Point:
     @classmethod
     def from_json(cls, text: str, walltime_seconds: int, queue: str | None = None) -> Point:
         data = json.loads(text)
+        data.pop("retry", None)  # the retry number of a retried point (scalestudy/retry.py)
         data["queue"] = queue
         data["axes"] = tuple(data["axes"])
         hours, rest = divmod(int(walltime_seconds), 3600)
