@@ -96,11 +96,6 @@ class LocalSlurm:
         for sub in ["ctld", *(f"d-{n}" for n in NODES)]:
             (self.state / sub).mkdir(exist_ok=True)
         self.conf.write_text(slurm_conf(self.state, self.cpus, self.memory_mb))
-        # The Debian torque wrappers and some tools read /etc/slurm/slurm.conf, not $SLURM_CONF.
-        etc = Path("/etc/slurm/slurm.conf")
-        if not etc.exists() or etc.is_symlink():
-            etc.unlink(missing_ok=True)
-            etc.symlink_to(self.conf)
         self.start_munge()
         self.run("/usr/sbin/slurmctld", "-i", "-f", str(self.conf))
         for node in NODES:
@@ -139,9 +134,6 @@ class LocalSlurm:
                 os.kill(int(pidfile.read_text().strip()), 15)
             except (ValueError, ProcessLookupError):
                 pass
-        etc = Path("/etc/slurm/slurm.conf")
-        if etc.is_symlink() and etc.resolve() == self.conf.resolve():
-            etc.unlink()
 
 
 if __name__ == "__main__":  # start one by hand: python tests/local_slurm.py /tmp/slurm

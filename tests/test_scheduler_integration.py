@@ -151,7 +151,7 @@ def test_interrupt_deletes_the_submitted_jobs(slurm, tmp_path, repo):
     snakemake = subprocess.Popen(command, env={**slurm.env, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                  text=True, start_new_session=True)  # fmt: skip
     job_id = None
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline and job_id is None:
         listing = slurm.run("squeue", "-h", "-o", "%i %T", check=False).stdout.split()
         running = [listing[i] for i in range(0, len(listing), 2) if listing[i + 1] == "RUNNING"]
