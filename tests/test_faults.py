@@ -67,7 +67,8 @@ def test_a_rank_killed_mid_run_is_mpi_abort(tmp_path):
     os.kill(next(r["pid"] for r in ranks if r["rank"] == 1), signal.SIGKILL)
     worker.join(timeout=90)
     assert result["status"] == "failed" and result["category"] == "mpi_abort", result["reason"]
-    assert "exited on signal 9" in result["reason"]
+    # Either prterun reports the killed rank, or the survivor reports its peer gone first.
+    assert "exited on signal 9" in result["reason"] or "unexpectedly disconnected" in result["reason"]
     assert result["resources"]["walltime_used_s"] < 50
 
 

@@ -103,6 +103,9 @@ MPI_ABORT = markers(
     r"PMIX_ERR_UNREACH",
     r"lost (?:connection|contact) (?:to|with)",
     r"application called MPI_Abort",
+    # The surviving rank noticed first (which line Open MPI prints first is a race).
+    r"communication\s+peer\s+process\s+has\s+unexpectedly\s+disconnected",
+    r"exited\s+due\s+to\s+process\s+rank\s+\d+\s+with\s+PID\s+\d+\s+on\s+node\s+\S+\s+calling\s+\"abort\"",
     r"Primary\s+job\s+terminated\s+normally,\s+but\s+\d+\s+process(?:es)?\s+returned",
 )
 # The scheduler's word for a job it ended (Slurm states, PBS Pro JOB_EXEC_KILL_* exit statuses).
