@@ -8,6 +8,7 @@ every state file under one directory, and stopped when the tests end.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import socket
@@ -96,6 +97,15 @@ class LocalSlurm:
         for sub in ["ctld", *(f"d-{n}" for n in NODES)]:
             (self.state / sub).mkdir(exist_ok=True)
         self.conf.write_text(slurm_conf(self.state, self.cpus, self.memory_mb))
+        # One local Slurm per machine at a time: a second test session waits here.
+        self.machine_lock = open("/run/scalestudy-local-slurm.lock", "w")
+        fcntl.flock(self.machine_lock, fcntl.LOCK_EX)
+        # Snakemake's Slurm job step drops SLURM_* variables (SLURM_CONF too) before running a
+        # job, so scontrol and srun inside jobs read the default path: point it at this cluster.
+        etc = Path("/etc/slurm/slurm.conf")
+        if etc.is_symlink() or not etc.exists():
+            etc.unlink(missing_ok=True)
+            etc.symlink_to(self.conf)
         self.start_munge()
         self.run("/usr/sbin/slurmctld", "-i", "-f", str(self.conf))
         for node in NODES:
@@ -134,6 +144,11 @@ class LocalSlurm:
                 os.kill(int(pidfile.read_text().strip()), 15)
             except (ValueError, ProcessLookupError):
                 pass
+        etc = Path("/etc/slurm/slurm.conf")
+        if etc.is_symlink() and etc.resolve() == self.conf.resolve():
+            etc.unlink()
+        if getattr(self, "machine_lock", None):
+            self.machine_lock.close()
 
 
 if __name__ == "__main__":  # start one by hand: python tests/local_slurm.py /tmp/slurm

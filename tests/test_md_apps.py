@@ -250,7 +250,7 @@ def test_without_hoomd_a_point_fails_at_once_with_the_reason(tmp_path, monkeypat
     metrics = run_point(hoomd_points()[0], tmp_path / "run", cluster)
     assert metrics["status"] == "failed"
     assert metrics["reason"] == "hoomd not installed (use --sdm conda or a site module)"
-    assert metrics["category"] == "dependency missing"
+    assert metrics["category"] == "dependency_missing"
     assert json.loads((tmp_path / "run/metrics.json").read_text())["reason"] == metrics["reason"]
     assert not ran.exists()
 

@@ -9,8 +9,9 @@ import pytest
 import yaml
 from scalestudy import clusters
 from scalestudy.apps import APPS, ParseError
-from scalestudy.apps.pingpong import parse_pingpong, rank_lines
+from scalestudy.apps.pingpong import parse_pingpong
 from scalestudy.apps.pingpong_rank import message_sizes
+from scalestudy.provenance import rank_lines
 from scalestudy.runner import run_point
 from scalestudy.sweep import SweepError, load
 from test_launch import point as litgpt_point
@@ -123,3 +124,17 @@ def test_snakemake_runs_a_pingpong_study(tmp_path, repo):
     assert len(found) == 2
     assert all(json.loads(p.read_text())["status"] == "ok" for p in found)
     assert (tmp_path / "results/report/index.html").is_file()
+
+
+def test_a_flag_no_mpi_component_registered_is_flagged_as_unproven(tmp_path):
+    # Open MPI accepts --mca coll_hcoll_enable 1 silently where hcoll is absent: the run is
+    # ok, but its proof shows that the setting had no effect.
+    flags = {"btl": "self,tcp", "coll_hcoll_enable": "1"}
+    metrics = run_point(pingpong_point(mpi_flags=flags), tmp_path / "run", clusters.load("local"))
+    assert metrics["status"] == "ok", metrics["reason"]
+    proof = metrics["settings_proof"]
+    assert proof["verified"] is False and proof["ranks_reported"] == 2
+    assert proof["problems"] == ["--mca coll_hcoll_enable 1: no Open MPI component registered it; it had no effect"]
+    assert metrics["provenance"]["mca_registered"]["btl"] == "self,tcp"
+    assert metrics["provenance"]["mpi"]["flavour"] == "openmpi"
+    assert len(metrics["provenance"]["python_packages_sha256"]) == 64

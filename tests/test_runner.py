@@ -16,7 +16,9 @@ def cluster_with(launcher: str) -> Cluster:
 
 def fake_launcher(tmp_path, body: str):
     script = tmp_path / "fake-mpirun"
-    script.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body))
+    # Like a real mpirun, it answers --version without running anything.
+    version = "import sys\nif sys.argv[1:] == ['--version']: print('fake mpirun 1.0'); raise SystemExit(0)\n"
+    script.write_text(f"#!{sys.executable}\n{version}" + textwrap.dedent(body))
     script.chmod(0o755)
     return str(script)
 
@@ -26,11 +28,12 @@ def metrics_of(run_dir):
 
 
 def test_non_zero_exit_is_failed_with_the_last_lines(tmp_path):
-    launcher = fake_launcher(tmp_path, "print('rank 1: Out of memory'); raise SystemExit(3)")
+    launcher = fake_launcher(tmp_path, "print('rank 1: bad value for --steps'); raise SystemExit(3)")
     run_point(point(), tmp_path / "run", cluster_with(launcher))
     metrics = metrics_of(tmp_path / "run")
     assert metrics["status"] == "failed" and metrics["exit_code"] == 3
-    assert metrics["reason"] == "app exited with code 3: rank 1: Out of memory"
+    assert metrics["category"] == "app_error"
+    assert metrics["reason"] == "app exited with code 3: rank 1: bad value for --steps"
     assert (tmp_path / "run" / "launch.sh").read_text().startswith("#!/usr/bin/env bash")
 
 
@@ -38,8 +41,8 @@ def test_walltime_kills_the_run_and_says_so(tmp_path):
     launcher = fake_launcher(tmp_path, "import time; time.sleep(60)")
     run_point(point(walltime="00:00:01"), tmp_path / "run", cluster_with(launcher))
     metrics = metrics_of(tmp_path / "run")
-    assert metrics["status"] == "failed"
-    assert metrics["reason"].startswith("walltime exceeded")
+    assert metrics["status"] == "failed" and metrics["category"] == "walltime"
+    assert metrics["reason"] == "walltime exceeded: stopped by scalestudy after 00:00:01"
     assert metrics["resources"]["walltime_used_s"] < 30
 
 
@@ -50,8 +53,8 @@ def test_a_launcher_hung_after_a_fatal_mpi_error_is_killed_early(tmp_path, monke
     )
     run_point(point(walltime="00:10:00"), tmp_path / "run", cluster_with(launcher))
     metrics = metrics_of(tmp_path / "run")
-    assert metrics["status"] == "failed"
-    assert metrics["reason"].startswith("MPI job hung after a fatal error ('MPI_INIT failed')")
+    assert metrics["status"] == "failed" and metrics["category"] == "mpi_init_error"
+    assert metrics["reason"].startswith("MPI failed to start (launcher hung after 'MPI_INIT failed' and was killed)")
     assert metrics["resources"]["walltime_used_s"] < 30
 
 
@@ -60,6 +63,7 @@ def test_output_without_the_figure_is_unparseable(tmp_path):
     run_point(point(), tmp_path / "run", cluster_with(launcher))
     metrics = metrics_of(tmp_path / "run")
     assert metrics["status"] == "failed" and metrics["reason"].startswith("unparseable output")
+    assert metrics["category"] == "unparseable_output"
 
 
 def test_parsed_run_is_ok_with_an_estimated_cost(tmp_path, data_dir):
@@ -68,6 +72,7 @@ def test_parsed_run_is_ok_with_an_estimated_cost(tmp_path, data_dir):
     run_point(point(), tmp_path / "run", cluster_with(launcher))
     metrics = metrics_of(tmp_path / "run")
     assert metrics["status"] == "ok", metrics["reason"]
+    assert metrics["category"] is None
     assert metrics["figures"]["training_time_s"] == 16.60
     resources = metrics["resources"]
     assert resources["service_units_source"] == "estimated"
@@ -82,6 +87,7 @@ def test_preflight_refusal_runs_nothing(tmp_path):
     run_point(point(params=params), tmp_path / "run", cluster_with(launcher))
     metrics = metrics_of(tmp_path / "run")
     assert metrics["status"] == "failed" and metrics["reason"].startswith("pre-flight refusal")
+    assert metrics["category"] == "preflight_refusal"
     assert "8 x 2 = 16" in metrics["reason"]
     assert not (tmp_path / "ran").exists()
 
@@ -90,6 +96,7 @@ def test_missing_launcher_is_data_too(tmp_path):
     run_point(point(), tmp_path / "run", cluster_with(str(tmp_path / "no-such-mpirun")))
     metrics = metrics_of(tmp_path / "run")
     assert metrics["status"] == "failed" and metrics["exit_code"] == 127
+    assert metrics["category"] == "dependency_missing"
 
 
 def test_a_bug_in_a_parser_is_recorded_not_raised(tmp_path, monkeypatch, data_dir):
@@ -103,6 +110,7 @@ def test_a_bug_in_a_parser_is_recorded_not_raised(tmp_path, monkeypatch, data_di
     run_point(point(), tmp_path / "run", cluster_with(launcher))
     metrics = metrics_of(tmp_path / "run")
     assert metrics["status"] == "failed" and metrics["reason"] == "parser error: KeyError('bug')"
+    assert metrics["category"] == "scalestudy_error"
     assert metrics["resources"]["walltime_used_s"] > 0
 
 
@@ -116,3 +124,4 @@ def test_any_other_bug_still_leaves_metrics(tmp_path, monkeypatch):
     run_point(point(), tmp_path / "run", cluster_with("mpirun"))
     metrics = metrics_of(tmp_path / "run")
     assert metrics["status"] == "failed" and metrics["reason"] == "scalestudy error: RuntimeError('cannot build')"
+    assert metrics["category"] == "scalestudy_error"

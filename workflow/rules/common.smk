@@ -12,7 +12,7 @@ from snakemake.utils import validate
 PACKAGE_DIR = str(Path(workflow.basedir) / "workflow")
 sys.path.insert(0, PACKAGE_DIR)
 
-from scalestudy import clusters, scheduler, sweep  # noqa: E402
+from scalestudy import clusters, locking, retry, scheduler, sweep  # noqa: E402
 from scalestudy.apps import APPS  # noqa: E402
 from scalestudy.sweep import PLOT_KINDS  # noqa: E402
 
@@ -43,6 +43,8 @@ def load_sweep(raw_config):
 RESULTS = config.get("results_dir", "results")
 # --config partial=true: build the report from whatever has finished; submit nothing.
 PARTIAL = sweep.is_true(config.get("partial", False))
+# --config retry_failed=true: rerun the points that failed, never an ok one (scalestudy/retry.py).
+RETRY_FAILED = sweep.is_true(config.get("retry_failed", False))
 # Inputs under here are made by this workflow's rules (e.g. the local stand-in model).
 ASSETS_DIR = f"{RESULTS}/assets"
 SWEEP, CLUSTER = load_sweep(config)
@@ -54,10 +56,23 @@ for problem in MISSING_INPUTS:
     print(f"sweep warning: {problem} (a real run stops here)", file=sys.stderr)
 
 
+# Held while this workflow runs: a second workflow on the same results directory from
+# another working directory (which Snakemake's own lock does not see) stops here.
+RESULTS_LOCK = []
+
+
 onstart:
     if MISSING_INPUTS and not PARTIAL:
         for problem in MISSING_INPUTS:
             print(f"sweep error: {problem}", file=sys.stderr)
+        sys.exit(1)
+    # Not for --nolock (asks for no lock, e.g. a partial report beside a running study) or a
+    # partial report (runs no point).
+    try:
+        if workflow.execution_settings.lock and not PARTIAL:
+            RESULTS_LOCK.append(locking.hold(RESULTS))
+    except locking.ResultsBusy as busy:
+        print(f"scalestudy: {busy}", file=sys.stderr)
         sys.exit(1)
 STUDIES = list(SWEEP.studies)
 POINTS = {(p.study, p.id): p for p in SWEEP.points}
@@ -120,8 +135,12 @@ def run_inputs(app):
 
 
 def point_json(wildcards):
-    """Everything that defines a point; a change reruns it (rerun-trigger params)."""
-    return point_of(wildcards).to_json()
+    """Everything that defines a point; a change reruns it (rerun-trigger params). Under
+    `--config retry_failed=true` a failed point gains a retry number, so it reruns
+    (scalestudy/retry.py); an ok point never changes."""
+    metrics = f"{RESULTS}/{wildcards.study}/runs/{wildcards.point}/metrics.json"
+    number = retry.retry_number(metrics, RETRY_FAILED, dry_run=workflow.dryrun)
+    return retry.with_retry(point_of(wildcards).to_json(), number)
 
 
 def run_metrics(wildcards):

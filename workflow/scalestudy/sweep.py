@@ -110,6 +110,7 @@ class Point:
     @classmethod
     def from_json(cls, text: str, walltime_seconds: int, queue: str | None = None) -> Point:
         data = json.loads(text)
+        data.pop("retry", None)  # the retry number of a retried point (scalestudy/retry.py)
         data["queue"] = queue
         data["axes"] = tuple(data["axes"])
         hours, rest = divmod(int(walltime_seconds), 3600)
@@ -250,9 +251,15 @@ def with_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def meaning_problems(config: Mapping[str, Any]) -> list[str]:
+    from . import nccl
     from .apps import APPS
 
     problems = []
+    for set_name, variables in config["nccl_env_sets"].items():
+        for variable, value in variables.items():
+            problem = nccl.value_problem(variable, value)
+            if problem:
+                problems.append(f"nccl_env_sets.{set_name}.{variable}: {problem}")
     for name, study in config["studies"].items():
         where = f"studies.{name}"
         if study["app"] not in APPS:

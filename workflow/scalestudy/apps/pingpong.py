@@ -3,7 +3,9 @@
 The cheapest real MPI job: it shows which hosts ran, which MPI/NCCL settings
 reached every rank, and what the interconnect between the two end ranks does.
 It is the process the fault tests kill, starve and misconfigure, and the app
-of the scheduler tests. The rank program is pingpong_rank.py.
+of the scheduler tests. The rank program is pingpong_rank.py; the line per rank
+with its host and settings comes from rank_probe.py, which runs in front of every
+app's ranks.
 """
 
 from __future__ import annotations
@@ -14,23 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..provenance import rank_lines
 from ..sweep import Point
 from . import pingpong_rank
 from .base import App, Metric, Param, ParseError
 
 ROW = re.compile(r"^(\d+) ([0-9.]+(?:e[+-]?\d+)?) ([0-9.]+(?:e[+-]?\d+)?|inf)$", re.M)
-
-
-def rank_lines(log_text: str) -> list[dict[str, Any]]:
-    """Every rank's `scalestudy-rank {...}` line (rank, host, pid, the environment it saw)."""
-    found = []
-    for line in log_text.splitlines():
-        if line.startswith(pingpong_rank.RANK_PREFIX + " "):
-            try:
-                found.append(json.loads(line[len(pingpong_rank.RANK_PREFIX) + 1 :]))
-            except json.JSONDecodeError:
-                continue  # a line cut off (the log was truncated): not evidence
-    return found
 
 
 def parse_pingpong(log_text: str) -> dict[str, Any]:

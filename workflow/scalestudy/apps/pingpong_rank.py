@@ -4,13 +4,7 @@ mpi4py, so it runs by path on any node without the package on PYTHONPATH).
 OSU-style latency/bandwidth ping-pong between rank 0 and the last rank (osu_latency
 shape: per size, `warmup` untimed round trips, then `iterations` timed ones; one-way
 latency is half the mean round trip). Ranks in between only take part in the start
-and end barriers. Every rank first prints one line
-
-    scalestudy-rank {"rank": 0, "size": 2, "host": "n1", "pid": 123, "env": {...}}
-
-with the host it ran on (SLURMD_NODENAME if set, else the host name) and the
-OMPI_*/NCCL_*/... variables it saw: the proof of which hosts ran and which settings
-arrived. Rank 0 then prints the table and a summary line:
+and end barriers. Rank 0 prints the table and a summary line:
 
     # size_bytes latency_us bandwidth_MBps
     1 0.52 1.93
@@ -28,25 +22,12 @@ import os
 import socket
 import sys
 
-RANK_PREFIX = "scalestudy-rank"
 SUMMARY_PREFIX = "scalestudy-pingpong"
 TABLE_HEADER = "# size_bytes latency_us bandwidth_MBps"
-# Variables that show which MPI/NCCL settings reached the rank and where it ran.
-ENV_PREFIXES = ("OMPI_MCA_", "OMPI_COMM_WORLD_", "NCCL_", "PMIX_RANK", "SLURM_JOB_ID", "PBS_JOBID", "OMP_NUM_THREADS")
-# Open MPI bookkeeping that says nothing about the user's settings.
-ENV_NOISE = ("OMPI_MCA_PREFIXES",)
 
 
 def host_name() -> str:
     return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
-
-
-def seen_environment() -> dict[str, str]:
-    return {
-        name: value
-        for name, value in sorted(os.environ.items())
-        if name.startswith(ENV_PREFIXES) and name not in ENV_NOISE
-    }
 
 
 def message_sizes(min_bytes: int, max_bytes: int) -> list[int]:
@@ -88,8 +69,6 @@ def main(argv: list[str]) -> int:
 
     comm = MPI.COMM_WORLD
     rank, size = comm.Get_rank(), comm.Get_size()
-    line = {"rank": rank, "size": size, "host": host_name(), "pid": os.getpid(), "env": seen_environment()}
-    print(f"{RANK_PREFIX} {json.dumps(line, sort_keys=True)}", flush=True)
     if size < 2:
         if rank == 0:
             print("pingpong needs at least 2 ranks (rank 0 and the last rank exchange messages)", flush=True)

@@ -1,0 +1,79 @@
+"""Failure categories from exit codes, the scheduler's record and log lines (the lines are
+those real runs print: Open MPI 5, PyTorch, NCCL, Python). The real failing processes
+are in test_faults.py."""
+
+import json
+
+import pytest
+from scalestudy.failures import CATEGORIES, classify
+from scalestudy.runner import record_lost_job
+from test_launch import point
+
+CASES = [
+    # exit code, killed_for, log, scheduler record, category
+    (0, None, "all fine", None, None),
+    (None, "walltime", "iter 1", None, "walltime"),
+    (0, None, "done", {"State": "TIMEOUT"}, "walltime"),
+    (None, None, "", {"Exit_status": -29}, "walltime"),
+    (0, None, "", {"State": "OUT_OF_MEMORY"}, "out_of_memory"),
+    (1, None, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", None, "out_of_memory"),
+    (1, None, "Traceback (most recent call last):\n    buf = bytearray(n)\nMemoryError", None, "out_of_memory"),
+    (1, None, "n1:123:456 [0] NCCL WARN NET/Socket : no interface found", None, "nccl_error"),
+    (
+        1,
+        None,
+        "[rank1]:[E ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.",
+        None,
+        "nccl_error",
+    ),
+    (1, None, "ModuleNotFoundError: No module named 'hoomd'", None, "dependency_missing"),
+    (127, None, "cannot start /opt/mpi/bin/mpirun: [Errno 2] No such file or directory", None, "dependency_missing"),
+    (14, None, "*** An error occurred in MPI_Init_thread\n*** on a NULL communicator", None, "mpi_init_error"),
+    (
+        137,
+        None,
+        "prterun noticed that process rank 1 with PID 1234 on node n1 exited on signal 9 (Killed).",
+        None,
+        "mpi_abort",
+    ),
+    (1, None, "MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD with errorcode 3", None, "mpi_abort"),
+    (2, None, "usage: app [-h]\napp: error: bad value", None, "app_error"),
+]
+
+
+@pytest.mark.parametrize(("exit_code", "killed_for", "log", "record", "category"), CASES)
+def test_each_failure_gets_its_category(exit_code, killed_for, log, record, category):
+    failure = classify(exit_code, killed_for, log, record, walltime="00:10:00")
+    assert (failure.category if failure else None) == category
+    if failure:
+        assert failure.category in CATEGORIES and failure.reason
+
+
+def test_the_cause_wins_over_its_consequence():
+    # An OOM-killed rank also makes mpirun report a rank lost on a signal.
+    log = "MemoryError\nprterun noticed that process rank 0 with PID 9 on node n1 exited on signal 9 (Killed)."
+    assert classify(137, None, log).category == "out_of_memory"
+    # A run stopped at its walltime also loses ranks.
+    assert classify(-15, "walltime", "exited on signal 15").category == "walltime"
+
+
+def test_reason_quotes_the_evidence_line_and_the_exit_code():
+    failure = classify(1, None, "line a\nn1:1:2 [0] NCCL WARN Invalid NCCL_PROTO value\nline c")
+    assert failure.reason == "NCCL error (exit code 1): n1:1:2 [0] NCCL WARN Invalid NCCL_PROTO value"
+    assert classify(2, None, "a\nb\n\nc").reason == "app exited with code 2: a | b | c"
+
+
+def test_a_job_that_died_without_metrics_gets_the_schedulers_category(tmp_path):
+    cases = {
+        "batch job 1.gadi-pbs ended without metrics.json: Exit_status -29: killed: walltime over the limit": "walltime",
+        "batch job 2.gadi-pbs ended without metrics.json: Exit_status -27: killed: mem over the limit": "out_of_memory",
+        "batch job 3 ended without metrics.json: State TIMEOUT": "walltime",
+        "batch job 4 ended without metrics.json: Exit_status 271: killed by signal 15": "scheduler_error",
+    }
+    for i, (reason, category) in enumerate(cases.items()):
+        path = tmp_path / str(i) / "metrics.json"
+        record_lost_job(path, point().to_json(), 600, reason)
+        record = json.loads(path.read_text())
+        assert record["status"] == "failed" and record["category"] == category and record["reason"] == reason
+        assert category in CATEGORIES

@@ -1,0 +1,72 @@
+"""Proof that settings took effect, from rank lines and Open MPI's parameter record."""
+
+from scalestudy.provenance import loaded_modules, rank_lines, settings_proof
+from test_launch import point
+
+
+def rank(number, host="n1", **env):
+    return {"rank": number, "host": host, "pid": 1, "env": env}
+
+
+def test_every_rank_must_see_every_nccl_variable():
+    p = point(nodes=1, ranks_per_node=2, mpi_flags={}, nccl_env={"NCCL_IB_DISABLE": "1"})
+    ok = settings_proof(p, [rank(0, NCCL_IB_DISABLE="1"), rank(1, NCCL_IB_DISABLE="1")], None, "openmpi")
+    assert ok == {"verified": True, "problems": [], "ranks_reported": 2, "mca_source": None}
+    lost = settings_proof(p, [rank(0, NCCL_IB_DISABLE="1"), rank(1, "n2")], None, "openmpi")
+    assert lost["verified"] is False
+    assert lost["problems"] == ["NCCL_IB_DISABLE=1: rank 1 on n2 saw None"]
+
+
+def test_mca_values_are_checked_against_what_open_mpi_registered():
+    p = point(nodes=1, ranks_per_node=1, mpi_flags={"btl": "^ucx", "coll_tuned_use_dynamic_rules": "1"}, nccl_env={})
+    ranks = [rank(0, OMPI_MCA_btl="^ucx", OMPI_MCA_coll_tuned_use_dynamic_rules="1")]
+    # Open MPI writes booleans as true/false.
+    registered = {"btl": "^ucx", "coll_tuned_use_dynamic_rules": "true"}
+    assert settings_proof(p, ranks, registered, "openmpi")["verified"] is True
+    problems = settings_proof(p, ranks, {"btl": "self"}, "openmpi")["problems"]
+    assert problems == [
+        "--mca btl ^ucx: Open MPI used 'self'",
+        "--mca coll_tuned_use_dynamic_rules 1: no Open MPI component registered it; it had no effect",
+    ]
+    assert "only 0 of 1 ranks" in settings_proof(p, [], registered, "openmpi")["problems"][0]
+
+
+def test_a_rank_line_cut_off_is_not_evidence():
+    text = 'scalestudy-rank {"rank": 1, "host": "a", "env": {}}\nscalestudy-rank {"rank": 0, "host": "b", "en'
+    assert rank_lines(text) == [{"rank": 1, "host": "a", "env": {}}]
+
+
+def test_modules_only_where_a_module_system_exists():
+    assert loaded_modules({}) is None
+    assert loaded_modules({"LOADEDMODULES": "openmpi/4.1.5:cuda/12.2", "MODULESHOME": "/m"}) == [
+        "openmpi/4.1.5",
+        "cuda/12.2",
+    ]
+
+
+def test_an_environment_flag_set_must_reach_every_rank():
+    # MPICH: a flag set is variables (MPIR_CVAR_...), checked in each rank's environment.
+    p = point(nodes=1, ranks_per_node=2, mpi_flags={"MPIR_CVAR_NOLOCAL": "1"}, nccl_env={})
+    seen = [rank(0, MPIR_CVAR_NOLOCAL="1"), rank(1, MPIR_CVAR_NOLOCAL="1")]
+    assert settings_proof(p, seen, None, "mpich")["verified"] is True
+    lost = settings_proof(p, [seen[0], rank(1)], None, "mpich")
+    assert lost["problems"] == ["MPIR_CVAR_NOLOCAL=1: rank 1 on n1 saw None"]
+
+
+def test_the_probe_reports_the_variables_it_is_asked_for(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from scalestudy.provenance import probed_command
+
+    argv = probed_command([sys.executable, "-c", "print('app ran')"], sys.executable, ["MY_FLAG"])
+    env = {**os.environ, "MY_FLAG": "x y", "NCCL_IB_DISABLE": "1", "UNRELATED": "z", "OMPI_COMM_WORLD_RANK": "3"}
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout.splitlines()
+    line = json.loads(out[0].removeprefix("scalestudy-rank "))
+    assert line["rank"] == 3 and line["env"]["MY_FLAG"] == "x y" and line["env"]["NCCL_IB_DISABLE"] == "1"
+    assert "UNRELATED" not in line["env"]
+    assert out[1:] == ["app ran"]
+    missing = subprocess.run(probed_command(["/no/such/app"], sys.executable), capture_output=True, text=True)
+    assert missing.returncode == 127 and "scalestudy-rank: cannot run /no/such/app" in missing.stdout

@@ -1,0 +1,195 @@
+"""What a run ran on, and proof that its MPI flags and NCCL variables took effect.
+
+Before the run: the MPI launcher (`mpirun --version`, flavour), loaded environment
+modules, a hash of the installed Python packages. After the run, from its own output:
+each rank's host and the OMPI_*/NCCL_* variables it saw (rank_probe.py lines), the
+MCA parameters Open MPI really registered (`--mca mpi_show_mca_params enviro`, written
+by rank 0 to mca-params.txt at MPI_Init), the NCCL version NCCL printed.
+
+`settings_proof(...)` compares that evidence with what the point asked for. An Open MPI
+parameter that no component registered had no effect (Open MPI accepts `--mca
+coll_hcoll_enable 1` silently where hcoll is absent); a variable a rank did not see
+never reached it. metrics.json `settings_proof.verified` is false when anything the
+point asked for is missing from the proof, and `settings_proof.problems` says what.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from . import rank_probe
+
+PROBE_PATH = str(Path(rank_probe.__file__).resolve())
+MCA_PARAMS_FILE = "mca-params.txt"
+MCA_LINE = re.compile(r"^([A-Za-z0-9_]+)=(.*) \((\w+)\)$", re.M)
+NCCL_VERSION = re.compile(r"NCCL version (\S+)")
+TRUE, FALSE = {"1", "true", "yes", "on", "enabled"}, {"0", "false", "no", "off", "disabled"}
+
+
+# ---------------------------------------------------------------- before the run
+
+
+def probed_command(rank_argv: list[str], python: str, also: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The rank command behind rank_probe.py, which reports the rank (and the variables
+    `also`, besides its usual prefixes) and then exec()s it."""
+    return [python, PROBE_PATH, *(["--also", ",".join(also)] if also else []), "--", *rank_argv]
+
+
+def variables_to_report(point, flavour: str | None) -> list[str]:
+    """Variables a point sets that the probe's prefixes might miss: an environment-variable
+    MPI flag set (MPICH), and the NCCL set."""
+    names = list(point.nccl_env)
+    if flavour != "openmpi":
+        names += list(point.mpi_flags)
+    return names
+
+
+def nccl_version_env(point) -> dict[str, str]:
+    """On GPU points, NCCL_DEBUG=VERSION makes NCCL print its version line (nothing else),
+    unless the point's own NCCL set chooses NCCL_DEBUG."""
+    if point.gpus_per_node and "NCCL_DEBUG" not in point.nccl_env:
+        return {"NCCL_DEBUG": "VERSION"}
+    return {}
+
+
+def proof_args(flavour: str, mpi_flags: Mapping[str, str], run_dir: Path) -> list[str]:
+    """Launcher arguments that make the MPI library write down the parameters it used."""
+    if flavour != "openmpi" or "mpi_show_mca_params" in mpi_flags:
+        return []
+    (run_dir / MCA_PARAMS_FILE).unlink(missing_ok=True)  # never read a previous attempt's proof
+    path = str((run_dir / MCA_PARAMS_FILE).resolve())
+    return ["--mca", "mpi_show_mca_params", "enviro", "--mca", "mpi_show_mca_params_file", path]
+
+
+def launcher_version(launcher: str, env: Mapping[str, str]) -> dict[str, str | None]:
+    """`<launcher> --version`: its first line, and the MPI flavour it names."""
+    try:
+        out = subprocess.run(
+            [launcher, "--version"], capture_output=True, text=True, timeout=30, env=dict(env), check=False
+        )
+        text = out.stdout + out.stderr
+    except (OSError, subprocess.SubprocessError) as error:
+        return {"launcher": launcher, "version": None, "flavour": None, "error": str(error)}
+    first = next((line.strip() for line in text.splitlines() if line.strip()), None)
+    flavour = None
+    for name, marker in (("openmpi", "Open MPI"), ("intelmpi", "Intel(R) MPI"), ("mpich", "HYDRA"), ("mpich", "MPICH")):
+        if marker in text:
+            flavour = name
+            break
+    if flavour is None and "slurm" in text.lower():
+        flavour = "slurm-srun"
+    return {"launcher": launcher, "version": first, "flavour": flavour}
+
+
+def packages_digest() -> dict[str, Any]:
+    """sha256 of the sorted `name==version` list of installed distributions (what
+    `pip freeze` lists), so two runs can be shown to share a software stack."""
+    pins = sorted(
+        {f"{d.metadata['Name'].lower()}=={d.version}" for d in metadata.distributions() if d.metadata["Name"]}
+    )
+    return {
+        "python_packages_sha256": hashlib.sha256("\n".join(pins).encode()).hexdigest(),
+        "python_packages": len(pins),
+    }
+
+
+def loaded_modules(environ: Mapping[str, str] = os.environ) -> list[str] | None:
+    """Environment modules loaded in the job (Lmod and Environment Modules both keep
+    LOADEDMODULES); None where there is no module system."""
+    if "LOADEDMODULES" not in environ and "MODULESHOME" not in environ:
+        return None
+    return [m for m in environ.get("LOADEDMODULES", "").split(":") if m]
+
+
+def before_run(launcher: str, env: Mapping[str, str]) -> dict[str, Any]:
+    return {"mpi": launcher_version(launcher, env), "modules": loaded_modules(env), **packages_digest()}
+
+
+# ---------------------------------------------------------------- after the run
+
+
+def rank_lines(log_text: str) -> list[dict[str, Any]]:
+    """Every rank's `scalestudy-rank {...}` line (rank, host, pid, the environment it saw)."""
+    found = []
+    prefix = rank_probe.RANK_PREFIX + " "
+    for line in log_text.splitlines():
+        if line.startswith(prefix):
+            try:
+                found.append(json.loads(line[len(prefix) :]))
+            except json.JSONDecodeError:
+                continue  # a line cut off (the log was truncated) is not evidence
+    return sorted(found, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
+
+
+def registered_mca(run_dir: Path) -> dict[str, str] | None:
+    """The MCA parameters Open MPI registered from the environment, or None without a record."""
+    path = run_dir / MCA_PARAMS_FILE
+    if not path.is_file():
+        return None
+    return {name: value for name, value, _source in MCA_LINE.findall(path.read_text(errors="replace"))}
+
+
+def after_run(log_text: str, run_dir: Path) -> dict[str, Any]:
+    ranks = rank_lines(log_text)
+    versions = sorted(set(NCCL_VERSION.findall(log_text)))
+    return {
+        "ranks": ranks,
+        "node_list": sorted({r["host"] for r in ranks}),
+        "nccl_version": versions[0] if len(versions) == 1 else (versions or None),
+        "mca_registered": registered_mca(run_dir),
+    }
+
+
+def same_value(wanted: str, seen: str | None) -> bool:
+    if seen is None:
+        return False
+    a, b = str(wanted).strip().lower(), str(seen).strip().lower()
+    return a == b or (a in TRUE and b in TRUE) or (a in FALSE and b in FALSE)
+
+
+def settings_proof(
+    point, ranks: list[dict[str, Any]], mca_registered: Mapping[str, str] | None, flavour: str | None
+) -> dict[str, Any]:
+    """Did every setting the point asked for reach every rank and take effect?"""
+    problems = []
+    if len(ranks) < point.ranks:
+        problems.append(f"only {len(ranks)} of {point.ranks} ranks reported their settings")
+    for name, value in point.nccl_env.items():
+        for rank in ranks:
+            if rank["env"].get(name) != value:
+                problems.append(f"{name}={value}: rank {rank['rank']} on {rank['host']} saw {rank['env'].get(name)!r}")
+    if flavour == "openmpi":
+        for name, value in point.mpi_flags.items():
+            for rank in ranks:
+                if rank["env"].get(f"OMPI_MCA_{name}") != value:
+                    problems.append(f"--mca {name} {value}: never reached rank {rank['rank']} on {rank['host']}")
+            if mca_registered is None:
+                problems.append(
+                    f"--mca {name} {value}: Open MPI wrote no record of its parameters (MPI_Init not done?)"
+                )
+            elif name not in mca_registered:
+                problems.append(f"--mca {name} {value}: no Open MPI component registered it; it had no effect")
+            elif not same_value(value, mca_registered[name]):
+                problems.append(f"--mca {name} {value}: Open MPI used {mca_registered[name]!r}")
+    else:
+        # MPICH and others: a flag set is environment variables; each rank must have seen them.
+        for name, value in point.mpi_flags.items():
+            for rank in ranks:
+                if rank["env"].get(name) != value:
+                    problems.append(
+                        f"{name}={value}: rank {rank['rank']} on {rank['host']} saw {rank['env'].get(name)!r}"
+                    )
+    return {
+        "verified": not problems,
+        "problems": problems,
+        "ranks_reported": len(ranks),
+        "mca_source": "mpi_show_mca_params" if flavour == "openmpi" and mca_registered is not None else None,
+    }
