@@ -148,7 +148,9 @@ def test_pbs_scripts_submit_succeed_and_record_a_failing_point(slurm, tmp_path, 
 def test_interrupt_deletes_the_submitted_jobs(slurm, tmp_path, repo):
     # Long enough to be running when interrupted: a million round trips per size.
     slow = {"max_bytes": 1 << 20, "iterations": 1_000_000, "warmup": 5}
-    env = study_files(tmp_path, PBS_TEST_CLUSTER, {"pingpong-pbs": {**PINGPONG, "nodes": [1], "params": slow}})
+    # A short walltime bounds the run should the interrupt not reach it.
+    long_run = {**PINGPONG, "nodes": [1], "params": slow, "walltime": "00:02:00"}
+    env = study_files(tmp_path, PBS_TEST_CLUSTER, {"pingpong-pbs": long_run})
     env["SCALESTUDY_PYTHON"] = sys.executable
     command = snakemake_command(repo, tmp_path, pbs_profile(tmp_path, repo, "pbs-test"), "pbs-test")
     snakemake = subprocess.Popen(command, env={**slurm.env, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
