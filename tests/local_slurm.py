@@ -139,6 +139,10 @@ class LocalSlurm:
 
     def stop(self) -> None:
         self.run("scancel", "--user", "root", check=False)
+        # Let the node daemons end their job steps before they are stopped themselves.
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and self.run("squeue", "-h", check=False).stdout.strip():
+            time.sleep(0.5)
         for pidfile in self.state.glob("*.pid"):
             try:
                 os.kill(int(pidfile.read_text().strip()), 15)
