@@ -94,3 +94,16 @@ def test_cost_lines_name_the_scale_the_budget_and_n():
     lines = cost_lines(table, 15.0)
     assert lines[0] == "v: cost-optimal at 1 node (p = 1): 10 SU per run (mean of n = 2)."
     assert lines[1].startswith("v: fastest within the budget of 15 SU per run: 2 nodes (p = 2), throughput 150 tok/s")
+
+
+def test_amdahl_line_names_a_slowdown_instead_of_a_ceiling_below_one():
+    from scalestudy.report import amdahl_lines
+
+    table = pd.DataFrame(
+        {"scaling": "strong", "variant": "v", "n": [2, 2], "p0": [1, 1],
+         "amdahl_serial_fraction": [1.29, 1.29], "amdahl_max_speedup": [0.775, 0.775]}
+    )  # fmt: skip
+    (line,) = amdahl_lines(table)
+    assert "more ranks made it slower" in line and "ceiling 1/f" not in line
+    (line,) = amdahl_lines(table.assign(amdahl_serial_fraction=0.25, amdahl_max_speedup=4.0))
+    assert "speedup ceiling 1/f = 4" in line

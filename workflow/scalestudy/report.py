@@ -296,7 +296,13 @@ def amdahl_lines(table: pd.DataFrame) -> list[str]:
         if missing(serial):
             continue
         scales = len(rows)
-        if serial > 0:
+        if serial >= 1:
+            # 1/S >= 1 at every scale: adding ranks did not help at all; Amdahl has no ceiling to give.
+            lines.append(
+                f"{variant}: Amdahl fit over {scales} scales gives f = {serial:.3g} ≥ 1: more ranks made it "
+                "slower (a slowdown, not a serial fraction), no speedup ceiling implied."
+            )
+        elif serial > 0:
             lines.append(
                 f"{variant}: Amdahl fit over {scales} scales: serial fraction f = {serial:.3g}, "
                 f"speedup ceiling 1/f = {ceiling:.3g} (relative to p0 = {int(rows['p0'].iloc[0])})."
