@@ -313,3 +313,16 @@ def test_site_resources_read_the_batch_log(tmp_path, data_dir):
     assert found["service_units"] == 12.8 and found["service_units_source"] == "site"
     assert found["memory_used_gb"] == 187.65 and found["batch_walltime_used_s"] == 40
     assert pbs.site_resources(tmp_path / "nothing") == {}
+
+
+def test_site_environment_quotes_config_values_for_the_job_shell():
+    cluster = clusters.from_mapping(
+        {"name": "x", "cores_per_node": 2, "mem_per_node_gb": 4, "modules": ["openmpi/4.1.5", "a b"],
+         "job_env": {"HF_HUB_OFFLINE": "1", "NOTE": "$(touch /tmp/pwned) `id`"}}
+    )  # fmt: skip
+    lines = pbs.site_environment(cluster).splitlines()
+    assert lines[1:] == [
+        "module load openmpi/4.1.5 'a b'",
+        "export HF_HUB_OFFLINE=1",
+        "export NOTE='$(touch /tmp/pwned) `id`'",
+    ]

@@ -84,9 +84,10 @@ def job_properties(jobscript: Path) -> dict[str, Any]:
 def site_environment(cluster) -> str:
     """Lines that give the job the site's modules and environment (PBS passes none)."""
     lines = ["# site environment, from config/clusters/" + cluster.name + ".yaml"]
+    # Values from config reach the job's shell quoted: one word each, nothing expanded.
     if cluster.modules:
-        lines.append("module load " + " ".join(cluster.modules))
-    lines += [f"export {name}={json.dumps(value)}" for name, value in cluster.job_env.items()]
+        lines.append(shlex.join(["module", "load", *cluster.modules]))
+    lines += [f"export {name}={shlex.quote(value)}" for name, value in cluster.job_env.items()]
     return "\n".join(lines) + "\n"
 
 
