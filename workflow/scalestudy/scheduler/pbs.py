@@ -97,6 +97,10 @@ SITE_MARKER = "# scalestudy: site environment\n"
 # ------------------------------------------------------------------ status
 
 
+# job_state of a job that has ended (PBS Pro F/X; Torque and its wrappers C).
+FINISHED_STATES = ("F", "X", "C")
+
+
 @dataclass
 class JobState:
     job_id: str
@@ -107,7 +111,7 @@ class JobState:
 
     @property
     def finished(self) -> bool:
-        return self.state in ("F", "X", "C")
+        return self.state in FINISHED_STATES
 
     def verdict(self) -> tuple[str, str]:
         """(one of running|success|failed, why)."""
@@ -256,7 +260,6 @@ def save_cache(directory: Path, cache: dict[str, Any]) -> None:
 def refresh(cache: dict[str, Any], job_ids: Iterable[str], qstat: str, log) -> None:
     ids = sorted(set(job_ids))
     cache["refreshed"] = time.time()
-    cache["queries"] = cache.get("queries", 0) + 1
     try:
         states, unknown = query(ids, qstat)
     except (OSError, ValueError, subprocess.SubprocessError) as error:
@@ -281,13 +284,15 @@ def status(job_id: str, directory: Path, qstat: str = "qstat", log=lambda msg: p
     try:
         with locked(directory):
             cache = load_cache(directory)
-            jobs = registry(directory)
             entry = cache["jobs"].get(job_id)
             age = time.time() - cache.get("refreshed", 0.0)
             stale = entry is None or age > MAX_CACHE_AGE_S or (entry.get("served") and age >= MIN_REFRESH_S)
+            # The registry grows with every submission: it is read once per round (to find jobs
+            # not yet polled) and for jobs that ended, not on every call of a round.
+            jobs = registry(directory) if stale else None
             if stale:
                 active = [
-                    known for known, cached in cache["jobs"].items() if cached.get("state") not in ("F", "X", "C")
+                    known for known, cached in cache["jobs"].items() if cached.get("state") not in FINISHED_STATES
                 ]
                 unseen = [known for known in jobs if known not in cache["jobs"]]
                 refresh(cache, [*active, *unseen, job_id], qstat, log)
@@ -295,7 +300,9 @@ def status(job_id: str, directory: Path, qstat: str = "qstat", log=lambda msg: p
             if entry is not None:
                 entry["served"] = True
             save_cache(directory, cache)
-        return answer(job_id, entry, jobs.get(job_id), log)
+            ended = entry is not None and entry["state"] in (*FINISHED_STATES, "unknown")
+            job = (jobs if jobs is not None else registry(directory)).get(job_id) if ended else None
+        return answer(job_id, entry, job, log)
     except Exception as error:  # a bug here must not abort the user's whole study
         log(f"scalestudy pbs status: {error!r}; answering 'running'")
         return "running"
