@@ -6,8 +6,9 @@
 - the "Resource Usage on <date>" block Gadi appends to each job's output ->
   the run's `resources` (actual service units, memory, walltime).
 
-Only the standard library is imported here: the status command runs once per
-job per round and must start fast.
+The status command runs once per job per round, so this module imports only what
+the scheduler package needs (the sweep and cluster files); the runner and the apps
+are imported only for a job that ended without metrics.json.
 """
 
 from __future__ import annotations
@@ -26,7 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import JobRequest, hms
+import yaml
+
+from .. import clusters, sweep
+from ..sweep import Point
+from . import JobRequest, hms, job_request, request_problems
 
 BATCH_LOG = "batch.log"  # the job's own output (-o): where Gadi writes its usage block
 
@@ -455,10 +460,6 @@ def generic_request(properties: Mapping[str, Any], cluster) -> JobRequest:
 def submit(jobscript: Path, cluster_name: str, qsub: str = "qsub", environ: Mapping[str, str] = os.environ) -> str:
     """Submit a Snakemake jobscript; returns the PBS job id. Raises SubmitRefused with one
     line per problem when the site would reject the job."""
-    from .. import clusters
-    from ..sweep import Point
-    from . import job_request, request_problems
-
     properties = job_properties(jobscript)
     params, resources = properties.get("params") or {}, properties.get("resources") or {}
     planned_for = params.get("cluster") or cluster_name
@@ -523,11 +524,6 @@ class SubmitRefused(Exception):
 
 def plan(profile: Path, extra_configfiles: list[str] | None = None) -> list[str]:
     """The exact qsub line of every point of the study a profile would run (dry mode)."""
-    import yaml
-
-    from .. import clusters, sweep
-    from . import job_request, request_problems
-
     profile_config = sweep.read_yaml(profile / "config.v8+.yaml")
     files = [*(profile_config.get("configfiles") or ["config/sweep.yaml"]), *(extra_configfiles or [])]
     config = sweep.load_files(*files)
