@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .sweep import MPI_FLAVOURS, REPO_ROOT, SweepError, read_yaml
+from .sweep import MPI_FLAVOURS, REPO_ROOT, SweepError, hms_seconds, read_yaml
 
 # Site files may live outside the checkout (e.g. private project codes): SCALESTUDY_CLUSTERS_DIR.
 CLUSTERS_DIR = Path(os.environ.get("SCALESTUDY_CLUSTERS_DIR") or REPO_ROOT / "config" / "clusters")
@@ -138,11 +138,6 @@ class Cluster:
 
 def physical_memory_gb() -> float:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
-
-
-def hms_seconds(text: str) -> int:
-    hours, minutes, seconds = (int(x) for x in str(text).split(":"))
-    return hours * 3600 + minutes * 60 + seconds
 
 
 def queue_from_mapping(name: str, data: Mapping[str, Any], cluster: Mapping[str, Any]) -> Queue:

@@ -43,6 +43,20 @@ class SweepError(ValueError):
         super().__init__("\n".join(problems))
 
 
+def hms_seconds(text: str) -> int:
+    """'HH:MM:SS' (also 'MM:SS' or 'SS', as schedulers print short times) -> seconds."""
+    seconds = 0
+    for part in str(text).strip().split(":"):
+        seconds = seconds * 60 + int(part)
+    return seconds
+
+
+def hms(seconds: float) -> str:
+    """Seconds -> 'HH:MM:SS', the form walltimes take in the sweep file and in qsub."""
+    hours, rest = divmod(int(round(seconds)), 3600)
+    return f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+
+
 # How a point is run, not what it measures: left out of its identity.
 HOW_RUN_FIELDS = frozenset({"walltime", "queue"})
 
@@ -96,8 +110,7 @@ class Point:
 
     @property
     def walltime_seconds(self) -> int:
-        hours, minutes, seconds = (int(x) for x in self.walltime.split(":"))
-        return hours * 3600 + minutes * 60 + seconds
+        return hms_seconds(self.walltime)
 
     def to_json(self) -> str:
         """What defines the point's result. The walltime and queue are left out: raising the
@@ -113,8 +126,7 @@ class Point:
         data.pop("retry", None)  # the retry number of a retried point (scalestudy/retry.py)
         data["queue"] = queue
         data["axes"] = tuple(data["axes"])
-        hours, rest = divmod(int(walltime_seconds), 3600)
-        data["walltime"] = f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+        data["walltime"] = hms(walltime_seconds)
         return cls(**data)
 
     def as_record(self) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from ..clusters import Cluster, Queue
-from ..sweep import Point
+from ..sweep import Point, hms
 
 
 @dataclass(frozen=True)
@@ -39,11 +39,6 @@ class JobRequest:
     @property
     def mem_gb(self) -> int:
         return self.nodes * self.mem_per_node_gb
-
-
-def hms(seconds: float) -> str:
-    hours, rest = divmod(int(round(seconds)), 3600)
-    return f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
 
 
 def job_name(point: Point) -> str:

@@ -30,8 +30,8 @@ from typing import Any
 import yaml
 
 from .. import clusters, sweep
-from ..sweep import Point
-from . import JobRequest, hms, job_request, request_problems
+from ..sweep import Point, hms, hms_seconds
+from . import JobRequest, job_request, request_problems
 
 BATCH_LOG = "batch.log"  # the job's own output (-o): where Gadi writes its usage block
 
@@ -371,14 +371,6 @@ def size_gb(text: str) -> float:
     return float(match.group(1)) * SIZE_UNITS[match.group(2).upper()]
 
 
-def duration_s(text: str) -> int:
-    parts = [int(x) for x in text.strip().split(":")]
-    seconds = 0
-    for part in parts:
-        seconds = seconds * 60 + part
-    return seconds
-
-
 def parse_resource_usage(text: str) -> dict[str, Any] | None:
     """The last "Resource Usage on <date>" block of a Gadi job's output, or None."""
     start = text.rfind("Resource Usage on")
@@ -403,7 +395,7 @@ def parse_resource_usage(text: str) -> dict[str, Any] | None:
         elif key.startswith(("memory", "jobfs")):
             usage[f"{key}_gb"] = round(size_gb(value), 4)
         else:
-            usage[f"{key}_s"] = duration_s(value)
+            usage[f"{key}_s"] = hms_seconds(value)
     return usage
 
 
