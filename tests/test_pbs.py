@@ -38,14 +38,7 @@ def gpu_point(nodes, **more):
 def qsub_line(p, cluster_name):
     cluster = clusters.load(cluster_name)
     assert request_problems(p, cluster) == []
-    argv = pbs.qsub_command(
-        job_request(p, cluster),
-        project="ab12",
-        dialect=cluster.pbs_dialect,
-        log_path="LOG",
-        jobfs_gb=cluster.jobfs_gb,
-        storage=cluster.storage,
-    )
+    argv = pbs.qsub_command(job_request(p, cluster), cluster, project="ab12", log_path="LOG")
     return " ".join(argv)
 
 

@@ -63,17 +63,12 @@ def resource_list(request: JobRequest, dialect: str, jobfs_gb: float | None, sto
 
 
 def qsub_command(
-    request: JobRequest,
-    *,
-    project: str,
-    dialect: str,
-    log_path: str,
-    jobfs_gb: float | None = None,
-    storage: str | None = None,
-    jobscript: str | None = None,
+    request: JobRequest, cluster: clusters.Cluster, *, project: str, log_path: str, jobscript: str | None = None
 ) -> list[str]:
+    """The qsub line of a request in the cluster's dialect, with its jobfs/storage defaults."""
+    storage = cluster.storage.format(project=project) if cluster.storage else None
     argv = ["qsub", "-P", project, "-q", request.queue.submit_name]
-    argv += ["-l", resource_list(request, dialect, jobfs_gb, storage.format(project=project) if storage else None)]
+    argv += ["-l", resource_list(request, cluster.pbs_dialect, cluster.jobfs_gb, storage)]
     argv += ["-N", request.name, "-j", "oe", "-o", log_path]
     return argv + ([jobscript] if jobscript else [])
 
@@ -484,13 +479,7 @@ def submit(jobscript: Path, cluster_name: str, qsub: str = "qsub", environ: Mapp
     if SITE_MARKER in script:
         jobscript.write_text(script.replace(SITE_MARKER, site_environment(cluster), 1))
     argv = qsub_command(
-        request,
-        project=project,
-        dialect=cluster.pbs_dialect,
-        log_path=str((run_dir / BATCH_LOG).resolve()),
-        jobfs_gb=cluster.jobfs_gb,
-        storage=cluster.storage,
-        jobscript=str(jobscript),
+        request, cluster, project=project, log_path=str((run_dir / BATCH_LOG).resolve()), jobscript=str(jobscript)
     )
     argv[0] = qsub
     result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
@@ -535,11 +524,9 @@ def plan(profile: Path, extra_configfiles: list[str] | None = None) -> list[str]
             continue
         argv = qsub_command(
             job_request(point, cluster),
+            cluster,
             project=project,
-            dialect=cluster.pbs_dialect,
             log_path=f"{results}/{point.study}/runs/{point.id}/{BATCH_LOG}",
-            jobfs_gb=cluster.jobfs_gb,
-            storage=cluster.storage,
             jobscript="<jobscript>",
         )
         lines.append(shlex.join(argv))
