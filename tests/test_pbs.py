@@ -3,6 +3,7 @@ the Gadi resource-usage block, and one qstat per polling round."""
 
 import json
 import os
+import signal
 import stat
 import subprocess
 
@@ -282,6 +283,51 @@ def test_one_qstat_per_polling_round_for_50_jobs(tmp_path, data_dir):
     invocations = calls.read_text().splitlines()
     assert len(invocations) == rounds
     assert all(len(line.split()) == 4 + 50 for line in invocations)  # -x -f -F json + every job
+
+
+def test_sidecar_deletes_only_the_unfinished_jobs_of_its_own_run_when_terminated(tmp_path, repo):
+    """Snakemake empties its list of active jobs during each status round, so a Ctrl-C there
+    cancels nothing; the sidecar deletes what is left when Snakemake terminates it."""
+    cache, calls = tmp_path / "cache", tmp_path / "qdel-calls"
+    qdel = tmp_path / "qdel"
+    qdel.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    qdel.chmod(0o755)
+    env = {**os.environ, "SCALESTUDY_PBS_CACHE": str(cache), "SCALESTUDY_QDEL": str(qdel)}
+    sidecar = subprocess.Popen(
+        [str(repo / "profiles/pbs/sidecar")],
+        env={**env, "SCALESTUDY_PYTHON": os.sys.executable},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    run = sidecar.stdout.readline().strip()
+    assert len(run) == 32
+    done = tmp_path / "done.json"
+    done.write_text("{}")
+    pbs.register(cache, "1.pbs", run=run, metrics=str(tmp_path / "missing.json"))  # running: delete
+    pbs.register(cache, "2.pbs", run=run, metrics=str(done))  # wrote its record: keep
+    pbs.register(cache, "3.pbs", run="another-run")  # another Snakemake's job: keep
+    pbs.register(cache, "4.pbs", run=run)  # finished, as the status command saw: keep
+    pbs.register(cache, "5.pbs", run=run)  # the cancel command already deleted it: keep
+    pbs.register(cache, "6.pbs", run=run)  # queued, never polled yet: delete
+    pbs.save_cache(cache, {"refreshed": 0.0, "jobs": {"4.pbs": {"state": "F"}, "1.pbs": {"state": "R"}}})
+    (cache / pbs.CANCELLED).write_text("5.pbs\n")
+    sidecar.send_signal(signal.SIGINT)  # Ctrl-C reaches the whole process group: not the moment
+    with pytest.raises(subprocess.TimeoutExpired):
+        sidecar.wait(timeout=1)
+    sidecar.terminate()
+    assert sidecar.wait(timeout=30) == 0
+    assert calls.read_text().split() == ["1.pbs", "6.pbs"]
+    assert "sidecar: qdel 1.pbs 6.pbs" in (cache / pbs.QDEL_LOG).read_text()
+
+
+def test_sidecar_after_a_normal_end_deletes_nothing(tmp_path):
+    cache = tmp_path / "cache"
+    done = tmp_path / "metrics.json"
+    done.write_text("{}")
+    pbs.register(cache, "1.pbs", run="r", metrics=str(done))
+    pbs.register(cache, "2.pbs", run="r")  # a job without metrics.json (e.g. the initial state)
+    pbs.save_cache(cache, {"refreshed": 0.0, "jobs": {"1.pbs": {"state": "F"}, "2.pbs": {"state": "F"}}})
+    assert pbs.unfinished_jobs(cache, "r") == []
 
 
 # ------------------------------------------------------- resource usage

@@ -10,6 +10,7 @@ Skips (saying why) only where Slurm cannot run: not root, or no apt to install i
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -104,6 +105,7 @@ def pbs_profile(tmp_path: Path, repo: Path, cluster: str) -> Path:
         "cluster-generic-submit-cmd": f"{scripts / 'scalestudy-pbs'} submit --cluster {cluster}",
         "cluster-generic-status-cmd": f"{scripts / 'scalestudy-pbs'} status",
         "cluster-generic-cancel-cmd": str(scripts / "qdel"),
+        "cluster-generic-sidecar-cmd": str(scripts / "sidecar"),
         "jobscript": str(scripts / "jobscript.sh"),
         "seconds-between-status-checks": 2,
         "latency-wait": 5,
@@ -145,14 +147,23 @@ def test_pbs_scripts_submit_succeed_and_record_a_failing_point(slurm, tmp_path, 
     assert (tmp_path / "results/report/index.html").exists()
 
 
-def test_interrupt_deletes_the_submitted_jobs(slurm, tmp_path, repo):
+@pytest.mark.parametrize("cancel", ["cancel command", "sidecar alone"])
+def test_interrupt_deletes_the_submitted_jobs(slurm, tmp_path, repo, cancel):
+    """Ctrl-C deletes the running job. "sidecar alone" replaces the cancel command with one
+    that does nothing, as happens when the interrupt falls inside a status round (Snakemake
+    then passes the cancel command no job): the sidecar must delete it."""
     # Long enough to be running when interrupted: a million round trips per size.
     slow = {"max_bytes": 1 << 20, "iterations": 1_000_000, "warmup": 5}
     # A short walltime bounds the run should the interrupt not reach it.
     long_run = {**PINGPONG, "nodes": [1], "params": slow, "walltime": "00:02:00"}
     env = study_files(tmp_path, PBS_TEST_CLUSTER, {"pingpong-pbs": long_run})
     env["SCALESTUDY_PYTHON"] = sys.executable
-    command = snakemake_command(repo, tmp_path, pbs_profile(tmp_path, repo, "pbs-test"), "pbs-test")
+    profile = pbs_profile(tmp_path, repo, "pbs-test")
+    if cancel == "sidecar alone":
+        settings = yaml.safe_load((profile / "config.v8+.yaml").read_text())
+        settings["cluster-generic-cancel-cmd"] = shutil.which("true")
+        (profile / "config.v8+.yaml").write_text(yaml.safe_dump(settings))
+    command = snakemake_command(repo, tmp_path, profile, "pbs-test")
     snakemake = subprocess.Popen(command, env={**slurm.env, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                  text=True, start_new_session=True)  # fmt: skip
     job_id = None
@@ -174,3 +185,5 @@ def test_interrupt_deletes_the_submitted_jobs(slurm, tmp_path, repo):
     qdel_log = tmp_path / ".snakemake/scalestudy-pbs/qdel.log"
     states = [field for field in state.split() if field.startswith(("JobState=", "Reason="))]
     assert "JobState=CANCELLED" in state, (states, qdel_log.exists() and qdel_log.read_text(), output[-1500:])
+    if cancel == "sidecar alone":
+        assert f"sidecar: qdel {job_id}" in qdel_log.read_text()

@@ -4,7 +4,8 @@
 - status: ONE `qstat -x -f -F json` for all active jobs per polling round, shared
   by every status call through a small cache, answered with exactly one word;
 - the "Resource Usage on <date>" block Gadi appends to each job's output ->
-  the run's `resources` (actual service units, memory, walltime).
+  the run's `resources` (actual service units, memory, walltime);
+- sidecar: deletes this run's unfinished jobs when Snakemake stops on an interrupt.
 
 The status command runs once per job per round, so this module imports only what
 the scheduler package needs (the sweep and cluster files); the runner and the apps
@@ -18,9 +19,11 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -489,6 +492,7 @@ def submit(jobscript: Path, cluster_name: str, qsub: str = "qsub", environ: Mapp
     register(
         cache_dir(environ),
         job_id,
+        run=environ.get(SIDECAR_VARS) or None,
         metrics=next((o for o in outputs if o.endswith("metrics.json")), None),
         point=params.get("point"),
         walltime_s=resources.get("walltime_s"),
@@ -501,6 +505,70 @@ class SubmitRefused(Exception):
     def __init__(self, problems: list[str]):
         super().__init__("; ".join(problems))
         self.problems = problems
+
+
+# ------------------------------------------------------------- sidecar
+
+# Snakemake's remote executors take the active jobs out of their list for the length of
+# each status round; a Ctrl-C inside that window calls the cancel command with no job at
+# all, and the jobs keep running (and charging). The sidecar closes that gap: Snakemake
+# starts it once per run, hands the first line it prints (a run id) to every submit call
+# in $SNAKEMAKE_CLUSTER_SIDECAR_VARS, and terminates it on shutdown. Then it deletes the
+# run's jobs that have no metrics.json yet. After a normal end every job has its record,
+# so nothing is deleted.
+SIDECAR_VARS = "SNAKEMAKE_CLUSTER_SIDECAR_VARS"
+CANCELLED = "cancelled"  # job ids the cancel command already passed to qdel
+QDEL_LOG = "qdel.log"
+
+
+def unfinished_jobs(directory: Path, run: str) -> list[str]:
+    """This run's jobs that may still be queued or running: no metrics.json, not seen
+    finished by the status command, not already passed to qdel."""
+    try:
+        cancelled = set((directory / CANCELLED).read_text().split())
+    except OSError:
+        cancelled = set()
+    seen = load_cache(directory)["jobs"]
+    return [
+        job_id
+        for job_id, job in registry(directory).items()
+        if job.get("run") == run
+        and job_id not in cancelled
+        and seen.get(job_id, {}).get("state") not in FINISHED_STATES
+        and not (job.get("metrics") and Path(job["metrics"]).exists())
+    ]
+
+
+def delete_jobs(directory: Path, job_ids: list[str], qdel: str = "qdel") -> None:
+    """One qdel for all of them; what it says goes to qdel.log."""
+    if not job_ids:
+        return
+    with open(directory / CANCELLED, "a") as cancelled:
+        cancelled.write("".join(f"{job_id}\n" for job_id in job_ids))
+    with open(directory / QDEL_LOG, "a") as log:
+        log.write(f"sidecar: qdel {' '.join(job_ids)}\n")
+        log.flush()
+        try:
+            subprocess.run([qdel, *job_ids], stdout=log, stderr=log, stdin=subprocess.DEVNULL, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            log.write(f"sidecar: {qdel} failed: {error}\n")
+
+
+def sidecar(directory: Path, qdel: str = "qdel", poll_s: float = 5.0) -> int:
+    """Print a run id, wait for Snakemake to terminate us, then delete the run's unfinished jobs."""
+    directory.mkdir(parents=True, exist_ok=True)
+    run = uuid.uuid4().hex
+    # Ctrl-C reaches the whole foreground process group; Snakemake decides what happens
+    # and then terminates this process, which is the moment to act.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    print(run, flush=True)
+    parent = os.getppid()
+    while signal.sigtimedwait({signal.SIGTERM}, poll_s) is None:
+        if os.getppid() != parent:
+            return 0  # Snakemake was killed outright: leave its jobs alone
+    delete_jobs(directory, unfinished_jobs(directory, run), qdel)
+    return 0
 
 
 def plan(profile: Path, extra_configfiles: list[str] | None = None) -> list[str]:
@@ -543,6 +611,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_argument("jobscript", type=Path)
     stat = commands.add_parser("status", help="print running|success|failed for a job id")
     stat.add_argument("job_id")
+    commands.add_parser("sidecar", help="Snakemake's sidecar: deletes the run's unfinished jobs on an interrupt")
     dry = commands.add_parser("plan", help="print the qsub line of every point (nothing is submitted)")
     dry.add_argument("--profile", type=Path, required=True)
     dry.add_argument("--configfile", nargs="*", default=[])
@@ -550,6 +619,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "status":
         print(status(args.job_id, cache_dir()))
         return 0
+    if args.command == "sidecar":
+        return sidecar(cache_dir(), os.environ.get("SCALESTUDY_QDEL", "qdel"))
     if args.command == "plan":
         print("\n".join(plan(args.profile, args.configfile)))
         return 0
