@@ -104,6 +104,12 @@ def test_an_outlier_among_repeats_is_flagged_not_dropped():
     assert calm.loc[1, "n_outliers"] == 0
 
 
+def test_two_nearly_equal_repeats_do_not_make_the_third_an_outlier():
+    # MAD of 10.00, 10.01, 10.4 is 0.01: without the 1%-of-median floor 10.4 scores 26.
+    assert table(runs([(1, 10.00), (1, 10.01), (1, 10.4)]), "training_time_s").loc[1, "n_outliers"] == 0
+    assert table(runs([(1, 10.00), (1, 10.01), (1, 12.0)]), "training_time_s").loc[1, "n_outliers"] == 1
+
+
 # ---------------------------------------------------------------- scaling laws
 
 
