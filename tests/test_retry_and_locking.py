@@ -120,7 +120,9 @@ def test_after_a_retry_nothing_reruns_with_or_without_the_switch(study):
 
 
 def test_a_second_invocation_on_the_same_directory_is_refused_while_one_runs(tmp_path, repo):
-    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep(tmp_path, slow_walltime="00:00:06")))
+    # The first run must outlast the start-up of two more Snakemakes (about 3 s each, more on a
+    # loaded machine): its slow point holds it for 12 s.
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep(tmp_path, slow_walltime="00:00:12")))
     first = subprocess.Popen(snakemake_command(repo, tmp_path), cwd=tmp_path, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)  # fmt: skip
     try:
@@ -133,6 +135,7 @@ def test_a_second_invocation_on_the_same_directory_is_refused_while_one_runs(tmp
         elsewhere.mkdir()
         (elsewhere / "sweep.yaml").write_text((tmp_path / "sweep.yaml").read_text())
         third = snakemake(repo, elsewhere)
+        assert first.poll() is None, "the first run ended before the others were tried: lengthen its slow point"
     finally:
         out, _ = first.communicate(timeout=300)
     assert second.returncode != 0
