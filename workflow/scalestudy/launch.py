@@ -76,6 +76,12 @@ def expand_hostlist(text: str) -> list[str]:
     return hosts
 
 
+def host_slots(point: Point, hosts: list[str]) -> str:
+    """`host:slots,...` for the point's nodes: the host list both Open MPI (--host) and
+    Hydra (-hosts) take, ranks_per_node slots on each of the first `nodes` hosts."""
+    return ",".join(f"{host}:{point.ranks_per_node}" for host in hosts[: point.nodes])
+
+
 def mpirun_command(
     point: Point,
     rank_argv: list[str],
@@ -91,7 +97,7 @@ def mpirun_command(
         per_node += f":PE={point.threads_per_rank}"
     argv = [mpi.launcher, "-np", str(point.ranks), "--map-by", per_node]
     if hosts:
-        argv += ["--host", ",".join(f"{host}:{point.ranks_per_node}" for host in hosts[: point.nodes])]
+        argv += ["--host", host_slots(point, hosts)]
     if mpi.oversubscribe:
         argv.append("--oversubscribe")
     if mpi.allow_run_as_root:
@@ -115,7 +121,7 @@ def hydra_command(
     variable with -genv so that launch.sh shows them. Hydra needs no root or oversubscribe switch."""
     argv = [mpi.launcher, "-n", str(point.ranks), "-ppn", str(point.ranks_per_node)]
     if hosts:
-        argv += ["-hosts", ",".join(f"{host}:{point.ranks_per_node}" for host in hosts[: point.nodes])]
+        argv += ["-hosts", host_slots(point, hosts)]
     if point.threads_per_rank > 1:
         argv += ["-bind-to", f"core:{point.threads_per_rank}"]
     for name, value in {**rank_env, **point.mpi_flags, **point.nccl_env}.items():
