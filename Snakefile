@@ -9,17 +9,16 @@ min_version("9.0")
 # replaces the shipped example instead of being merged into it.
 if not workflow.overwrite_configfiles:
 
-    configfile: "config/sweep.yaml"
+    configfile: "config/sweep.yaml"  # scalestudy.model.paths.DEFAULT_SWEEP
 
 
 report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/run.smk"
 include: "workflow/rules/litgpt.smk"
-include: "workflow/rules/lammps.smk"
 include: "workflow/rules/hoomd.smk"
-include: "workflow/rules/pingpong.smk"
 include: "workflow/rules/analyze.smk"
 include: "workflow/rules/report.smk"
 
@@ -27,4 +26,4 @@ include: "workflow/rules/report.smk"
 rule all:
     default_target: True
     input:
-        REPORT_HTML,
+        LAYOUT.report_html,

@@ -214,7 +214,7 @@ def test_the_published_gadi_hoomd_table_is_regenerated(data_dir):
 
 def test_the_sites_usage_record_replaces_the_estimated_cost(tmp_path, data_dir):
     from scalestudy.analysis import aggregate
-    from scalestudy.scheduler.pbs import BATCH_LOG
+    from scalestudy.model.paths import BATCH_LOG
 
     run_dir = tmp_path / "results/s/runs/nodes12-rpn48/mpi-default/nccl-default/rep1"
     run_dir.mkdir(parents=True)

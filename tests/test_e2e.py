@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 from browser import plots_loaded
-from scalestudy.sweep import PLOT_KINDS
+from scalestudy.model.paths import PLOT_KINDS
 
 pytestmark = pytest.mark.e2e
 # Where jobs can import HOOMD-blue (a site module on PYTHONPATH) its points run; elsewhere they say so.

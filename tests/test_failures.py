@@ -5,8 +5,8 @@ are in test_faults.py."""
 import json
 
 import pytest
-from scalestudy.failures import CATEGORIES, classify
-from scalestudy.runner import record_lost_job
+from scalestudy.launch.failures import CATEGORIES, classify
+from scalestudy.launch.runner import record_lost_job
 from test_launch import point
 
 CASES = [

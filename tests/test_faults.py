@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
-from scalestudy import runner
-from scalestudy.clusters import Cluster, MpiLauncher
-from scalestudy.provenance import rank_lines
-from scalestudy.runner import run_point
+from scalestudy.config.clusters import Cluster, MpiLauncher
+from scalestudy.launch import runner
+from scalestudy.launch.provenance import rank_lines
+from scalestudy.launch.runner import run_point
 from test_pingpong import pingpong_point
 
 MPIRUN = str(Path(sys.executable).parent / "mpirun")

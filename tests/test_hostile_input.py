@@ -11,9 +11,10 @@ import sys
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scalestudy.clusters import MpiLauncher
-from scalestudy.launch import launch_script, mpirun_command
-from scalestudy.sweep import SweepError, load
+from scalestudy.config.clusters import MpiLauncher
+from scalestudy.launch.command import launch_script, mpirun_command
+from scalestudy.model.errors import SweepError
+from scalestudy.study import load
 from test_launch import point
 
 # Any text a UTF-8 YAML file can hold except NUL (which no argv can carry); biased

@@ -6,9 +6,10 @@ import sys
 import textwrap
 
 from scalestudy.apps import APPS
-from scalestudy.clusters import MpiLauncher
-from scalestudy.launch import allocated_hosts, launch_script, mpirun_command
-from scalestudy.sweep import Point
+from scalestudy.config.clusters import MpiLauncher
+from scalestudy.launch.command import allocated_hosts, launch_script, mpirun_command
+from scalestudy.model.paths import Layout
+from scalestudy.model.point import Point
 
 HOSTILE = "'; rm -rf ~"
 
@@ -94,7 +95,7 @@ def test_launch_script_gives_bash_the_same_arguments(tmp_path):
 
 def test_litgpt_rank_command(tmp_path):
     app = APPS["litgpt"]
-    command = app.rank_command(point(), tmp_path)
+    command = app.rank_command(point(), tmp_path, Layout())
     assert command[1:4] == ["-m", "scalestudy.apps.litgpt_entry", "finetune_full"]
     assert command[4] == "/ckpt"
     flags = dict(zip(command[5::2], command[6::2], strict=False))

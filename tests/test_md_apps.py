@@ -6,14 +6,16 @@ import json
 
 import pandas as pd
 import pytest
-from scalestudy import analysis, clusters, sweep
+from scalestudy import analysis, study
 from scalestudy.apps import APPS, ParseError
 from scalestudy.apps.hoomd import parse_hoomd
 from scalestudy.apps.lammps import parse_lammps
-from scalestudy.clusters import Cluster, MpiLauncher
-from scalestudy.launch import mpirun_command
-from scalestudy.runner import run_point
-from scalestudy.sweep import SweepError
+from scalestudy.config import clusters
+from scalestudy.config.clusters import Cluster, MpiLauncher
+from scalestudy.launch.command import mpirun_command
+from scalestudy.launch.runner import run_point
+from scalestudy.model.errors import SweepError
+from scalestudy.model.paths import Layout
 from test_launch import HOSTILE, point
 
 
@@ -40,7 +42,7 @@ def md_config(app="lammps", scaling="strong", **params):
 
 def problems_of(config):
     with pytest.raises(SweepError) as raised:
-        sweep.load(config)
+        study.load(config)
     return raised.value.problems
 
 
@@ -71,8 +73,8 @@ def test_lammps_run_cut_short_is_unparseable(data_dir):
 
 
 def test_lammps_rank_command_passes_the_physics_as_variables(tmp_path):
-    loaded = sweep.load(md_config(N=4000, warmup_steps=100, benchmark_steps=200, repeat=2, executable="lmp_mpi"))
-    command = APPS["lammps"].rank_command(loaded.points[-1], tmp_path)
+    loaded = study.load(md_config(N=4000, warmup_steps=100, benchmark_steps=200, repeat=2, executable="lmp_mpi"))
+    command = APPS["lammps"].rank_command(loaded.points[-1], tmp_path, Layout())
     assert command[0] == "lmp_mpi" and command[1] == "-in" and command[2].endswith("lammps_wca.in")
     variables = {command[i + 1]: command[i + 2] for i, arg in enumerate(command) if arg == "-var"}
     assert variables == {
@@ -86,8 +88,8 @@ def test_lammps_rank_command_passes_the_physics_as_variables(tmp_path):
 
 
 def test_a_relative_executable_path_is_the_repositorys(repo, tmp_path):
-    loaded = sweep.load(md_config(N=10, executable=".venv-lammps/bin/lmp"))
-    assert APPS["lammps"].rank_command(loaded.points[0], tmp_path)[0] == str(repo / ".venv-lammps/bin/lmp")
+    loaded = study.load(md_config(N=10, executable=".venv-lammps/bin/lmp"))
+    assert APPS["lammps"].rank_command(loaded.points[0], tmp_path, Layout())[0] == str(repo / ".venv-lammps/bin/lmp")
 
 
 # ---------------------------------------------------------------- MPI flavours
@@ -115,7 +117,7 @@ def test_a_hostile_mpich_value_stays_one_argument():
 def test_expanded_mpich_set_drops_the_flavour_key():
     config = md_config(N=10)
     config["studies"]["md"]["mpi_flags"] = ["default", "nolocal"]
-    flags = {p.mpi_flag_set: dict(p.mpi_flags) for p in sweep.load(config).points}
+    flags = {p.mpi_flag_set: dict(p.mpi_flags) for p in study.load(config).points}
     assert flags == {"default": {}, "nolocal": {"MPIR_CVAR_NOLOCAL": "1"}}
 
 
@@ -154,7 +156,7 @@ def test_cluster_launcher_per_flavour():
 
 
 def test_weak_scaling_grows_n_with_ranks():
-    loaded = sweep.load(md_config(scaling="weak", particles_per_rank=1000))
+    loaded = study.load(md_config(scaling="weak", particles_per_rank=1000))
     sizes = {p.ranks: APPS["lammps"].particles(p) for p in loaded.points}
     assert sizes == {1: 1000, 2: 2000, 4: 4000}
     assert {p.scaling for p in loaded.points} == {"weak"}
@@ -208,18 +210,18 @@ def test_hoomd_suite_line_and_broken_outputs():
 
 
 def hoomd_points(**params):
-    return sweep.load(md_config(app="hoomd", **(params or {"N": 4000}))).points
+    return study.load(md_config(app="hoomd", **(params or {"N": 4000}))).points
 
 
 def test_hoomd_rank_commands_for_both_harnesses(tmp_path):
     point = hoomd_points(N=4000, warmup_steps=100, benchmark_steps=200, repeat=3)[-1]
-    ours = APPS["hoomd"].rank_command(point, tmp_path)
+    ours = APPS["hoomd"].rank_command(point, tmp_path, Layout())
     assert ours[1:4] == ["-m", "scalestudy.apps.hoomd_wca", "benchmark"]
     assert ours[ours.index("--initial-state") + 1].endswith("results/assets/hoomd-wca/hard_sphere_4000_1.0_3.gsd")
     assert ours[ours.index("--device") :] == [
         "--device", "CPU", "--warmup_steps", "100", "--benchmark_steps", "200", "--repeat", "3",
     ]  # fmt: skip
-    reference = APPS["hoomd"].rank_command(hoomd_points(N=4000, harness="hoomd_benchmarks")[-1], tmp_path)
+    reference = APPS["hoomd"].rank_command(hoomd_points(N=4000, harness="hoomd_benchmarks")[-1], tmp_path, Layout())
     assert reference[3] == "reference" and reference[reference.index("--run-dir") + 1] == str(tmp_path.resolve())
     harness_args = reference[reference.index("--") + 1 :]
     assert harness_args[:8] == ["--device", "CPU", "-N", "4000", "--rho", "1.0", "--dimensions", "3"]
@@ -228,15 +230,17 @@ def test_hoomd_rank_commands_for_both_harnesses(tmp_path):
 
 def test_hoomd_initial_state_is_one_file_per_n_density_dimensions():
     strong = hoomd_points(N=4000)
-    assert {APPS["hoomd"].inputs(p)["initial_state"] for p in strong} == {
+    assert {APPS["hoomd"].inputs(p, Layout())["initial_state"] for p in strong} == {
         "results/assets/hoomd-wca/hard_sphere_4000_1.0_3.gsd"
     }
-    weak = sweep.load(md_config(app="hoomd", scaling="weak", particles_per_rank=1000, density=0.9)).points
-    by_key = sweep.inputs_by_params(weak)
+    # Wherever the results are (Gadi: /scratch), the state is under their assets.
+    elsewhere = Layout("/scratch/ab12/results")
+    weak = study.load(md_config(app="hoomd", scaling="weak", particles_per_rank=1000, density=0.9)).points
+    by_key = study.inputs_by_key(weak, elsewhere)
     assert sorted(inputs["initial_state"] for _point, inputs in by_key.values()) == [
-        "results/assets/hoomd-wca/hard_sphere_1000_0.9_3.gsd",
-        "results/assets/hoomd-wca/hard_sphere_2000_0.9_3.gsd",
-        "results/assets/hoomd-wca/hard_sphere_4000_0.9_3.gsd",
+        "/scratch/ab12/results/assets/hoomd-wca/hard_sphere_1000_0.9_3.gsd",
+        "/scratch/ab12/results/assets/hoomd-wca/hard_sphere_2000_0.9_3.gsd",
+        "/scratch/ab12/results/assets/hoomd-wca/hard_sphere_4000_0.9_3.gsd",
     ]
 
 

@@ -1,9 +1,10 @@
 """NCCL values NCCL could not read are refused when the sweep loads; the NCCL version line is recorded."""
 
 import pytest
-from scalestudy.nccl import value_problem
-from scalestudy.provenance import after_run
-from scalestudy.sweep import SweepError, load
+from scalestudy.config.nccl import value_problem
+from scalestudy.launch.provenance import after_run
+from scalestudy.model.errors import SweepError
+from scalestudy.study import load
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,10 @@ import stat
 import subprocess
 
 import pytest
-from scalestudy import clusters
-from scalestudy.scheduler import estimated_service_units, job_request, pbs, request_problems, sweep_problems
-from scalestudy.sweep import Point
+from scalestudy.config import clusters
+from scalestudy.config.requests import estimated_service_units, job_request, request_problems, sweep_problems
+from scalestudy.model.point import Point
+from scalestudy.scheduler import pbs
 
 
 def point(nodes, *, study="hoomd-wca", app="hoomd", ranks_per_node=48, gpus_per_node=0, walltime="00:10:00", **more):
@@ -328,30 +329,6 @@ def test_sidecar_after_a_normal_end_deletes_nothing(tmp_path):
     pbs.register(cache, "2.pbs", run="r")  # a job without metrics.json (e.g. the initial state)
     pbs.save_cache(cache, {"refreshed": 0.0, "jobs": {"1.pbs": {"state": "F"}, "2.pbs": {"state": "F"}}})
     assert pbs.unfinished_jobs(cache, "r") == []
-
-
-# ------------------------------------------------------- resource usage
-
-
-def test_gadi_resource_usage_block(data_dir):
-    usage = pbs.parse_resource_usage((data_dir / "pbs" / "gadi-resource-usage-576cpu.log").read_text())
-    assert usage["service_units"] == 12.80
-    assert usage["memory_used_gb"] == 187.65
-    assert usage["walltime_used_s"] == 40
-    assert usage["exit_status"] == 0
-    assert (usage["ncpus_requested"], usage["ncpus_used"]) == (576, 576)
-    assert usage["cpu_time_used_s"] == 5 * 3600 + 51 * 60 + 22
-    assert usage["walltime_requested_s"] == 600
-    assert usage["job_id"] == "117204935.gadi-pbs"
-    assert usage["jobfs_used_gb"] == 0
-
-
-def test_site_resources_read_the_batch_log(tmp_path, data_dir):
-    (tmp_path / pbs.BATCH_LOG).write_text((data_dir / "pbs" / "gadi-resource-usage-576cpu.log").read_text())
-    found = pbs.site_resources(tmp_path)
-    assert found["service_units"] == 12.8 and found["service_units_source"] == "site"
-    assert found["memory_used_gb"] == 187.65 and found["batch_walltime_used_s"] == 40
-    assert pbs.site_resources(tmp_path / "nothing") == {}
 
 
 def test_site_environment_quotes_config_values_for_the_job_shell():

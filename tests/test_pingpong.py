@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from scalestudy import clusters
 from scalestudy.apps import APPS, ParseError
 from scalestudy.apps.pingpong import parse_pingpong
 from scalestudy.apps.pingpong_rank import message_sizes
-from scalestudy.provenance import rank_lines
-from scalestudy.runner import run_point
-from scalestudy.sweep import SweepError, load
+from scalestudy.config import clusters
+from scalestudy.launch.provenance import rank_lines
+from scalestudy.launch.runner import run_point
+from scalestudy.model.errors import SweepError
+from scalestudy.study import load
 from test_launch import point as litgpt_point
 
 RECORDED = "pingpong-openmpi5-2ranks.log"

@@ -1,6 +1,6 @@
 """Proof that settings took effect, from rank lines and Open MPI's parameter record."""
 
-from scalestudy.provenance import loaded_modules, rank_lines, settings_proof
+from scalestudy.launch.provenance import loaded_modules, rank_lines, settings_proof
 from test_launch import point
 
 
@@ -59,7 +59,7 @@ def test_the_probe_reports_the_variables_it_is_asked_for(tmp_path):
     import subprocess
     import sys
 
-    from scalestudy.provenance import probed_command
+    from scalestudy.launch.provenance import probed_command
 
     argv = probed_command([sys.executable, "-c", "print('app ran')"], sys.executable, ["MY_FLAG"])
     env = {**os.environ, "MY_FLAG": "x y", "NCCL_IB_DISABLE": "1", "UNRELATED": "z", "OMPI_COMM_WORLD_RANK": "3"}

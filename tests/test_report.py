@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from browser import plots_loaded, screenshot
 from scalestudy import published
+from scalestudy.model.paths import PLOT_KINDS
 from scalestudy.report import Table, hpc_table, summary_sentence, to_markdown
-from scalestudy.sweep import PLOT_KINDS
 
 
 @pytest.fixture(scope="module")

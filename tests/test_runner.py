@@ -4,9 +4,9 @@ import json
 import sys
 import textwrap
 
-from scalestudy import runner
-from scalestudy.clusters import Cluster, MpiLauncher
-from scalestudy.runner import run_point
+from scalestudy.config.clusters import Cluster, MpiLauncher
+from scalestudy.launch import runner
+from scalestudy.launch.runner import run_point
 from test_launch import point
 
 
@@ -117,7 +117,7 @@ def test_a_bug_in_a_parser_is_recorded_not_raised(tmp_path, monkeypatch, data_di
 def test_any_other_bug_still_leaves_metrics(tmp_path, monkeypatch):
     from scalestudy.apps import APPS
 
-    def broken_command(point, run_dir):
+    def broken_command(point, run_dir, layout):
         raise RuntimeError("cannot build")
 
     monkeypatch.setattr(APPS["litgpt"], "rank_command", broken_command)

@@ -3,8 +3,11 @@
 import copy
 
 import pytest
-from scalestudy import sweep
-from scalestudy.sweep import SweepError
+from scalestudy import study
+from scalestudy.config import files
+from scalestudy.model.errors import SweepError
+from scalestudy.model.paths import Layout
+from scalestudy.model.point import Point
 
 
 def base_config():
@@ -34,7 +37,7 @@ def base_config():
 
 def problems_of(config):
     with pytest.raises(SweepError) as raised:
-        sweep.load(config)
+        study.load(config)
     return raised.value.problems
 
 
@@ -45,15 +48,15 @@ def with_study(**changes):
 
 
 def test_expansion_is_the_full_product():
-    loaded = sweep.load(base_config())
+    loaded = study.load(base_config())
     # nodes 2 x rpn 1 x mpi 2 x nccl 2 x micro batch 2 x repeats 3
     assert len(loaded.points) == 2 * 1 * 2 * 2 * 2 * 3
     assert len({p.id for p in loaded.points}) == len(loaded.points)
 
 
 def test_point_ids_are_readable_and_stable():
-    first = sweep.load(base_config()).points
-    second = sweep.load(copy.deepcopy(base_config())).points
+    first = study.load(base_config()).points
+    second = study.load(copy.deepcopy(base_config())).points
     assert [p.id for p in first] == [p.id for p in second]
     assert first[0].id == "micro_batch_size1/nodes1-rpn2/mpi-default/nccl-default/rep1"
     point = next(p for p in first if p.mpi_flag_set == "no-ucx" and p.nccl_env_set == "no-ib")
@@ -64,7 +67,7 @@ def test_point_ids_are_readable_and_stable():
 def test_gpus_per_node_sets_one_rank_per_gpu():
     config = with_study(gpus_per_node=[4])
     del config["studies"]["litgpt-full"]["ranks_per_node"]
-    point = sweep.load(config).points[-1]
+    point = study.load(config).points[-1]
     assert (point.ranks_per_node, point.gpus_per_node, point.ranks) == (4, 4, 8)
     assert "gpn4" in point.id
 
@@ -137,12 +140,12 @@ def test_global_batch_below_ranks_times_micro_batch_is_refused_with_numbers():
 def test_overlay_null_removes_a_key():
     base = {"studies": {"s": {"app": "litgpt", "gpus_per_node": [4], "nodes": [2]}}}
     overlay = {"studies": {"s": {"gpus_per_node": None, "ranks_per_node": [1, 2], "nodes": [1]}}}
-    merged = sweep.drop_nulls(sweep.merge(base, overlay))
+    merged = files.drop_nulls(files.merge(base, overlay))
     assert merged == {"studies": {"s": {"app": "litgpt", "ranks_per_node": [1, 2], "nodes": [1]}}}
 
 
 def test_shipped_sweep_and_local_overlay_are_valid(repo):
-    cluster_study = sweep.load(sweep.load_files(repo / "config/sweep.yaml"))
+    cluster_study = study.load(files.load_files(repo / "config/sweep.yaml"))
     assert {p.study for p in cluster_study.points} == {
         "litgpt-full",
         "litgpt-lora",
@@ -153,7 +156,7 @@ def test_shipped_sweep_and_local_overlay_are_valid(repo):
     full = [p for p in cluster_study.points if p.study == "litgpt-full"]
     assert max(p.ranks for p in full) == 8 and {p.gpus_per_node for p in full} == {4}
     assert {p.params["max_steps"] for p in full} == {20}
-    local = sweep.load(sweep.load_files(repo / "config/sweep.yaml", repo / "config/local.yaml"))
+    local = study.load(files.load_files(repo / "config/sweep.yaml", repo / "config/local.yaml"))
     assert {(p.study, p.ranks) for p in local.points} == {
         ("litgpt-full", 1),
         ("litgpt-full", 2),
@@ -169,10 +172,10 @@ def test_shipped_sweep_and_local_overlay_are_valid(repo):
 
 
 def test_point_round_trips_through_json_and_walltime_is_not_part_of_it():
-    point = sweep.load(base_config()).points[5]
+    point = study.load(base_config()).points[5]
     text = point.to_json()
     assert "walltime" not in text
-    assert sweep.Point.from_json(text, point.walltime_seconds) == point
+    assert Point.from_json(text, point.walltime_seconds) == point
 
 
 def test_missing_inputs_are_named_once_per_study_and_made_files_are_not_checked(tmp_path):
@@ -180,15 +183,17 @@ def test_missing_inputs_are_named_once_per_study_and_made_files_are_not_checked(
     params = config["studies"]["litgpt-full"]["params"]
     params["checkpoint_dir"] = str(tmp_path / "assets/ckpt")  # made by a rule: not checked
     params["data_path"] = str(tmp_path / "nowhere.json")
-    points = sweep.load(config).points
-    assert sweep.missing_inputs(points, str(tmp_path / "assets")) == [
+    config["results_dir"] = str(tmp_path)
+    loaded = study.load(config)
+    assert loaded.layout == Layout(str(tmp_path))
+    assert loaded.missing_inputs() == [
         f"studies.litgpt-full.params.data_path: {tmp_path / 'nowhere.json'} does not exist"
     ]
     (tmp_path / "nowhere.json").write_text("[]")
-    assert sweep.missing_inputs(points, str(tmp_path / "assets")) == []
+    assert loaded.missing_inputs() == []
 
 
 def test_partial_flag_takes_the_command_line_string_and_nothing_else():
-    assert sweep.load({**with_study(), "partial": "true"}).points
+    assert study.load({**with_study(), "partial": "true"}).points
     assert problems_of({**with_study(), "partial": "maybe"})[0].startswith("partial: 'maybe' is not one of")
-    assert sweep.is_true("true") and sweep.is_true(True) and not sweep.is_true("false") and not sweep.is_true(False)
+    assert files.is_true("true") and files.is_true(True) and not files.is_true("false") and not files.is_true(False)

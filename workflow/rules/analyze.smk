@@ -8,49 +8,47 @@
 
 rule aggregate:
     input:
-        metrics=[] if PARTIAL else run_metrics,
+        metrics=[] if STUDY.partial else run_metrics,
     output:
         report(
-            f"{RESULTS}/{{study}}/runs.csv",
+            LAYOUT.table("{study}", "runs"),
             caption="../report/runs.rst",
             category="{study}",
             subcategory="tables",
         ),
     params:
-        finished=finished_fingerprint if PARTIAL else "",
+        finished=finished_fingerprint if STUDY.partial else "",
     log:
-        f"{RESULTS}/{{study}}/logs/aggregate.log",
+        LAYOUT.study_log("{study}", "aggregate"),
     localrule: True
     run:
-        from scalestudy.analysis import aggregate, write_table
+        from scalestudy.analysis import write_runs_table
 
-        write_table(aggregate([], expected=expected_runs(wildcards.study)), output[0])
+        write_runs_table(expected_runs(wildcards.study), output[0], log[0])
 
 
 rule scaling:
     input:
-        f"{RESULTS}/{{study}}/runs.csv",
+        LAYOUT.table("{study}", "runs"),
     output:
         scaling=report(
-            f"{RESULTS}/{{study}}/scaling.csv",
+            LAYOUT.table("{study}", "scaling"),
             caption="../report/scaling.rst",
             category="{study}",
             subcategory="tables",
         ),
         variants=report(
-            f"{RESULTS}/{{study}}/variants.csv",
+            LAYOUT.table("{study}", "variants"),
             caption="../report/variants-table.rst",
             category="{study}",
             subcategory="tables",
         ),
     params:
-        budget_su=lambda wildcards: SWEEP.studies[wildcards.study].get("budget_su"),
+        budget_su=study_budget,
     log:
-        f"{RESULTS}/{{study}}/logs/scaling.log",
+        LAYOUT.study_log("{study}", "scaling"),
     localrule: True
     run:
-        from scalestudy.analysis import read_table, scaling, variants, write_table
+        from scalestudy.analysis import write_scaling_tables
 
-        table = scaling(read_table(input[0]), budget_su=params.budget_su)
-        write_table(table, output.scaling)
-        write_table(variants(table), output.variants)
+        write_scaling_tables(input[0], output.scaling, output.variants, params.budget_su, log[0])

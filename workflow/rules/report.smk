@@ -3,12 +3,12 @@
 
 rule plots:
     input:
-        scaling=f"{RESULTS}/{{study}}/scaling.csv",
-        variants=f"{RESULTS}/{{study}}/variants.csv",
+        scaling=LAYOUT.table("{study}", "scaling"),
+        variants=LAYOUT.table("{study}", "variants"),
     output:
         **{
             kind: report(
-                f"{RESULTS}/report/plots/{{study}}.{kind}.png",
+                LAYOUT.plot("{study}", kind),
                 caption=f"../report/{kind}.rst",
                 category="{study}",
                 subcategory="plots",
@@ -16,32 +16,29 @@ rule plots:
             for kind in PLOT_KINDS
         },
     params:
-        budget_su=lambda wildcards: SWEEP.studies[wildcards.study].get("budget_su"),
+        budget_su=study_budget,
     log:
-        f"{RESULTS}/{{study}}/logs/plots.log",
+        LAYOUT.study_log("{study}", "plots"),
     localrule: True
     run:
-        from scalestudy.analysis import read_table
-        from scalestudy.plots import plot_study
+        from scalestudy.plots import plot_from_files
 
-        plot_study(
-            read_table(input.scaling), read_table(input.variants), wildcards.study, dict(output), params.budget_su
-        )
+        plot_from_files(input.scaling, input.variants, wildcards.study, dict(output), params.budget_su, log[0])
 
 
 rule report:
     input:
-        runs=expand(f"{RESULTS}/{{study}}/runs.csv", study=STUDIES),
-        scaling=expand(f"{RESULTS}/{{study}}/scaling.csv", study=STUDIES),
-        variants=expand(f"{RESULTS}/{{study}}/variants.csv", study=STUDIES),
-        plots=expand(f"{RESULTS}/report/plots/{{study}}.{{kind}}.png", study=STUDIES, kind=PLOT_KINDS),
+        runs=[LAYOUT.table(study, "runs") for study in STUDIES],
+        scaling=[LAYOUT.table(study, "scaling") for study in STUDIES],
+        variants=[LAYOUT.table(study, "variants") for study in STUDIES],
+        plots=[LAYOUT.plot(study, kind) for study in STUDIES for kind in PLOT_KINDS],
     output:
-        html=REPORT_HTML,
-        markdown=REPORT_MARKDOWN,
+        html=LAYOUT.report_html,
+        markdown=LAYOUT.report_markdown,
     params:
         budgets={study: SWEEP.studies[study].get("budget_su") for study in STUDIES},
     log:
-        f"{RESULTS}/report/report.log",
+        LAYOUT.report_log,
     localrule: True
     run:
         from scalestudy.report import build_from_files
@@ -55,4 +52,5 @@ rule report:
             output.html,
             output.markdown,
             params.budgets,
+            log[0],
         )

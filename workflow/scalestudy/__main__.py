@@ -1,6 +1,7 @@
 """Command line of the package, as the rules call it:
 
-    python -m scalestudy run-point --point JSON --walltime-s S --cluster NAME --queue Q --metrics FILE --log FILE
+    python -m scalestudy run-point --point JSON --walltime-s S --cluster NAME --queue Q --results-dir DIR \
+        --metrics FILE --log FILE
     python -m scalestudy published RECORD.csv --out DIR   # a published table, regenerated
 
 It always exits 0 once metrics.json is written: a failed run is data, not a
@@ -14,9 +15,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import clusters
-from .runner import run_point
-from .sweep import Point
+from .config import clusters
+from .launch.runner import run_point
+from .model.paths import Layout
+from .model.point import Point
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--metrics", required=True, help="the metrics.json to write; its folder is the run directory")
     run.add_argument("--log", help="where the app's output goes (default: <run-dir>/stdout.log)")
     run.add_argument("--queue", default=None, help="the batch queue the point runs in (for its cost)")
+    run.add_argument("--results-dir", default=Layout().results, help="the results directory (its assets are inputs)")
     record = commands.add_parser("published", help="regenerate a published scaling table from its record (CSV)")
     record.add_argument("record", help="CSV: nodes, cores_per_node, steps_per_s, walltime_used[, ...]")
     record.add_argument("--out", required=True, help="folder for index.html, index.md and plots/")
@@ -41,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(args.metrics).parent
     point = Point.from_json(args.point, args.walltime_s, args.queue or None)
     try:
-        metrics = run_point(point, run_dir, clusters.load(args.cluster), args.log)
+        metrics = run_point(point, run_dir, clusters.load(args.cluster), args.log, Layout(args.results_dir))
     except OSError as error:
         # Nothing to record the failure in (e.g. the disk is full): fail the job, leave no
         # metrics.json, and the point reruns next time.

@@ -37,9 +37,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from .accounting import site_resources
 from .apps import APPS
-from .apps.base import Metric
-from .scheduler.pbs import site_resources
+from .model.metrics import WALLTIME_USED, Metric
+from .model.paths import study_and_point
+from .model.steplog import step_log
 
 CONFIDENCE = 0.95
 OUTLIER_Z = 3.5
@@ -82,8 +84,6 @@ RESOURCE_COLUMNS = [
     "walltime_used_s",
     "service_units",
 ]
-# The whole job's wall time is a figure of every app: published tables often scale by it.
-WALLTIME_METRIC = Metric("walltime_used_s", "walltime used (whole job)", "s", "time")
 STATUS_PENDING = "pending"
 
 
@@ -94,16 +94,8 @@ def read_metrics(path: Path) -> dict:
     try:
         return json.loads(Path(path).read_text())
     except (OSError, ValueError) as error:
-        return {"status": "failed", "reason": f"metrics.json unreadable: {error}", "point": point_from_path(path)}
-
-
-def point_from_path(path: Path) -> dict:
-    """results/<study>/runs/<point id>/metrics.json -> the study and point id, for a record that lost them."""
-    parts = Path(path).parts
-    if "runs" not in parts:
-        return {}
-    at = len(parts) - 1 - parts[::-1].index("runs")
-    return {"study": parts[at - 1], "point": "/".join(parts[at + 1 : -1])}
+        # The study and point id from the path, for a record that lost them.
+        return {"status": "failed", "reason": f"metrics.json unreadable: {error}", "point": study_and_point(path)}
 
 
 def run_row(metrics: dict, path: Path | None = None) -> dict:
@@ -193,7 +185,7 @@ def curve_columns(runs: pd.DataFrame) -> list[str]:
 def metrics_of(app_name: str) -> list[Metric]:
     """The figures a curve is scaled by: the app's rates and times, then the job's wall time."""
     app = APPS[app_name]
-    return [m for m in app.metrics if m.kind in ("rate", "time")] + [WALLTIME_METRIC]
+    return [m for m in app.metrics if m.scaled] + [WALLTIME_USED]
 
 
 def scaling(
@@ -414,6 +406,27 @@ def variants(scaling_table: pd.DataFrame, baseline: str = "default") -> pd.DataF
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def write_runs_table(expected: Iterable[tuple[Mapping, Path]], out: str | Path, log: str | Path | None = None) -> None:
+    """The aggregate rule's entry: runs.csv from every expected point, finished or not."""
+    with step_log(log) as note:
+        table = aggregate([], expected=expected)
+        write_table(table, out)
+        counts = table["status"].value_counts().to_dict() if "status" in table.columns else {}
+        note(f"{out}: {len(table)} runs ({', '.join(f'{n} {status}' for status, n in sorted(counts.items()))})")
+
+
+def write_scaling_tables(
+    runs_csv: str | Path, scaling_out: str | Path, variants_out: str | Path, budget_su=None, log=None
+) -> None:
+    """The scaling rule's entry: scaling.csv and variants.csv from runs.csv."""
+    with step_log(log) as note:
+        table = scaling(read_table(runs_csv), budget_su=budget_su)
+        write_table(table, scaling_out)
+        compared = variants(table)
+        write_table(compared, variants_out)
+        note(f"{scaling_out}: {len(table)} rows; {variants_out}: {len(compared)} rows")
 
 
 def read_table(path: Path) -> pd.DataFrame:

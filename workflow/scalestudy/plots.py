@@ -18,7 +18,8 @@ import seaborn as sns  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 from .analysis import DEFINITIONS, GOOD_EFFICIENCY  # noqa: E402
-from .sweep import PLOT_KINDS  # noqa: E402
+from .model.paths import PLOT_KINDS
+from .model.steplog import step_log  # noqa: E402
 
 
 def repeats_note(table: pd.DataFrame) -> str:
@@ -71,6 +72,17 @@ def curve(rows: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
     rows = rows.sort_values("ranks")
     y = rows[column].where(rows["n"] > 0) if column in rows.columns else pd.Series(np.nan, index=rows.index)
     return rows["ranks"].to_numpy(float), y.to_numpy(float)
+
+
+def plot_from_files(
+    scaling_csv: str, variants_csv: str, study: str, out: Mapping[str, Path | str], budget_su=None, log=None
+) -> None:
+    """The plots rule's entry: the study's tables in, its plots out."""
+    from .analysis import read_table
+
+    with step_log(log) as note:
+        plot_study(read_table(scaling_csv), read_table(variants_csv), study, out, budget_su)
+        note(f"{study}: {', '.join(str(path) for path in out.values())}")
 
 
 def plot_study(

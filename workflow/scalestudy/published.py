@@ -15,15 +15,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from .analysis import WALLTIME_METRIC, scaling
-from .apps.base import Metric
+from .analysis import scaling
+from .apps import APPS
+from .model.metrics import WALLTIME_USED, metric
+from .model.paths import PLOT_KINDS
 from .plots import plot_study
 from .report import Bullets, Heading, Para, Table, definition_blocks, fmt, hms, study_blocks
 from .report import write_page as write_report_page
-from .sweep import PLOT_KINDS
 
-STEPS_PER_S = Metric("steps_per_s", "time steps per second (warm-up excluded)", "steps/s", "rate")
 APP = "hoomd"
+# The figure as the app declares it (a per-step rate: weak efficiency compares it as is).
+STEPS_PER_S = metric(APPS[APP].primary_metric)
 
 
 def seconds(text: str) -> float:
@@ -68,13 +70,13 @@ def read_record(path: str | Path, study: str | None = None) -> pd.DataFrame:
 
 
 def record_scaling(runs: pd.DataFrame) -> pd.DataFrame:
-    return scaling(runs, metrics={APP: [STEPS_PER_S, WALLTIME_METRIC]}, primary={APP: STEPS_PER_S.name})
+    return scaling(runs, metrics={APP: [STEPS_PER_S, WALLTIME_USED]}, primary={APP: STEPS_PER_S.name})
 
 
 def comparison(runs: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     """One row per node count: the published view (wall-time speedup, S/cores) beside what
     the rate says (speedup, parallel efficiency), and how much of the job was time-stepping."""
-    wall = table[table["metric"] == WALLTIME_METRIC.name].set_index("nodes")
+    wall = table[table["metric"] == WALLTIME_USED.name].set_index("nodes")
     rate = table[table["metric"] == STEPS_PER_S.name].set_index("nodes")
     out = pd.DataFrame(
         {

@@ -17,8 +17,9 @@ from pathlib import Path
 import pandas as pd
 
 from .analysis import DEFINITIONS, GOOD_EFFICIENCY, STATUS_PENDING, read_table
+from .model.paths import PLOT_KINDS
+from .model.steplog import step_log
 from .plots import primary_table
-from .sweep import PLOT_KINDS
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px;color:#222}
@@ -506,14 +507,18 @@ def build_from_files(
     out_html: str | Path,
     out_md: str | Path | None = None,
     budgets: Mapping[str, float | None] | None = None,
+    log: str | Path | None = None,
 ) -> None:
     """The report rule's entry: files in, one page (and its Markdown twin) out; the
     table inputs are ordered as `studies`."""
-    runs = dict(zip(studies, map(read_table, runs_csv), strict=True))
-    scaling = dict(zip(studies, map(read_table, scaling_csv), strict=True))
-    variants = dict(zip(studies, map(read_table, variants_csv), strict=True))
-    plots = {
-        study: [Path(p) for kind in PLOT_KINDS for p in plot_pngs if Path(p).name == f"{study}.{kind}.png"]
-        for study in studies
-    }
-    build(runs, scaling, variants, plots, Path(out_html), Path(out_md) if out_md else None, budgets)
+    with step_log(log) as note:
+        runs = dict(zip(studies, map(read_table, runs_csv), strict=True))
+        scaling = dict(zip(studies, map(read_table, scaling_csv), strict=True))
+        variants = dict(zip(studies, map(read_table, variants_csv), strict=True))
+        plots = {
+            study: [Path(p) for kind in PLOT_KINDS for p in plot_pngs if Path(p).name == f"{study}.{kind}.png"]
+            for study in studies
+        }
+        build(runs, scaling, variants, plots, Path(out_html), Path(out_md) if out_md else None, budgets)
+        total = sum(len(table) for table in runs.values())
+        note(f"{out_html}: {len(studies)} studies, {total} runs")

@@ -1,11 +1,19 @@
-"""The apps scalestudy can measure. Adding an app: one module here + one rule."""
+"""The apps scalestudy can measure, in a registry that fills itself.
 
-from .base import App, Metric, Param, ParseError
-from .hoomd import Hoomd
-from .lammps import Lammps
-from .litgpt import LitGPT
-from .pingpong import PingPong
+Adding an app is one module in this package (a subclass of App with a `name`) and its
+conda environment `envs/<name>.yaml`; importing this package imports every module in it,
+and the app's class enters APPS as it is defined. The rules, the sweep checks, the
+versions every run records and the analysis all read APPS. Modules here import only
+the standard library at their top (the rank programs import their heavy packages
+inside functions), so discovering them costs no start-up time.
+"""
 
-APPS: dict[str, App] = {app.name: app for app in (LitGPT(), PingPong(), Hoomd(), Lammps())}
+import importlib
+import pkgutil
 
-__all__ = ["APPS", "App", "Metric", "Param", "ParseError"]
+from .base import APPS, App, Param, ParseError
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+__all__ = ["APPS", "App", "Param", "ParseError"]

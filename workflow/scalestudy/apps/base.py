@@ -1,20 +1,24 @@
 """The one interface every app implements (after hoomd-benchmarks: one base class,
-each benchmark a small subclass).
+each benchmark a small subclass), and the registry apps enter by being defined.
 
 An app answers four questions about a point: are its parameters meaningful,
 which files does it need, what does each MPI rank run, and what do the run's
 output files say. Everything else (launching, timing, metrics.json, analysis)
-is shared.
+is shared. An app declares its figures (scalestudy.model.metrics.declare), its
+parameters with their defaults (Param), the MPI it is built against and the Python
+packages whose versions its runs record. Apps depend on the model layer only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
-from ..sweep import Point
+from ..model.metrics import Metric
+from ..model.paths import ENVS_DIR, Layout
+from ..model.point import Point
 
 
 class ParseError(ValueError):
@@ -22,28 +26,21 @@ class ParseError(ValueError):
 
 
 @dataclass(frozen=True)
-class Metric:
-    """A figure an app reports. `kind` fixes the direction of speedup:
-    rate (higher is better, S = R(p)/R(p0)) or time (lower is better, S = T(p0)/T(p))."""
-
-    name: str
-    label: str
-    unit: str
-    kind: Literal["rate", "time", "size"]
-    # A rate that grows with the problem size (tokens/s, particle-steps/s): weak-scaling
-    # efficiency divides it by p/p0. One that does not (time steps/s) is compared as is.
-    extensive: bool = True
-
-
-@dataclass(frozen=True)
 class Param:
-    """A parameter of the app's `params:` block in the sweep file."""
+    """A parameter of the app's `params:` block in the sweep file. `default` is the one
+    place its default is written (None: no default; the app handles its absence)."""
 
     kind: type | tuple[type, ...]
     required: bool = False
-    choices: tuple[str, ...] = ()
+    choices: tuple[Any, ...] = ()
     minimum: float | None = None
     help: str = ""
+    default: Any = None
+
+
+# Every app, by name. An app module enters it by defining a subclass with a `name`
+# (App.__init_subclass__); scalestudy.apps imports every module of its package.
+APPS: dict[str, App] = {}
 
 
 class App:
@@ -54,6 +51,27 @@ class App:
     params: ClassVar[Mapping[str, Param]]
     # The MPI the app is built against: picks the cluster's launcher and the flag sets that fit.
     mpi_flavour: ClassVar[str] = "openmpi"
+    # Python distributions whose versions every run records (besides MPI and Snakemake's).
+    packages: ClassVar[tuple[str, ...]] = ()
+    # A module jobs must be able to import (HOOMD-blue is not on PyPI); None: nothing beyond the venv.
+    python_module: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            if cls.name in APPS:
+                raise ValueError(f"app {cls.name!r} is defined twice")
+            APPS[cls.name] = cls()
+
+    @property
+    def conda_env(self) -> str:
+        """The app's conda environment for `--sdm conda`: envs/<name>.yaml."""
+        return str(ENVS_DIR / f"{self.name}.yaml")
+
+    def setting(self, point: Point, name: str) -> Any:
+        """A parameter's value at a point: the sweep's, else its declared default."""
+        value = point.params.get(name)
+        return self.params[name].default if value is None else value
 
     def param_problems(self, params: Mapping[str, Any]) -> list[str]:
         """Problems with a study's params, each 'params.<key>: <what is wrong>; allowed: ...'."""
@@ -80,19 +98,20 @@ class App:
         """Problems that show only at a given scale; reported before anything runs."""
         return []
 
-    def inputs(self, point: Point) -> dict[str, str]:
+    def inputs(self, point: Point, layout: Layout) -> dict[str, str]:
         """Files the point reads, by the parameter that names them."""
         return {}
 
-    def inputs_key(self, point: Point) -> Any:
-        """Points with equal keys read the same input files (checked once per key)."""
-        return id(point.params)
+    def inputs_key(self, point: Point) -> Hashable:
+        """Points with equal keys read the same input files (asked once per key): by default
+        the study and its axis values, which fix the params."""
+        return point.combination
 
     def missing_software(self, point: Point) -> str | None:
         """Why the app cannot run where this job runs (checked before launching), or None."""
         return None
 
-    def rank_command(self, point: Point, run_dir: Path) -> list[str]:
+    def rank_command(self, point: Point, run_dir: Path, layout: Layout) -> list[str]:
         """What every MPI rank executes, as an argument list."""
         raise NotImplementedError
 

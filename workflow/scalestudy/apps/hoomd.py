@@ -3,7 +3,8 @@
 Each rank runs scalestudy.apps.hoomd_wca (our equivalent of the reference module), or,
 with `params.harness: hoomd_benchmarks`, the reference module itself. Both start from the
 initial state the `hoomd_initial_state` rule made once per (N, density, dimensions) under
-results/assets/, never inside a timed job.
+the results directory's assets (scalestudy.model.paths.Layout.hoomd_state), never inside
+a timed job.
 
 HOOMD-blue is not on PyPI: it comes from `--sdm conda` (envs/hoomd.yaml) or a site module
 (the cluster file's `app_modules.hoomd`, with `--sdm env-modules`). Where it cannot be imported,
@@ -19,13 +20,13 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..sweep import Point
+from ..model.paths import Layout
+from ..model.point import Point
 from .base import Param, ParseError
 from .md import WcaBenchmark, md_figures
 
 MISSING_HOOMD = "hoomd not installed (use --sdm conda or a site module)"
 MISSING_HARNESS = "hoomd_benchmarks not importable (put hoomd-benchmarks on PYTHONPATH, or use harness: scalestudy)"
-DEFAULT_CACHE = "results/assets/hoomd-wca"
 # The verbose shape (both harnesses): one line per timed run, then the mean alone on a line.
 PER_RUN = re.compile(r"^\.\. ([0-9.]+(?:[eE][-+]?\d+)?) time steps per second\s*$", re.M)
 # The plain shape (reference without -v: the mean alone), and the suite's "MDPairWCA: <mean>".
@@ -33,39 +34,35 @@ PARTICLES = re.compile(r"^scalestudy: (\d+) particles from", re.M)
 MEAN = re.compile(r"^(?:MDPairWCA: )?([0-9]+\.?[0-9]*(?:[eE][-+]?\d+)?)\s*$", re.M)
 
 
-def cache_name(particles: int, rho: float, dimensions: int) -> str:
-    """The reference harness's cache file name (its argparse gives rho as a float), so that
-    harness: hoomd_benchmarks finds the state made here."""
-    return f"hard_sphere_{particles}_{float(rho)}_{dimensions}.gsd"
-
-
 class Hoomd(WcaBenchmark):
     name = "hoomd"
+    packages = ("hoomd",)
+    python_module = "hoomd"
     params: ClassVar[dict[str, Param]] = {
         **WcaBenchmark.common_params,
-        "dimensions": Param(int, choices=(2, 3), help="2 or 3 (default 3)"),
-        "device": Param(str, choices=("CPU", "GPU"), help="HOOMD-blue device (default CPU; GPU: one rank per GPU)"),
+        "dimensions": Param(int, choices=(2, 3), help="2 or 3", default=3),
+        "device": Param(str, choices=("CPU", "GPU"), help="HOOMD-blue device (GPU: one rank per GPU)", default="CPU"),
         "harness": Param(
             str,
             choices=("scalestudy", "hoomd_benchmarks"),
-            help="scalestudy's benchmark script (default) or hoomd_benchmarks.md_pair_wca from PYTHONPATH",
+            help="scalestudy's benchmark script or hoomd_benchmarks.md_pair_wca from PYTHONPATH",
+            default="scalestudy",
         ),
-        "initial_state_cache": Param(str, help=f"where the initial states are made (default {DEFAULT_CACHE})"),
-    }
-    defaults: ClassVar[dict[str, Any]] = {
-        **WcaBenchmark.defaults,
-        "dimensions": 3,
-        "device": "CPU",
-        "harness": "scalestudy",
-        "initial_state_cache": DEFAULT_CACHE,
+        "initial_state_cache": Param(
+            str, help="a folder of ready-made initial states to read instead of the results directory's assets"
+        ),
     }
 
-    def initial_state(self, point: Point) -> str:
-        name = cache_name(self.particles(point), self.setting(point, "density"), self.setting(point, "dimensions"))
-        return str(Path(self.setting(point, "initial_state_cache")) / name)
+    def initial_state(self, point: Point, layout: Layout) -> str:
+        """The state made by the hoomd_initial_state rule, or one in a folder the sweep names."""
+        made = layout.hoomd_state(
+            self.particles(point), self.setting(point, "density"), self.setting(point, "dimensions")
+        )
+        folder = self.setting(point, "initial_state_cache")
+        return str(Path(folder) / Path(made).name) if folder else made
 
-    def inputs(self, point: Point) -> dict[str, str]:
-        return {"initial_state": self.initial_state(point)}
+    def inputs(self, point: Point, layout: Layout) -> dict[str, str]:
+        return {"initial_state": self.initial_state(point, layout)}
 
     def missing_software(self, point: Point) -> str | None:
         # The ranks run this interpreter (the job's: a conda env's, or one a site module extends).
@@ -76,8 +73,8 @@ class Hoomd(WcaBenchmark):
             return MISSING_HARNESS
         return None
 
-    def rank_command(self, point: Point, run_dir: Path) -> list[str]:
-        initial = str(Path(self.initial_state(point)).resolve())
+    def rank_command(self, point: Point, run_dir: Path, layout: Layout) -> list[str]:
+        initial = str(Path(self.initial_state(point, layout)).resolve())
         steps = [
             "--warmup_steps",
             str(self.setting(point, "warmup_steps")),

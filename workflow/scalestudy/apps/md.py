@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any, ClassVar
 
-from ..sweep import Point
-from .base import App, Metric, Param, ParseError
+from ..model.metrics import Metric, declare
+from ..model.point import Point
+from .base import App, Param, ParseError
 
 # Both domain-decomposition lines become "n_x x n_y x n_z".
 HOOMD_DECOMPOSITION = re.compile(r"Using domain decomposition: n_x = (\d+) n_y = (\d+) n_z = (\d+)")
@@ -24,25 +25,20 @@ class WcaBenchmark(App):
     """Base of the HOOMD-blue and LAMMPS twins: same physics, same parameters, same figure."""
 
     metrics: ClassVar[tuple[Metric, ...]] = (
-        Metric("steps_per_s", "time steps per second (mean of the timed runs)", "steps/s", "rate", extensive=False),
+        # A per-step rate: N grows with p under weak scaling, so it is compared as is.
+        declare("steps_per_s", "time steps per second (mean of the timed runs)", "steps/s", "rate", extensive=False),
         # Weak scaling: T(p0)/T(p) on the time per step is its efficiency (N grows with p).
-        Metric("time_per_step_ms", "wall time per time step (1000 / steps per second)", "ms", "time"),
-        Metric("particle_steps_per_s", "particle time steps per second (N x steps/s)", "particle-steps/s", "rate"),
+        declare("time_per_step_ms", "wall time per time step (1000 / steps per second)", "ms", "time"),
+        declare("particle_steps_per_s", "particle time steps per second (N x steps/s)", "particle-steps/s", "rate"),
     )
     primary_metric: ClassVar[str] = "steps_per_s"
     common_params: ClassVar[Mapping[str, Param]] = {
         "N": Param(int, minimum=1, help="number of particles (strong scaling)"),
         "particles_per_rank": Param(int, minimum=1, help="weak scaling: N = particles_per_rank x ranks"),
-        "density": Param((int, float), minimum=0.01, help="number density (default 1.0)"),
-        "warmup_steps": Param(int, minimum=0, help="steps run before timing (default 40000, as the reference)"),
-        "benchmark_steps": Param(int, minimum=1, help="steps per timed run (default 80000)"),
-        "repeat": Param(int, minimum=1, help="timed runs in one job, after one warm-up (default 1)"),
-    }
-    defaults: ClassVar[Mapping[str, Any]] = {
-        "density": 1.0,
-        "warmup_steps": 40000,
-        "benchmark_steps": 80000,
-        "repeat": 1,
+        "density": Param((int, float), minimum=0.01, help="number density", default=1.0),
+        "warmup_steps": Param(int, minimum=0, help="steps run before timing (as the reference)", default=40000),
+        "benchmark_steps": Param(int, minimum=1, help="steps per timed run", default=80000),
+        "repeat": Param(int, minimum=1, help="timed runs in one job, after one warm-up", default=1),
     }
 
     def study_problems(self, study: Mapping[str, Any]) -> list[str]:
@@ -55,17 +51,14 @@ class WcaBenchmark(App):
             return ["params: strong scaling needs params.N (weak scaling: scaling: weak and particles_per_rank)"]
         return []
 
-    def setting(self, point: Point, name: str) -> Any:
-        return point.params.get(name, self.defaults.get(name))
-
     def particles(self, point: Point) -> int:
         if point.scaling == "weak":
             return int(point.params["particles_per_rank"]) * point.ranks
         return int(point.params["N"])
 
-    def inputs_key(self, point: Point) -> Any:
-        # Weak scaling: the points of one params dict differ in N, hence in initial state.
-        return (id(point.params), self.particles(point))
+    def inputs_key(self, point: Point) -> Hashable:
+        # Weak scaling: the points of one params combination differ in N, hence in initial state.
+        return (point.combination, self.particles(point))
 
 
 def decomposition(log_text: str) -> str | None:

@@ -16,10 +16,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..provenance import rank_lines
-from ..sweep import Point
+from ..model.metrics import declare
+from ..model.paths import Layout
+from ..model.point import Point
+from ..model.rank_probe import rank_lines
 from . import pingpong_rank
-from .base import App, Metric, Param, ParseError
+from .base import App, Param, ParseError
 
 ROW = re.compile(r"^(\d+) ([0-9.]+(?:e[+-]?\d+)?) ([0-9.]+(?:e[+-]?\d+)?|inf)$", re.M)
 
@@ -53,21 +55,23 @@ def parse_pingpong(log_text: str) -> dict[str, Any]:
 
 class PingPong(App):
     name = "pingpong"
+    packages = ("mpi4py",)
     primary_metric = "latency_us"
     metrics = (
-        Metric("latency_us", "one-way latency at the smallest message (half the mean round trip)", "us", "time"),
-        Metric("bandwidth_MBps", "ping-pong bandwidth at the largest message (bytes / one-way time)", "MB/s", "rate"),
+        declare("latency_us", "one-way latency at the smallest message (half the mean round trip)", "us", "time"),
+        declare("bandwidth_MBps", "ping-pong bandwidth at the largest message (bytes / one-way time)", "MB/s", "rate"),
     )
     params = {
-        "min_bytes": Param(int, minimum=1, help="smallest message size in bytes (default 1)"),
-        "max_bytes": Param(int, minimum=1, help="largest message size in bytes (default 1048576)"),
-        "iterations": Param(int, minimum=1, help="timed round trips per size (default 1000)"),
-        "warmup": Param(int, minimum=0, help="untimed round trips per size before timing (default 100)"),
+        "min_bytes": Param(int, minimum=1, help="smallest message size in bytes", default=1),
+        "max_bytes": Param(int, minimum=1, help="largest message size in bytes", default=1 << 20),
+        "iterations": Param(int, minimum=1, help="timed round trips per size", default=1000),
+        "warmup": Param(int, minimum=0, help="untimed round trips per size before timing", default=100),
     }
 
     def param_problems(self, params):
         problems = super().param_problems(params)
-        low, high = params.get("min_bytes", 1), params.get("max_bytes", 1 << 20)
+        low = params.get("min_bytes", self.params["min_bytes"].default)
+        high = params.get("max_bytes", self.params["max_bytes"].default)
         if not problems and not any(isinstance(v, list) for v in (low, high)) and low > high:
             problems.append(f"params.min_bytes: {low} is larger than max_bytes {high}")
         return problems
@@ -80,20 +84,11 @@ class PingPong(App):
             ]
         return []
 
-    def rank_command(self, point: Point, run_dir: Path) -> list[str]:
-        p = point.params
-        return [
-            sys.executable,
-            str(Path(pingpong_rank.__file__).resolve()),
-            "--min-bytes",
-            str(p.get("min_bytes", 1)),
-            "--max-bytes",
-            str(p.get("max_bytes", 1 << 20)),
-            "--iterations",
-            str(p.get("iterations", 1000)),
-            "--warmup",
-            str(p.get("warmup", 100)),
-        ]
+    def rank_command(self, point: Point, run_dir: Path, layout: Layout) -> list[str]:
+        command = [sys.executable, str(Path(pingpong_rank.__file__).resolve())]
+        for name in ("min_bytes", "max_bytes", "iterations", "warmup"):
+            command += [f"--{name.replace('_', '-')}", str(self.setting(point, name))]
+        return command
 
     def parse(self, log_text: str, run_dir: Path) -> dict[str, Any]:
         return parse_pingpong(log_text)

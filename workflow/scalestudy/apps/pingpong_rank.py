@@ -59,10 +59,10 @@ def ping_pong(comm, peer: int, leader: bool, size: int, warmup: int, iterations:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--min-bytes", type=int, default=1)
-    parser.add_argument("--max-bytes", type=int, default=1 << 20)
-    parser.add_argument("--iterations", type=int, default=1000)
-    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--min-bytes", type=int, required=True)
+    parser.add_argument("--max-bytes", type=int, required=True)
+    parser.add_argument("--iterations", type=int, required=True)
+    parser.add_argument("--warmup", type=int, required=True)
     args = parser.parse_args(argv)
 
     from mpi4py import MPI

@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from .. import clusters, sweep
-from ..sweep import Point, hms, hms_seconds
-from . import JobRequest, job_request, request_problems
-
-BATCH_LOG = "batch.log"  # the job's own output (-o): where Gadi writes its usage block
-
+from .. import study as study_loader
+from ..config import clusters
+from ..config.files import read_yaml, with_overrides
+from ..config.requests import JobRequest, job_request, request_problems
+from ..config.sweep import setting
+from ..model.paths import BATCH_LOG, DEFAULT_SWEEP
+from ..model.point import Point
+from ..model.timefmt import hms
 
 # ------------------------------------------------------------------ submit
 
@@ -332,97 +332,13 @@ def answer(job_id: str, entry: dict[str, Any] | None, job: dict[str, Any] | None
         return "success"
     # The job ended without a record (killed by PBS, node lost, job script error): the
     # point becomes failed data instead of a lost result.
-    from ..runner import record_lost_job
+    from ..launch.runner import record_lost_job
 
     record_lost_job(
         metrics, job.get("point"), job.get("walltime_s"), f"batch job {job_id} ended without metrics.json: {why}"
     )
     log(f"scalestudy pbs status: {job_id}: {why}; recorded as a failed point in {metrics}")
     return "success"
-
-
-# ------------------------------------------------------- resource usage
-
-
-USAGE_FIELDS = {
-    "Job Id": "job_id",
-    "Project": "project",
-    "Exit Status": "exit_status",
-    "Service Units": "service_units",
-    "NCPUs Requested": "ncpus_requested",
-    "NCPUs Used": "ncpus_used",
-    "CPU Time Used": "cpu_time_used",
-    "Memory Requested": "memory_requested",
-    "Memory Used": "memory_used",
-    "Walltime requested": "walltime_requested",
-    "Walltime Used": "walltime_used",
-    "JobFS requested": "jobfs_requested",
-    "JobFS used": "jobfs_used",
-}
-SIZE_UNITS = {"B": 1 / 1024**3, "KB": 1 / 1024**2, "MB": 1 / 1024, "GB": 1.0, "TB": 1024.0, "PB": 1024.0**2}
-
-
-def size_gb(text: str) -> float:
-    match = re.fullmatch(r"([\d.]+)\s*([KMGTP]?B)", text.strip(), re.IGNORECASE)
-    if not match:
-        raise ValueError(f"not a size: {text!r}")
-    return float(match.group(1)) * SIZE_UNITS[match.group(2).upper()]
-
-
-def parse_resource_usage(text: str) -> dict[str, Any] | None:
-    """The last "Resource Usage on <date>" block of a Gadi job's output, or None."""
-    start = text.rfind("Resource Usage on")
-    if start < 0:
-        return None
-    block = text[start:]
-    date = re.match(r"Resource Usage on ([^:]+:\d\d:\d\d)", block)
-    raw: dict[str, str] = {}
-    labels = "|".join(re.escape(label) for label in USAGE_FIELDS)
-    for match in re.finditer(rf"({labels}):\s+(\S+)", block):
-        raw.setdefault(USAGE_FIELDS[match.group(1)], match.group(2))
-    if "service_units" not in raw:
-        return None
-    usage: dict[str, Any] = {"source": "site", "date": date.group(1).strip() if date else None}
-    for key, value in raw.items():
-        if key in ("job_id", "project"):
-            usage[key] = value
-        elif key in ("exit_status", "ncpus_requested", "ncpus_used"):
-            usage[key] = int(value)
-        elif key == "service_units":
-            usage[key] = float(value)
-        elif key.startswith(("memory", "jobfs")):
-            usage[f"{key}_gb"] = round(size_gb(value), 4)
-        else:
-            usage[f"{key}_s"] = hms_seconds(value)
-    return usage
-
-
-def site_resources(run_dir: Path) -> dict[str, Any]:
-    """`resources` keys from the site's own record of the job, when it printed one."""
-    log = Path(run_dir) / BATCH_LOG
-    usage = parse_resource_usage(log.read_text(errors="replace")) if log.exists() else None
-    if not usage:
-        return {}
-    found = {
-        "service_units": usage["service_units"],
-        "service_units_source": "site",
-        "batch_job_id": usage.get("job_id"),
-        "batch_exit_status": usage.get("exit_status"),
-    }
-    for key in (
-        "ncpus_requested",
-        "ncpus_used",
-        "cpu_time_used_s",
-        "memory_requested_gb",
-        "memory_used_gb",
-        "walltime_requested_s",
-        "walltime_used_s",
-        "jobfs_requested_gb",
-        "jobfs_used_gb",
-    ):
-        if key in usage:
-            found[f"batch_{key}" if key.startswith("walltime") else key] = usage[key]
-    return found
 
 
 # ------------------------------------------------------------- commands
@@ -573,19 +489,17 @@ def sidecar(directory: Path, qdel: str = "qdel", poll_s: float = 5.0) -> int:
 
 def plan(profile: Path, extra_configfiles: list[str] | None = None) -> list[str]:
     """The exact qsub line of every point of the study a profile would run (dry mode)."""
-    profile_config = sweep.read_yaml(profile / "config.v8+.yaml")
-    files = [*(profile_config.get("configfiles") or ["config/sweep.yaml"]), *(extra_configfiles or [])]
-    config = sweep.load_files(*files)
-    # The profile's `config:` entries (key=value, YAML values) override the files, as in Snakemake.
-    for entry in profile_config.get("config") or []:
-        key, _, value = str(entry).partition("=")
-        config[key.strip()] = yaml.safe_load(value)
-    loaded = sweep.load(config)
-    cluster = clusters.load(config.get("cluster", "local"))
+    profile_config = read_yaml(profile / "config.v8+.yaml")
+    from ..config.files import load_files
+
+    files = [*(profile_config.get("configfiles") or [DEFAULT_SWEEP]), *(extra_configfiles or [])]
+    config = with_overrides(load_files(*files), profile_config.get("config") or [])
+    loaded = study_loader.load(config)
+    cluster = loaded.cluster
     project = cluster.project_name() or "$PROJECT"
-    results = config.get("results_dir", "results")
+    results = setting(config, "results_dir")
     lines = []
-    for point in loaded.points:
+    for point in loaded.sweep.points:
         problems = request_problems(point, cluster)
         if problems:
             lines += [f"# refused: {problem}" for problem in problems]

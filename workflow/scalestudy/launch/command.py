@@ -15,8 +15,9 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from .clusters import MpiLauncher
-from .sweep import REPO_ROOT, Point
+from ..config.clusters import MpiLauncher
+from ..model.paths import REPO_ROOT
+from ..model.point import Point
 
 
 def allocated_hosts(environ: Mapping[str, str] = os.environ) -> list[str]:

@@ -11,7 +11,7 @@ OMPI_*/NCCL_*/... variables it was given: the record of which hosts ran and the 
 that a flag set's variables reached every rank. Then it exec()s the command, so the
 app keeps this process (same pid, same environment) and nothing else changes.
 A stand-alone script (standard library only) run by path: it needs nothing on
-PYTHONPATH on the compute nodes.
+PYTHONPATH on the compute nodes. `rank_lines` reads the lines back (provenance, apps).
 """
 
 from __future__ import annotations
@@ -72,6 +72,19 @@ def report(also: tuple[str, ...] = ()) -> dict:
         "pid": os.getpid(),
         "env": seen_environment(also),
     }
+
+
+def rank_lines(log_text: str) -> list[dict]:
+    """Every rank's `scalestudy-rank {...}` line (rank, host, pid, the environment it saw)."""
+    found = []
+    prefix = RANK_PREFIX + " "
+    for line in log_text.splitlines():
+        if line.startswith(prefix):
+            try:
+                found.append(json.loads(line[len(prefix) :]))
+            except json.JSONDecodeError:
+                continue  # a line cut off (the log was truncated) is not evidence
+    return sorted(found, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
 
 
 def main(argv: list[str]) -> int:

@@ -7,27 +7,29 @@ number once a point has been retried:
 
 - a point never retried has the plain point JSON, so ok points and results made before
   this switch existed keep their records;
-- with the switch on, a failed point's record (metrics.json, stdout.log) is copied to
-  `<run dir>/attempts/` and its point JSON gains `"retry": <number of archived attempts>`:
-  new, so the point reruns;
+- with the switch on, a failed point's point JSON gains `"retry": <number of attempts
+  archived once this one is>`: new, so the point reruns; its record (metrics.json,
+  stdout.log) is copied to `<run dir>/attempts/` before any job runs (`archive`, called
+  from the workflow's `onstart`: planning the DAG writes nothing);
 - afterwards the number stays (it is counted from the attempts folder, which the rerun
   does not touch), so the next invocation, with or without the switch, sees no change.
 
 The number rides in the point JSON rather than in a param of its own because a new param
 would change the recorded params of every finished point (all would rerun once), and a
 value Snakemake does not record cannot reach batch jobs' properties.
-A dry run (`-n`) copies nothing; it shows the number the real run would use.
+A dry run (`-n`) copies nothing (Snakemake runs no `onstart` then); it shows the number
+the real run uses.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
-ATTEMPTS_DIR = "attempts"
-# The key of the retry number in a retried point's JSON (sweep.Point.from_json drops it).
-RETRY_KEY = "retry"
+from ..model.paths import ATTEMPTS, METRICS, STDOUT
+from ..model.point import RETRY_KEY
 
 
 def failed_record(metrics_path: Path) -> dict | None:
@@ -48,37 +50,37 @@ def attempt_stamp(record: dict, metrics_path: Path) -> str:
 
 def archived(run_dir: Path) -> list[Path]:
     """Earlier failed attempts of a point, oldest first."""
-    folder = run_dir / ATTEMPTS_DIR
-    return sorted(folder.glob("*.metrics.json")) if folder.is_dir() else []
+    folder = run_dir / ATTEMPTS
+    return sorted(folder.glob(f"*.{METRICS}")) if folder.is_dir() else []
 
 
-def archive(metrics_path: Path, record: dict) -> Path:
-    """Copy a failed attempt's record and log under attempts/ (once per attempt)."""
-    folder = metrics_path.parent / ATTEMPTS_DIR
-    folder.mkdir(exist_ok=True)
-    stamp = attempt_stamp(record, metrics_path)
-    target = folder / f"{stamp}.metrics.json"
-    if not target.exists():
-        log = metrics_path.parent / "stdout.log"
-        if log.is_file():
-            shutil.copy2(log, folder / f"{stamp}.stdout.log")
-        shutil.copy2(metrics_path, target)
-    return target
+def attempt_path(metrics_path: Path, record: dict) -> Path:
+    return metrics_path.parent / ATTEMPTS / f"{attempt_stamp(record, metrics_path)}.{METRICS}"
 
 
-def retry_number(metrics_path: str | Path, retry_failed: bool, dry_run: bool = False) -> int:
-    """How many failed attempts of the point are (or, in a dry run, would be) archived."""
+def planned_retry(metrics_path: str | Path, retry_failed: bool) -> tuple[int, dict | None]:
+    """The point's retry number, and the failed record still to archive (None: nothing).
+    Reads only: the archiving itself is `archive`, once the run starts."""
     metrics_path = Path(metrics_path)
     attempts = archived(metrics_path.parent)
     record = failed_record(metrics_path) if retry_failed else None
-    if record is not None:
-        planned = metrics_path.parent / ATTEMPTS_DIR / f"{attempt_stamp(record, metrics_path)}.metrics.json"
-        if not dry_run:
-            archive(metrics_path, record)
-            attempts = archived(metrics_path.parent)
-        elif planned not in attempts:
-            attempts = [*attempts, planned]
-    return len(attempts)
+    if record is not None and attempt_path(metrics_path, record) not in attempts:
+        return len(attempts) + 1, record
+    return len(attempts), None
+
+
+def archive(records: Mapping[str, dict]) -> None:
+    """Copy each failed attempt's record and log (by its metrics.json path) under attempts/."""
+    for metrics, record in records.items():
+        metrics_path = Path(metrics)
+        target = attempt_path(metrics_path, record)
+        if target.exists():
+            continue
+        target.parent.mkdir(exist_ok=True)
+        log = metrics_path.parent / STDOUT
+        if log.is_file():
+            shutil.copy2(log, target.with_name(target.name.replace(METRICS, STDOUT)))
+        shutil.copy2(metrics_path, target)
 
 
 def with_retry(point_json: str, number: int) -> str:

@@ -16,7 +16,6 @@ point asked for is missing from the proof, and `settings_proof.problems` says wh
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import subprocess
@@ -25,7 +24,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from . import rank_probe
+from ..model import rank_probe
+from ..model.rank_probe import rank_lines
 
 PROBE_PATH = str(Path(rank_probe.__file__).resolve())
 MCA_PARAMS_FILE = "mca-params.txt"
@@ -114,19 +114,6 @@ def before_run(launcher: str, env: Mapping[str, str]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- after the run
-
-
-def rank_lines(log_text: str) -> list[dict[str, Any]]:
-    """Every rank's `scalestudy-rank {...}` line (rank, host, pid, the environment it saw)."""
-    found = []
-    prefix = rank_probe.RANK_PREFIX + " "
-    for line in log_text.splitlines():
-        if line.startswith(prefix):
-            try:
-                found.append(json.loads(line[len(prefix) :]))
-            except json.JSONDecodeError:
-                continue  # a line cut off (the log was truncated) is not evidence
-    return sorted(found, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
 
 
 def registered_mca(run_dir: Path) -> dict[str, str] | None:

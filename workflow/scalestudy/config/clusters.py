@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from .sweep import MPI_FLAVOURS, REPO_ROOT, SweepError, hms_seconds, read_yaml
+from ..model.errors import SweepError
+from ..model.paths import clusters_dir
+from ..model.timefmt import hms_seconds
+from .files import read_yaml
+from .sweep import MPI_FLAVOURS
 
-# Site files may live outside the checkout (e.g. private project codes): SCALESTUDY_CLUSTERS_DIR.
-CLUSTERS_DIR = Path(os.environ.get("SCALESTUDY_CLUSTERS_DIR") or REPO_ROOT / "config" / "clusters")
 SCHEDULERS = ("none", "pbspro", "slurm")
 CHARGE_UNITS = ("core_hour", "gpu_hour")
 
@@ -219,10 +220,11 @@ def problems_of(cluster: Cluster) -> list[str]:
 
 
 def load(name: str) -> Cluster:
-    path = CLUSTERS_DIR / f"{name}.yaml"
+    directory = clusters_dir()
+    path = directory / f"{name}.yaml"
     if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in CLUSTERS_DIR.glob("*.yaml")))
-        raise SweepError([f"cluster: unknown cluster {name!r}; defined in {CLUSTERS_DIR}: {known}"])
+        known = ", ".join(sorted(p.stem for p in directory.glob("*.yaml")))
+        raise SweepError([f"cluster: unknown cluster {name!r}; defined in {directory}: {known}"])
     try:
         cluster = from_mapping(read_yaml(path))
     except (KeyError, TypeError, ValueError) as error:

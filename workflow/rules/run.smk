@@ -1,0 +1,44 @@
+# One run rule per app, made from the app registry (scalestudy.apps.APPS): every point of
+# every app is the same job, `python -m scalestudy run-point`, below once. What differs
+# per app is only which studies it matches, its conda environment (envs/<app>.yaml), the
+# site modules of the cluster file's `app_modules.<app>`, and its made inputs.
+# The results directory is written into the command, not made a param: a new param would
+# count as a changed definition of every finished point (params are a rerun trigger).
+RUN_POINT_SHELL = (
+    "PYTHONPATH={params.package:q}${{PYTHONPATH:+:$PYTHONPATH}} {params.python:q} -m scalestudy run-point"
+    " --point {params.point:q} --walltime-s {resources.walltime_s} --cluster {params.cluster:q}"
+    " --queue {resources.queue:q} --results-dir " + shell_word(LAYOUT.results) + ""
+    " --metrics {output.metrics:q} --log {log:q}"
+)
+
+for APP in APPS.values():
+    # Where jobs cannot import what the app needs (HOOMD-blue is not on PyPI), its made inputs
+    # are not planned, and every point ends `failed` at once with the reason (the runner
+    # checks again inside the job).
+    APP_MODULES = list(CLUSTER.app_modules.get(APP.name, ()))
+
+    rule:
+        name:
+            f"run_{APP.name}"
+        input:
+            run_inputs(APP) if jobs_can_import(APP.python_module, APP_MODULES) else [],
+        # launch.sh is written beside metrics.json; one declared output per job keeps big DAGs cheap.
+        output:
+            metrics=LAYOUT.metrics("{study}", "{point}"),
+        log:
+            LAYOUT.stdout("{study}", "{point}"),
+        params:
+            point=point_json,
+            cluster=CLUSTER.name,
+            package=PACKAGE_DIR,
+            python=job_python(),
+        wildcard_constraints:
+            study=study_pattern(APP.name),
+        conda:
+            APP.conda_env
+        envmodules:
+            *APP_MODULES,
+        resources:
+            **RUN_RESOURCES,
+        shell:
+            RUN_POINT_SHELL

@@ -1,0 +1,156 @@
+"""What a point asks of a batch scheduler, and what a site would refuse.
+
+One request per point, computed from the point and the cluster file; each scheduler
+backend (scalestudy.scheduler.pbs; Slurm goes through Snakemake's own plugin) writes it
+in its dialect, and the runner estimates a run's cost from it. The checks here run when
+the workflow loads, so a study the site would reject stops before anything is submitted.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from ..model.point import Point
+from ..model.timefmt import hms
+from .clusters import Cluster, Queue
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    name: str
+    queue: Queue
+    nodes: int
+    ncpus_per_node: int
+    ngpus_per_node: int
+    mem_per_node_gb: int
+    walltime_s: int
+    # What the point itself runs with: the batch walltime adds the cluster's margin.
+    point_walltime_s: int
+
+    @property
+    def ncpus(self) -> int:
+        return self.nodes * self.ncpus_per_node
+
+    @property
+    def ngpus(self) -> int:
+        return self.nodes * self.ngpus_per_node
+
+    @property
+    def mem_gb(self) -> int:
+        return self.nodes * self.mem_per_node_gb
+
+
+def job_name(point: Point) -> str:
+    """Short and meaningful in `qstat`: study, nodes and GPUs or ranks per node, MPI set,
+    NCCL set ('d' for default), repeat; e.g. litgpt-full.n2g4.no-ucx-h.d.r1."""
+
+    def short(name: str) -> str:
+        return "d" if name == "default" else name[:8]
+
+    per_node = f"g{point.gpus_per_node}" if point.gpus_per_node else f"r{point.ranks_per_node}"
+    name = (
+        f"{point.study[:16]}.n{point.nodes}{per_node}.{short(point.mpi_flag_set)}.{short(point.nccl_env_set)}"
+        f".r{point.repeat}"
+    )
+    # Names are restricted by the sweep schema already; PBS also wants no whitespace.
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
+def job_request(point: Point, cluster: Cluster) -> JobRequest:
+    queue = cluster.queue(cluster.queue_name(point.gpus_per_node, point.queue))
+    cores_used = point.ranks_per_node * point.threads_per_rank
+    if point.gpus_per_node and queue.cores_per_gpu:
+        # Queues that tie cores to GPUs (gpuvolta: 12 per GPU): ask for exactly that.
+        ncpus_per_node = queue.cores_per_gpu * point.gpus_per_node
+    elif point.gpus_per_node and queue.gpus_per_node:
+        ncpus_per_node = max(cores_used, queue.cores_per_node * point.gpus_per_node // queue.gpus_per_node)
+    else:
+        ncpus_per_node = cores_used
+    if point.nodes > 1 or ncpus_per_node >= queue.cores_per_node:
+        mem_per_node = queue.mem_per_node_gb  # whole nodes
+    elif point.gpus_per_node and queue.gpus_per_node:
+        mem_per_node = queue.mem_per_node_gb * point.gpus_per_node / queue.gpus_per_node
+    else:
+        mem_per_node = ncpus_per_node * queue.mem_per_core_gb
+    return JobRequest(
+        name=job_name(point),
+        queue=queue,
+        nodes=point.nodes,
+        ncpus_per_node=ncpus_per_node,
+        ngpus_per_node=point.gpus_per_node,
+        mem_per_node_gb=max(1, math.floor(mem_per_node)),
+        walltime_s=point.walltime_seconds + cluster.walltime_margin_s,
+        point_walltime_s=point.walltime_seconds,
+    )
+
+
+def request_problems(point: Point, cluster: Cluster) -> list[str]:
+    """What the site would reject, one line each, naming the study's keys."""
+    where = f"studies.{point.study}"
+    scale = f"at nodes={point.nodes}, " + (
+        f"gpus_per_node={point.gpus_per_node}" if point.gpus_per_node else f"ranks_per_node={point.ranks_per_node}"
+    )
+    wanted = cluster.queue_name(point.gpus_per_node, point.queue)
+    if cluster.queues and wanted not in cluster.queues:
+        return [f"{where}.queue: {wanted!r} is not a queue of {cluster.name}; allowed: {', '.join(cluster.queues)}"]
+    request = job_request(point, cluster)
+    queue = request.queue
+    problems = []
+    cores_used = point.ranks_per_node * point.threads_per_rank
+    if point.gpus_per_node > queue.gpus_per_node:
+        problems.append(
+            f"{where}.gpus_per_node: {point.gpus_per_node} GPUs per node but {cluster.name} queue {queue.name} "
+            f"nodes have {queue.gpus_per_node}"
+        )
+    if queue.cores_per_gpu and not point.gpus_per_node:
+        problems.append(
+            f"{where}: queue {queue.name} takes GPU jobs only (ncpus = {queue.cores_per_gpu} x ngpus); "
+            f"set gpus_per_node or another queue"
+        )
+    if cores_used > request.ncpus_per_node or request.ncpus_per_node > queue.cores_per_node:
+        problems.append(
+            f"{where}: {cores_used} cores per node (ranks_per_node x threads_per_rank) {scale}, but a "
+            f"{queue.name} job gets {min(request.ncpus_per_node, queue.cores_per_node)} of {queue.cores_per_node}"
+        )
+    if cluster.pbs_dialect == "gadi" and point.nodes > 1 and request.ncpus % queue.cores_per_node:
+        problems.append(
+            f"{where}: ncpus={request.ncpus} {scale} is not a multiple of {queue.cores_per_node}; Gadi "
+            f"{queue.name} jobs past one node take whole nodes (ranks_per_node x threads_per_rank = "
+            f"{queue.cores_per_node})"
+        )
+    limit = queue.max_walltime_s(request.ncpus, request.ngpus)
+    size = f"{request.ngpus} GPUs" if queue.gpus_per_node else f"{request.ncpus} ncpus"
+    if limit == 0:
+        problems.append(f"{where}: {size} {scale} is more than queue {queue.name} accepts ({queue.max_size()})")
+    elif limit is not None and request.walltime_s > limit:
+        problems.append(
+            f"{where}.walltime: {hms(request.walltime_s)} (the point's {point.walltime} + margin "
+            f"{hms(cluster.walltime_margin_s)}) is over queue {queue.name}'s limit {hms(limit)} for {size}"
+        )
+    return problems
+
+
+def sweep_problems(points: list[Point], cluster: Cluster) -> list[str]:
+    """Every distinct refusal over a study's points (points differing only in repeat or
+    sets share their request), for clusters with a batch scheduler."""
+    if cluster.scheduler == "none":
+        return []
+    problems: dict[str, None] = {}
+    for point in points:
+        problems.update(dict.fromkeys(request_problems(point, cluster)))
+    return list(problems)
+
+
+def estimated_service_units(
+    queue: Queue, ncpus: int, ngpus: int, mem_gb: float, walltime_used_s: float
+) -> float | None:
+    """Cost from the request and the queue's rate (the way Gadi charges):
+    rate x max(ncpus, mem / memory per core) x hours, or rate x ngpus x hours per GPU-hour."""
+    if queue.charge_rate is None:
+        return None
+    hours = walltime_used_s / 3600
+    if queue.charge_unit == "gpu_hour":
+        return queue.charge_rate * ngpus * hours
+    return queue.charge_rate * max(ncpus, mem_gb / queue.mem_per_core_gb) * hours

