@@ -9,5 +9,6 @@ source .venv/bin/activate
 export HF_HUB_OFFLINE=1
 ruff check .
 ruff format --check .
+lint-imports                                   # the import layers (pyproject.toml [tool.importlinter])
 snakemake --lint --profile profiles/local
 python -m pytest "$@"

@@ -7,6 +7,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).parent / "data"
 sys.path.insert(0, str(REPO / "workflow"))
+# Helpers shared by the tiers: points built by hand, the browser check, a local Slurm.
+sys.path.insert(0, str(Path(__file__).parent / "support"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
@@ -18,3 +20,11 @@ def repo() -> Path:
 @pytest.fixture
 def data_dir() -> Path:
     return DATA
+
+
+@pytest.fixture(scope="module")
+def record_page(tmp_path_factory) -> Path:
+    """The published Gadi HOOMD-blue record as a report page (index.html), made once per module."""
+    from scalestudy import published
+
+    return published.write_page(DATA / "gadi-2024-hoomd-wca-strong.csv", tmp_path_factory.mktemp("published"))

@@ -1,43 +1,18 @@
 """The molecular-dynamics apps (HOOMD-blue WCA and its LAMMPS twin): parsers on recorded
 output, command lines, MPI flavours, strong and weak scaling in the sweep."""
 
-import importlib.util
-import json
-
 import pandas as pd
 import pytest
+from points import HOSTILE, hoomd_points, md_config, point
 from scalestudy import analysis, study
 from scalestudy.apps import APPS, ParseError
 from scalestudy.apps.hoomd import parse_hoomd
 from scalestudy.apps.lammps import parse_lammps
 from scalestudy.config import clusters
-from scalestudy.config.clusters import Cluster, MpiLauncher
+from scalestudy.config.clusters import MpiLauncher
 from scalestudy.launch.command import mpirun_command
-from scalestudy.launch.runner import run_point
 from scalestudy.model.errors import SweepError
 from scalestudy.model.paths import Layout
-from test_launch import HOSTILE, point
-
-
-def md_config(app="lammps", scaling="strong", **params):
-    params = params or {"N": 4000}
-    return {
-        "mpi_flag_sets": {
-            "default": {},
-            "no-ucx": {"btl": "^ucx"},
-            "nolocal": {"flavour": "mpich", "MPIR_CVAR_NOLOCAL": 1},
-        },
-        "studies": {
-            "md": {
-                "app": app,
-                "scaling": scaling,
-                "nodes": [1, 2],
-                "ranks_per_node": [1, 2],
-                "mpi_flags": ["default"],
-                "params": params,
-            }
-        },
-    }
 
 
 def problems_of(config):
@@ -209,10 +184,6 @@ def test_hoomd_suite_line_and_broken_outputs():
         parse_hoomd("notice(2): Using domain decomposition: n_x = 1 n_y = 1 n_z = 2.\n.. warming up for 10 steps\n")
 
 
-def hoomd_points(**params):
-    return study.load(md_config(app="hoomd", **(params or {"N": 4000}))).points
-
-
 def test_hoomd_rank_commands_for_both_harnesses(tmp_path):
     point = hoomd_points(N=4000, warmup_steps=100, benchmark_steps=200, repeat=3)[-1]
     ours = APPS["hoomd"].rank_command(point, tmp_path, Layout())
@@ -242,24 +213,6 @@ def test_hoomd_initial_state_is_one_file_per_n_density_dimensions():
         "/scratch/ab12/results/assets/hoomd-wca/hard_sphere_2000_0.9_3.gsd",
         "/scratch/ab12/results/assets/hoomd-wca/hard_sphere_4000_0.9_3.gsd",
     ]
-
-
-def test_without_hoomd_a_point_fails_at_once_with_the_reason(tmp_path, monkeypatch):
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "hoomd" else real_find(name))
-    ran = tmp_path / "ran"
-    launcher = tmp_path / "mpirun"
-    launcher.write_text(f"#!/bin/sh\ntouch {ran}\n")
-    launcher.chmod(0o755)
-    cluster = Cluster("test", "none", 2, 0, 8.0, None, MpiLauncher(launcher=str(launcher)))
-    metrics = run_point(hoomd_points()[0], tmp_path / "run", cluster)
-    assert metrics["status"] == "failed"
-    assert metrics["reason"] == "hoomd not installed (use --sdm conda or a site module)"
-    assert metrics["category"] == "dependency_missing"
-    assert json.loads((tmp_path / "run/metrics.json").read_text())["reason"] == metrics["reason"]
-    assert not ran.exists()
-
-
-real_find = importlib.util.find_spec
 
 
 def test_weak_efficiency_of_md_is_per_time_step():

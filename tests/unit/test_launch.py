@@ -1,45 +1,10 @@
 """Launcher command lines: exact arguments, hostile values stay one argument."""
 
-import json
-import subprocess
-import sys
-import textwrap
-
+from points import HOSTILE, point
 from scalestudy.apps import APPS
 from scalestudy.config.clusters import MpiLauncher
-from scalestudy.launch.command import allocated_hosts, launch_script, mpirun_command
+from scalestudy.launch.command import allocated_hosts, mpirun_command
 from scalestudy.model.paths import Layout
-from scalestudy.model.point import Point
-
-HOSTILE = "'; rm -rf ~"
-
-
-def point(**changes):
-    values = dict(
-        study="s",
-        app="litgpt",
-        scaling="strong",
-        nodes=2,
-        ranks_per_node=4,
-        gpus_per_node=4,
-        threads_per_rank=1,
-        mpi_flag_set="hostile",
-        nccl_env_set="no-ib",
-        repeat=1,
-        walltime="00:10:00",
-        params={
-            "method": "full",
-            "checkpoint_dir": "/ckpt",
-            "data_path": "/d.json",
-            "max_steps": 20,
-            "global_batch_size": 16,
-            "micro_batch_size": 2,
-        },
-        mpi_flags={"btl": "^ucx", "coll_hcoll_enable": HOSTILE},
-        nccl_env={"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "$(touch /tmp/pwned)"},
-    )
-    values.update(changes)
-    return Point(**values)
 
 
 def test_mpirun_command_is_exact():
@@ -72,25 +37,6 @@ def test_hosts_come_from_the_pbs_nodefile_once_each(tmp_path):
 def test_threads_per_rank_reserve_cores():
     argv = mpirun_command(point(threads_per_rank=12), ["a"], {}, MpiLauncher())
     assert argv[argv.index("--map-by") + 1] == "ppr:4:node:PE=12"
-
-
-def test_launch_script_gives_bash_the_same_arguments(tmp_path):
-    """Run launch.sh with real bash; a stand-in launcher records the argv it received."""
-    recorder = tmp_path / "record-argv"
-    recorder.write_text(
-        textwrap.dedent(f"""\
-        #!{sys.executable}
-        import json, sys
-        open({str(tmp_path / "argv.json")!r}, "w").write(json.dumps(sys.argv[1:]))
-        """)
-    )
-    recorder.chmod(0o755)
-    argv = mpirun_command(point(), ["python", HOSTILE], {}, MpiLauncher(launcher=str(recorder)))
-    script = tmp_path / "launch.sh"
-    script.write_text(launch_script(argv))
-    subprocess.run(["bash", str(script)], check=True, cwd=tmp_path)
-    assert json.loads((tmp_path / "argv.json").read_text()) == argv[1:]
-    assert not (tmp_path / "pwned").exists()
 
 
 def test_litgpt_rank_command(tmp_path):

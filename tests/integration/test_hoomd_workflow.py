@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 HOOMD = importlib.util.find_spec("hoomd") is not None
 SHARED_N = 1000
 STEPS = {"warmup_steps": 100, "benchmark_steps": 500, "repeat": 2}

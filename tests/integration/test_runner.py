@@ -4,10 +4,10 @@ import json
 import sys
 import textwrap
 
+from points import point
 from scalestudy.config.clusters import Cluster, MpiLauncher
 from scalestudy.launch import runner
 from scalestudy.launch.runner import run_point
-from test_launch import point
 
 
 def cluster_with(launcher: str) -> Cluster:

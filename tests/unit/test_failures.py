@@ -5,9 +5,9 @@ are in test_faults.py."""
 import json
 
 import pytest
+from points import point
 from scalestudy.launch.failures import CATEGORIES, classify
 from scalestudy.launch.runner import record_lost_job
-from test_launch import point
 
 CASES = [
     # exit code, killed_for, log, scheduler record, category

@@ -1,7 +1,7 @@
 """Proof that settings took effect, from rank lines and Open MPI's parameter record."""
 
+from points import point
 from scalestudy.launch.provenance import loaded_modules, rank_lines, settings_proof
-from test_launch import point
 
 
 def rank(number, host="n1", **env):
@@ -51,22 +51,3 @@ def test_an_environment_flag_set_must_reach_every_rank():
     assert settings_proof(p, seen, None, "mpich")["verified"] is True
     lost = settings_proof(p, [seen[0], rank(1)], None, "mpich")
     assert lost["problems"] == ["MPIR_CVAR_NOLOCAL=1: rank 1 on n1 saw None"]
-
-
-def test_the_probe_reports_the_variables_it_is_asked_for(tmp_path):
-    import json
-    import os
-    import subprocess
-    import sys
-
-    from scalestudy.launch.provenance import probed_command
-
-    argv = probed_command([sys.executable, "-c", "print('app ran')"], sys.executable, ["MY_FLAG"])
-    env = {**os.environ, "MY_FLAG": "x y", "NCCL_IB_DISABLE": "1", "UNRELATED": "z", "OMPI_COMM_WORLD_RANK": "3"}
-    out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout.splitlines()
-    line = json.loads(out[0].removeprefix("scalestudy-rank "))
-    assert line["rank"] == 3 and line["env"]["MY_FLAG"] == "x y" and line["env"]["NCCL_IB_DISABLE"] == "1"
-    assert "UNRELATED" not in line["env"]
-    assert out[1:] == ["app ran"]
-    missing = subprocess.run(probed_command(["/no/such/app"], sys.executable), capture_output=True, text=True)
-    assert missing.returncode == 127 and "scalestudy-rank: cannot run /no/such/app" in missing.stdout

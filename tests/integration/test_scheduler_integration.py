@@ -21,7 +21,7 @@ import pytest
 import yaml
 from local_slurm import LocalSlurm, unavailable_reason
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.e2e
 

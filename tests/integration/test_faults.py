@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
+from points import pingpong_point
 from scalestudy.config.clusters import Cluster, MpiLauncher
 from scalestudy.launch import runner
 from scalestudy.launch.provenance import rank_lines
 from scalestudy.launch.runner import run_point
-from test_pingpong import pingpong_point
 
 MPIRUN = str(Path(sys.executable).parent / "mpirun")
 LONG = {"iterations": 10**8, "warmup": 0, "max_bytes": 64}
