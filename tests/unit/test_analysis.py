@@ -209,7 +209,28 @@ def test_the_published_gadi_hoomd_table_is_regenerated(data_dir):
     assert compared["rate_speedup"].iloc[-1] == pytest.approx(15.2, abs=0.01)
     assert compared["rate_parallel_efficiency"].iloc[-1] == pytest.approx(0.475, abs=0.001)
     notes = " ".join(published.why_they_disagree(compared))
-    assert "not time-stepping" in notes and "10,000/320,000 at 32 node(s)" in notes
+    assert "10,000/320,000 at 32 node(s)" in notes
+    # Its walltimes are minutes:seconds (one H:M:S reading everywhere): 0:55 is 55 s, and the
+    # record contradicts itself instead of explaining the gap away.
+    assert compared["walltime_used_s"].iloc[0] == 55
+    assert not compared["consistent"].any()
+    assert "120,000 steps at 423 steps/s take 284 s, more than the 55 s of walltime used" in notes
+    assert "contradicts itself at 6 of 6 scales" in notes and "not time-stepping" not in notes
+
+
+def test_a_consistent_record_is_explained_by_its_start_up(tmp_path):
+    from scalestudy import published
+
+    record = tmp_path / "consistent.csv"
+    record.write_text(
+        "nodes,cores_per_node,warmup_steps,benchmark_steps,steps_per_s,walltime_used\n"
+        "1,48,40000,80000,423,10:00\n2,48,40000,80000,1058,04:00\n"
+    )
+    runs = published.read_record(record)
+    compared = published.comparison(runs, published.record_scaling(runs))
+    assert compared["consistent"].all() and compared["walltime_used_s"].tolist() == [600, 240]
+    notes = " ".join(published.why_they_disagree(compared))
+    assert "not time-stepping" in notes and "284 s of 600 s (47%)" in notes and "contradicts" not in notes
 
 
 def test_the_sites_usage_record_replaces_the_estimated_cost(tmp_path, data_dir):

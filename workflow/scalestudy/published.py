@@ -2,11 +2,17 @@
 and report code as a study run here, and say where its figures and ours differ.
 
 A record is a CSV (lines starting with '#' are notes) with one row per run:
-nodes, cores_per_node, steps_per_s, walltime_used (h:mm or h:mm:ss), and optional
+nodes, cores_per_node, steps_per_s, walltime_used (as PBS prints it: hh:mm:ss, or mm:ss
+for short jobs; read by scalestudy.model.timefmt, so '0:55' is 55 s), and optional
 memory_used_gb, warmup_steps, benchmark_steps. Published HPC tables often give a
 "speedup" from the whole job's wall time and an "efficiency" that is that speedup
 divided by total cores; the benchmark's own rate tells a different story when the
 job's wall time is mostly start-up, or when the work per run changes with scale.
+
+A record is checked against itself first: a job cannot time-step for longer than it ran,
+so (warm-up + benchmark steps) / steps/s must not exceed the walltime used. Where it
+does, the steps/s and walltime columns cannot come from the same runs, and the page says
+so instead of explaining the gap between them.
 """
 
 from __future__ import annotations
@@ -19,22 +25,14 @@ from .analysis import scaling
 from .apps import APPS
 from .model.metrics import WALLTIME_USED, metric
 from .model.paths import PLOT_KINDS
+from .model.timefmt import hms_seconds
 from .plots import plot_study
-from .report import Bullets, Heading, Para, Table, definition_blocks, fmt, hms, study_blocks
+from .report import Bullets, Heading, Para, Table, definition_blocks, duration, fmt, study_blocks
 from .report import write_page as write_report_page
 
 APP = "hoomd"
 # The figure as the app declares it (a per-step rate: weak efficiency compares it as is).
 STEPS_PER_S = metric(APPS[APP].primary_metric)
-
-
-def seconds(text: str) -> float:
-    """'0:55' (h:mm) or '0:55:10' (h:mm:ss) -> seconds."""
-    parts = [int(p) for p in str(text).split(":")]
-    if len(parts) == 2:
-        parts.append(0)
-    hours, minutes, secs = parts
-    return float(hours * 3600 + minutes * 60 + secs)
 
 
 def read_record(path: str | Path, study: str | None = None) -> pd.DataFrame:
@@ -58,7 +56,7 @@ def read_record(path: str | Path, study: str | None = None) -> pd.DataFrame:
             "status": "ok",
             "reason": "",
             "steps_per_s": record["steps_per_s"].astype(float),
-            "walltime_used_s": record["walltime_used"].map(seconds),
+            "walltime_used_s": record["walltime_used"].map(hms_seconds).astype(float),
             "cores_allocated": record["nodes"] * record["cores_per_node"],
             "gpus_allocated": 0,
         }
@@ -98,6 +96,8 @@ def comparison(runs: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
         # Warm-up runs at about the measured rate; the rest of the job is start-up, set-up and I/O.
         out["stepping_s"] = steps / out["steps_per_s"]
         out["stepping_share"] = out["stepping_s"] / out["walltime_used_s"]
+        # A job cannot time-step for longer than it ran.
+        out["consistent"] = out["stepping_s"] <= out["walltime_used_s"]
     if "memory_used_gb" in runs.columns:
         out["memory_used_gb"] = by_nodes["memory_used_gb"].reindex(out["nodes"]).to_numpy()
     return out
@@ -114,13 +114,29 @@ def why_they_disagree(compared: pd.DataFrame) -> list[str]:
     )
     if "stepping_share" in compared.columns:
         first = compared.iloc[0]
-        notes.append(
-            "The wall time is mostly not time-stepping: warm-up + benchmark steps at the measured rate take "
-            f"{first['stepping_s']:.0f} s of {first['walltime_used_s']:.0f} s ({first['stepping_share']:.0%}) at "
-            f"{int(first['nodes'])} node(s) and {last['stepping_s']:.0f} s of {last['walltime_used_s']:.0f} s "
-            f"({last['stepping_share']:.0%}) at {int(last['nodes'])}; the rest (start-up, initial state, I/O) "
-            "does not shrink with nodes, so the wall-time speedup flattens."
-        )
+        impossible = compared[~compared["consistent"]]
+        if not impossible.empty:
+            # The columns disagree with each other: no explanation of the gap can rest on both.
+            cases = "; ".join(
+                f"{int(r['nodes'])} node(s): {int(r['warmup_steps'] + r['benchmark_steps']):,} steps at "
+                f"{r['steps_per_s']:,.0f} steps/s take {r['stepping_s']:.0f} s, more than the "
+                f"{r['walltime_used_s']:.0f} s of walltime used"
+                for _, r in impossible.iterrows()
+            )
+            notes.append(
+                f"The record contradicts itself at {len(impossible)} of {len(compared)} scales ({cases}). "
+                "A job cannot time-step for longer than it ran, so its steps/s and walltime columns cannot come "
+                "from the same runs: the wall-time speedup says nothing about the steps/s one, and this page does "
+                "not explain the gap between them."
+            )
+        else:
+            notes.append(
+                "The wall time is mostly not time-stepping: warm-up + benchmark steps at the measured rate take "
+                f"{first['stepping_s']:.0f} s of {first['walltime_used_s']:.0f} s ({first['stepping_share']:.0%}) "
+                f"at {int(first['nodes'])} node(s) and {last['stepping_s']:.0f} s of {last['walltime_used_s']:.0f} s"
+                f" ({last['stepping_share']:.0%}) at {int(last['nodes'])}; the rest (start-up, initial state, I/O) "
+                "does not shrink with nodes, so the wall-time speedup flattens."
+            )
         work = compared[["warmup_steps", "benchmark_steps"]].drop_duplicates()
         if len(work) > 1:
             changes = [
@@ -152,20 +168,22 @@ def comparison_table(compared: pd.DataFrame) -> Table:
     def cell(value, digits=3):
         return fmt(value, digits)
 
-    headers = ["nodes", "cores", "memory used (GB)", "walltime used (h:mm:ss)", "steps/s (n=1)",
+    headers = ["nodes", "cores", "memory used (GB)", "walltime used (hh:mm:ss)", "steps/s (n=1)",
                "published: wall-time speedup", "published: 'efficiency' = S/cores",
                "steps/s speedup S", "parallel efficiency S·p0/p", "warm-up / benchmark steps",
-               "time-stepping share of wall time"]  # fmt: skip
+               "time-stepping share of wall time (steps ÷ steps/s ÷ walltime; > 100%: impossible)"]  # fmt: skip
     rows = []
     for _, r in compared.iterrows():
         steps = f"{int(r['warmup_steps']):,} / {int(r['benchmark_steps']):,}" if "warmup_steps" in r else "–"
-        share = f"{r['stepping_share']:.0%}" if "stepping_share" in r else "–"
+        share = "–"
+        if "stepping_share" in r:
+            share = f"{r['stepping_share']:.0%}" + ("" if r["consistent"] else " (impossible)")
         rows.append(
             [
                 cell(r["nodes"]),
                 cell(r["cores"]),
                 cell(r.get("memory_used_gb"), 4),
-                hms(r["walltime_used_s"]),
+                duration(r["walltime_used_s"]),
                 cell(r["steps_per_s"]),
                 f"{r['walltime_speedup']:.2f}",
                 f"{r['walltime_speedup_per_core']:.3f}",

@@ -19,6 +19,7 @@ import pandas as pd
 from .analysis import DEFINITIONS, GOOD_EFFICIENCY, STATUS_PENDING, read_table
 from .model.paths import PLOT_KINDS
 from .model.steplog import step_log
+from .model.timefmt import hms
 from .plots import primary_table
 
 STYLE = """
@@ -167,11 +168,9 @@ def fmt(value, digits: int = 3) -> str:
     return str(value)
 
 
-def hms(seconds) -> str:
-    if missing(seconds):
-        return "–"
-    seconds = round(float(seconds))
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+def duration(seconds) -> str:
+    """A wall time in the one H:M:S form (scalestudy.model.timefmt), or – when unknown."""
+    return "–" if missing(seconds) else hms(seconds)
 
 
 def mean_ci(row) -> str:
@@ -258,7 +257,7 @@ def hpc_table(table: pd.DataFrame) -> Table:
         if column in table.columns and table[column].notna().any():
             columns.append((name, lambda r, c=column: fmt(get(r, c), 4)))
     if "walltime_used_s" in table.columns:
-        columns.append(("walltime used (h:mm:ss)", lambda r: hms(get(r, "walltime_used_s"))))
+        columns.append(("walltime used (hh:mm:ss)", lambda r: duration(get(r, "walltime_used_s"))))
     columns.append((f"{table['metric_label'].iloc[0]} [{unit}] mean ± 95% CI (n)", mean_ci))
     if weak:
         columns += [
