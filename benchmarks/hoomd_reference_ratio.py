@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
 from scalestudy.apps.hoomd import parse_hoomd  # noqa: E402
+from scalestudy.model.paths import Layout  # noqa: E402
 
 
 def reference(harness_dir: Path, ranks: int, particles: int, warmup: int, steps: int) -> float:
@@ -40,7 +41,7 @@ def reference(harness_dir: Path, ranks: int, particles: int, warmup: int, steps:
 
 
 def workflow(workdir: Path, ranks: int) -> float:
-    target = f"results/ratio/runs/nodes1-rpn{ranks}/mpi-default/nccl-default/rep1/metrics.json"
+    target = Layout("results").metrics("ratio", f"nodes1-rpn{ranks}/mpi-default/nccl-default/rep1")
     configs = [str(REPO / "config/sweep.yaml"), str(REPO / "config/local.yaml"), str(workdir / "ratio.yaml")]
     command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
                "--profile", str(REPO / "profiles/local"), target, "--forcerun", target,

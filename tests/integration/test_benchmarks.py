@@ -1,0 +1,32 @@
+"""Every benchmark still runs on a fresh clone (one broke silently once when apps were
+added): each is run small here, and must print its figure and its ratio."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def benchmark(name: str, *args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, str(REPO / "benchmarks" / name), *args]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def test_planning_overhead_runs_and_prints_its_ratio():
+    run = benchmark("overhead.py", "--only", "b", "--points", "200", "--repeats", "1")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "(b) dry run of 200 points" in run.stdout and "(b) ratio " in run.stdout
+
+
+def test_qstat_per_round_runs_and_prints_its_ratio():
+    run = benchmark("qstat_per_round.py", "--jobs", "5", "--rounds", "2", "--seconds-between-rounds", "2.5")
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert "worst round: 1 qstat" in run.stdout and "ratio to the default" in run.stdout
+
+
+def test_hoomd_reference_ratio_starts():
+    # It needs HOOMD-blue and the reference harness to measure; its imports and options must hold.
+    run = benchmark("hoomd_reference_ratio.py", "--help")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "--harness-dir" in run.stdout
