@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
+import sweeps
 from points import pingpong_point
 from scalestudy.config import clusters
 from scalestudy.launch.provenance import rank_lines
@@ -25,22 +25,7 @@ def test_real_two_rank_run_is_ok_and_the_ranks_saw_the_settings(tmp_path):
 
 @pytest.mark.e2e
 def test_snakemake_runs_a_pingpong_study(tmp_path, repo):
-    sweep = {
-        "cluster": "local",
-        "results_dir": str(tmp_path / "results"),
-        "mpi_flag_sets": {"tcp": {"btl": "self,tcp"}},
-        "studies": {
-            "pp": {
-                "app": "pingpong",
-                "nodes": [1],
-                "ranks_per_node": [2],
-                "mpi_flags": ["default", "tcp"],
-                "walltime": "00:01:00",
-                "params": {"iterations": 50, "warmup": 10, "max_bytes": 4096},
-            }
-        },
-    }
-    (tmp_path / "pp.yaml").write_text(yaml.safe_dump(sweep))
+    sweeps.write(sweeps.sweep("pingpong-tcp", results_dir=str(tmp_path / "results")), tmp_path / "pp.yaml")
     command = [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "--directory", str(tmp_path),
                "--profile", str(repo / "profiles/local"), "--configfile", str(tmp_path / "pp.yaml")]  # fmt: skip
     run = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
+import sweeps
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,18 +43,7 @@ def test_the_shipped_local_sweep_plans_every_input_under_results_elsewhere(tmp_p
 
 def test_real_points_run_and_report_in_results_elsewhere(tmp_path):
     results = tmp_path / "scratch" / "results"
-    sweep = {
-        "cluster": "local",
-        "results_dir": str(results),
-        "studies": {
-            "pp": {"app": "pingpong", "nodes": [1], "ranks_per_node": [2], "walltime": "00:01:00",
-                   "params": {"iterations": 20, "warmup": 5, "max_bytes": 1024}},
-            "md": {"app": "lammps", "nodes": [1], "ranks_per_node": [1], "walltime": "00:02:00",
-                   "params": {"N": 500, "warmup_steps": 50, "benchmark_steps": 100,
-                              "executable": ".venv-lammps/bin/lmp"}},
-        },
-    }  # fmt: skip
-    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(sweep))
+    sweeps.write(sweeps.sweep("pingpong-tcp", "lammps-tiny", results_dir=str(results)), tmp_path / "sweep.yaml")
     work = tmp_path / "work"
     run = snakemake(
         "--profile", str(REPO / "profiles/local"), "--directory", str(work),
@@ -62,6 +51,6 @@ def test_real_points_run_and_report_in_results_elsewhere(tmp_path):
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     records = [json.loads(p.read_text()) for p in sorted(results.glob("*/runs/**/metrics.json"))]
-    assert [(r["point"]["study"], r["status"]) for r in records] == [("md", "ok"), ("pp", "ok")]
+    assert [(r["point"]["study"], r["status"]) for r in records] == [("md", "ok"), ("pp", "ok"), ("pp", "ok")]
     assert (results / "report" / "index.html").is_file()
     assert not (work / "results").exists() and not (REPO / "results" / "pp").exists()

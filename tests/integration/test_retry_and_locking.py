@@ -9,26 +9,18 @@ import time
 from pathlib import Path
 
 import pytest
+import sweeps
 import yaml
 
 pytestmark = pytest.mark.e2e
 
-QUICK = {"iterations": 50, "warmup": 10, "max_bytes": 4096}
-
 
 def sweep(tmp_path: Path, slow_walltime: str = "00:00:02") -> dict:
-    return {
-        "cluster": "local",
-        "results_dir": str(tmp_path / "results"),
-        "mpi_flag_sets": {"tcp": {"btl": "self,tcp"}},
-        "studies": {
-            "pp": {"app": "pingpong", "nodes": [1], "ranks_per_node": [2], "mpi_flags": ["default", "tcp"],
-                   "walltime": "00:01:00", "params": QUICK},
-            # Runs far longer than its walltime: stopped and recorded as failed.
-            "pp-slow": {"app": "pingpong", "nodes": [1], "ranks_per_node": [2], "walltime": slow_walltime,
-                        "params": {"iterations": 10**8, "warmup": 0, "max_bytes": 64}},
-        },
-    }  # fmt: skip
+    config = sweeps.sweep("pingpong-tcp", results_dir=str(tmp_path / "results"))
+    # Runs far longer than its walltime: stopped and recorded as failed.
+    config["studies"]["pp-slow"] = {"app": "pingpong", "nodes": [1], "ranks_per_node": [2], "walltime": slow_walltime,
+                                    "params": {"iterations": 10**8, "warmup": 0, "max_bytes": 64}}  # fmt: skip
+    return config
 
 
 def snakemake_command(repo: Path, workdir: Path, *args: str) -> list[str]:
