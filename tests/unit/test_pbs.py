@@ -11,7 +11,7 @@ import pytest
 from scalestudy.config import clusters
 from scalestudy.config.requests import estimated_service_units, job_request, request_problems, sweep_problems
 from scalestudy.model.point import Point
-from scalestudy.scheduler import pbs
+from scalestudy.scheduler.pbs import cache, sidecar, status, submit
 
 
 def point(nodes, *, study="hoomd-wca", app="hoomd", ranks_per_node=48, gpus_per_node=0, walltime="00:10:00", **more):
@@ -40,7 +40,7 @@ def gpu_point(nodes, **more):
 def qsub_line(p, cluster_name):
     cluster = clusters.load(cluster_name)
     assert request_problems(p, cluster) == []
-    argv = pbs.qsub_command(job_request(p, cluster), cluster, project="ab12", log_path="LOG")
+    argv = submit.qsub_command(job_request(p, cluster), cluster, project="ab12", log_path="LOG")
     return " ".join(argv)
 
 
@@ -178,7 +178,7 @@ def test_estimated_service_units_follow_gadi_charging():
 
 
 def test_qstat_json_states(data_dir):
-    states = pbs.states_from_json((data_dir / "pbs" / "qstat-x-f-F-json.json").read_text())
+    states = status.states_from_json((data_dir / "pbs" / "qstat-x-f-F-json.json").read_text())
     verdicts = {job: state.verdict()[0] for job, state in states.items()}
     assert verdicts == {
         "117204931.gadi-pbs": "running",  # queued
@@ -193,7 +193,7 @@ def test_qstat_json_states(data_dir):
 
 def test_qstat_text_states_of_torque_style_qstat():
     text = "Job Id:\t4\n\tJob_Name = t\n\tjob_state = C\n\tqueue = debug\nJob Id: 5\n    job_state = R\n"
-    states = pbs.states_from_text(text)
+    states = status.states_from_text(text)
     assert states["4"].verdict()[0] == "success" and states["5"].verdict()[0] == "running"
 
 
@@ -220,26 +220,26 @@ def fake_qstat(tmp_path, data_dir, calls_file):
 def test_status_words_and_unknown_job(tmp_path, data_dir):
     calls = tmp_path / "calls"
     qstat = fake_qstat(tmp_path, data_dir, calls)
-    cache = tmp_path / "cache"
+    directory = tmp_path / "cache"
     for job in ["117204931.gadi-pbs", "117204933.gadi-pbs", "117204935.gadi-pbs", "999.gadi-pbs"]:
-        pbs.register(cache, job)
-    words = [pbs.status(job, cache, qstat) for job in ["117204931.gadi-pbs", "117204933.gadi-pbs"]]
+        cache.register(directory, job)
+    words = [status.status(job, directory, qstat) for job in ["117204931.gadi-pbs", "117204933.gadi-pbs"]]
     assert words == ["running", "success"]
     # Unknown to the server: "running" during a grace period, then given up.
-    assert pbs.status("999.gadi-pbs", cache, qstat) == "running"
-    entries = [json.loads(line) for line in (cache / "jobs.jsonl").read_text().splitlines()]
+    assert status.status("999.gadi-pbs", directory, qstat) == "running"
+    entries = [json.loads(line) for line in (directory / "jobs.jsonl").read_text().splitlines()]
     for entry in entries:
-        entry["submitted"] -= 2 * pbs.UNKNOWN_GRACE_S
-    (cache / "jobs.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
-    assert pbs.status("999.gadi-pbs", cache, qstat) == "failed"
+        entry["submitted"] -= 2 * status.UNKNOWN_GRACE_S
+    (directory / "jobs.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
+    assert status.status("999.gadi-pbs", directory, qstat) == "failed"
 
 
 def test_killed_job_without_metrics_becomes_failed_data(tmp_path, data_dir):
     qstat = fake_qstat(tmp_path, data_dir, tmp_path / "calls")
-    cache, metrics = tmp_path / "cache", tmp_path / "run" / "metrics.json"
+    directory, metrics = tmp_path / "cache", tmp_path / "run" / "metrics.json"
     p = point(4)
-    pbs.register(cache, "117204935.gadi-pbs", metrics=str(metrics), point=p.to_json(), walltime_s=600)
-    assert pbs.status("117204935.gadi-pbs", cache, qstat) == "success"
+    cache.register(directory, "117204935.gadi-pbs", metrics=str(metrics), point=p.to_json(), walltime_s=600)
+    assert status.status("117204935.gadi-pbs", directory, qstat) == "success"
     record = json.loads(metrics.read_text())
     assert record["status"] == "failed" and record["point"]["nodes"] == 4
     assert "Exit_status -29: killed: walltime over the limit" in record["reason"]
@@ -250,7 +250,7 @@ def test_transient_qstat_failure_answers_running(tmp_path):
     broken.write_text("#!/bin/sh\necho 'pbs_iff: cannot connect to host' >&2\nexit 2\n")
     broken.chmod(0o755)
     messages = []
-    assert pbs.status("1.server", tmp_path / "cache", str(broken), messages.append) == "running"
+    assert status.status("1.server", tmp_path / "cache", str(broken), messages.append) == "running"
     assert "qstat failed" in messages[0]
 
 
@@ -270,17 +270,17 @@ def test_status_command_prints_exactly_one_word(tmp_path, data_dir, repo):
 def test_one_qstat_per_polling_round_for_50_jobs(tmp_path, data_dir):
     calls = tmp_path / "calls"
     qstat = fake_qstat(tmp_path, data_dir, calls)
-    cache = tmp_path / "cache"
+    directory = tmp_path / "cache"
     jobs = [f"{117300000 + i}.gadi-pbs" for i in range(50)]
     for job in jobs:
-        pbs.register(cache, job)
+        cache.register(directory, job)
     rounds = 3
     for _ in range(rounds):
-        pbs.MIN_REFRESH_S, saved = 0.0, pbs.MIN_REFRESH_S
+        status.MIN_REFRESH_S, saved = 0.0, status.MIN_REFRESH_S
         try:
-            assert {pbs.status(job, cache, qstat) for job in jobs} == {"running"}
+            assert {status.status(job, directory, qstat) for job in jobs} == {"running"}
         finally:
-            pbs.MIN_REFRESH_S = saved
+            status.MIN_REFRESH_S = saved
     invocations = calls.read_text().splitlines()
     assert len(invocations) == rounds
     assert all(len(line.split()) == 4 + 50 for line in invocations)  # -x -f -F json + every job
@@ -289,46 +289,46 @@ def test_one_qstat_per_polling_round_for_50_jobs(tmp_path, data_dir):
 def test_sidecar_deletes_only_the_unfinished_jobs_of_its_own_run_when_terminated(tmp_path, repo):
     """Snakemake empties its list of active jobs during each status round, so a Ctrl-C there
     cancels nothing; the sidecar deletes what is left when Snakemake terminates it."""
-    cache, calls = tmp_path / "cache", tmp_path / "qdel-calls"
+    directory, calls = tmp_path / "cache", tmp_path / "qdel-calls"
     qdel = tmp_path / "qdel"
     qdel.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
     qdel.chmod(0o755)
-    env = {**os.environ, "SCALESTUDY_PBS_CACHE": str(cache), "SCALESTUDY_QDEL": str(qdel)}
-    sidecar = subprocess.Popen(
+    env = {**os.environ, "SCALESTUDY_PBS_CACHE": str(directory), "SCALESTUDY_QDEL": str(qdel)}
+    process = subprocess.Popen(
         [str(repo / "profiles/pbs/sidecar")],
         env={**env, "SCALESTUDY_PYTHON": os.sys.executable},
         stdout=subprocess.PIPE,
         text=True,
     )
-    run = sidecar.stdout.readline().strip()
+    run = process.stdout.readline().strip()
     assert len(run) == 32
     done = tmp_path / "done.json"
     done.write_text("{}")
-    pbs.register(cache, "1.pbs", run=run, metrics=str(tmp_path / "missing.json"))  # running: delete
-    pbs.register(cache, "2.pbs", run=run, metrics=str(done))  # wrote its record: keep
-    pbs.register(cache, "3.pbs", run="another-run")  # another Snakemake's job: keep
-    pbs.register(cache, "4.pbs", run=run)  # finished, as the status command saw: keep
-    pbs.register(cache, "5.pbs", run=run)  # the cancel command already deleted it: keep
-    pbs.register(cache, "6.pbs", run=run)  # queued, never polled yet: delete
-    pbs.save_cache(cache, {"refreshed": 0.0, "jobs": {"4.pbs": {"state": "F"}, "1.pbs": {"state": "R"}}})
-    (cache / pbs.CANCELLED).write_text("5.pbs\n")
-    sidecar.send_signal(signal.SIGINT)  # Ctrl-C reaches the whole process group: not the moment
+    cache.register(directory, "1.pbs", run=run, metrics=str(tmp_path / "missing.json"))  # running: delete
+    cache.register(directory, "2.pbs", run=run, metrics=str(done))  # wrote its record: keep
+    cache.register(directory, "3.pbs", run="another-run")  # another Snakemake's job: keep
+    cache.register(directory, "4.pbs", run=run)  # finished, as the status command saw: keep
+    cache.register(directory, "5.pbs", run=run)  # the cancel command already deleted it: keep
+    cache.register(directory, "6.pbs", run=run)  # queued, never polled yet: delete
+    cache.save_states(directory, {"refreshed": 0.0, "jobs": {"4.pbs": {"state": "F"}, "1.pbs": {"state": "R"}}})
+    (directory / cache.CANCELLED).write_text("5.pbs\n")
+    process.send_signal(signal.SIGINT)  # Ctrl-C reaches the whole process group: not the moment
     with pytest.raises(subprocess.TimeoutExpired):
-        sidecar.wait(timeout=1)
-    sidecar.terminate()
-    assert sidecar.wait(timeout=30) == 0
+        process.wait(timeout=1)
+    process.terminate()
+    assert process.wait(timeout=30) == 0
     assert calls.read_text().split() == ["1.pbs", "6.pbs"]
-    assert "sidecar: qdel 1.pbs 6.pbs" in (cache / pbs.QDEL_LOG).read_text()
+    assert "sidecar: qdel 1.pbs 6.pbs" in (directory / cache.QDEL_LOG).read_text()
 
 
 def test_sidecar_after_a_normal_end_deletes_nothing(tmp_path):
-    cache = tmp_path / "cache"
+    directory = tmp_path / "cache"
     done = tmp_path / "metrics.json"
     done.write_text("{}")
-    pbs.register(cache, "1.pbs", run="r", metrics=str(done))
-    pbs.register(cache, "2.pbs", run="r")  # a job without metrics.json (e.g. the initial state)
-    pbs.save_cache(cache, {"refreshed": 0.0, "jobs": {"1.pbs": {"state": "F"}, "2.pbs": {"state": "F"}}})
-    assert pbs.unfinished_jobs(cache, "r") == []
+    cache.register(directory, "1.pbs", run="r", metrics=str(done))
+    cache.register(directory, "2.pbs", run="r")  # a job without metrics.json (e.g. the initial state)
+    cache.save_states(directory, {"refreshed": 0.0, "jobs": {"1.pbs": {"state": "F"}, "2.pbs": {"state": "F"}}})
+    assert sidecar.unfinished_jobs(directory, "r") == []
 
 
 def test_site_environment_quotes_config_values_for_the_job_shell():
@@ -336,7 +336,7 @@ def test_site_environment_quotes_config_values_for_the_job_shell():
         {"name": "x", "cores_per_node": 2, "mem_per_node_gb": 4, "modules": ["openmpi/4.1.5", "a b"],
          "job_env": {"HF_HUB_OFFLINE": "1", "NOTE": "$(touch /tmp/pwned) `id`"}}
     )  # fmt: skip
-    lines = pbs.site_environment(cluster).splitlines()
+    lines = submit.site_environment(cluster).splitlines()
     assert lines[1:] == [
         "module load openmpi/4.1.5 'a b'",
         "export HF_HUB_OFFLINE=1",
