@@ -10,8 +10,10 @@ import subprocess
 import pytest
 from scalestudy.config import clusters
 from scalestudy.config.requests import estimated_service_units, job_request, request_problems, sweep_problems
+from scalestudy.model.errors import SweepError
 from scalestudy.model.point import Point
-from scalestudy.scheduler.pbs import cache, sidecar, status, submit
+from scalestudy.scheduler import site
+from scalestudy.scheduler.pbs import cache, dialects, sidecar, status, submit
 
 
 def point(nodes, *, study="hoomd-wca", app="hoomd", ranks_per_node=48, gpus_per_node=0, walltime="00:10:00", **more):
@@ -37,9 +39,14 @@ def gpu_point(nodes, **more):
     return point(nodes, study="litgpt-full", app="litgpt", **more)
 
 
+def refusals(p, cluster):
+    """What the submit command and the study loader refuse: the queue's limits and the dialect's rules."""
+    return request_problems(p, cluster, dialects.site_rules(cluster))
+
+
 def qsub_line(p, cluster_name):
     cluster = clusters.load(cluster_name)
-    assert request_problems(p, cluster) == []
+    assert refusals(p, cluster) == []
     argv = submit.qsub_command(job_request(p, cluster), cluster, project="ab12", log_path="LOG")
     return " ".join(argv)
 
@@ -74,7 +81,7 @@ def test_gadi_gpuvolta_qsub_line_ties_12_cores_to_each_gpu(nodes, resources):
 
 
 def test_gadi_gpuvolta_32_nodes_is_refused_as_the_queue_would():
-    (problem,) = request_problems(gpu_point(32), clusters.load("gadi"))
+    (problem,) = refusals(gpu_point(32), clusters.load("gadi"))
     assert problem == (
         "studies.litgpt-full: 128 GPUs at nodes=32, gpus_per_node=4 is more than queue gpuvolta accepts (80)"
     )
@@ -112,7 +119,7 @@ def test_aspire2a_gpu_points_default_to_normal_on_gpu_nodes():
 
 
 def test_aspire2a_ai_32_nodes_is_refused():
-    (problem,) = request_problems(gpu_point(32, queue="ai"), clusters.load("aspire2a"))
+    (problem,) = refusals(gpu_point(32, queue="ai"), clusters.load("aspire2a"))
     assert problem.endswith("128 GPUs at nodes=32, gpus_per_node=4 is more than queue ai accepts (96)")
 
 
@@ -150,20 +157,80 @@ def test_aspire2a_ai_32_nodes_is_refused():
     ],
 )
 def test_what_the_site_would_reject_is_one_line(p, cluster, expected):
-    assert expected in request_problems(p, clusters.load(cluster))
+    assert expected in refusals(p, clusters.load(cluster))
 
 
 def test_single_node_jobs_may_take_part_of_a_node():
     cluster = clusters.load("gadi")
     request = job_request(point(1, ranks_per_node=4), cluster)
     assert (request.ncpus, request.mem_gb) == (4, 15)  # 190 GB / 48 cores x 4, rounded down
-    assert request_problems(point(1, ranks_per_node=4), cluster) == []
+    assert refusals(point(1, ranks_per_node=4), cluster) == []
 
 
 def test_refusals_are_reported_once_per_distinct_problem():
     points = [point(2, ranks_per_node=36)] * 3
-    assert len(sweep_problems(points, clusters.load("gadi"))) == 1
+    gadi = clusters.load("gadi")
+    assert len(sweep_problems(points, gadi, dialects.site_rules(gadi))) == 1
     assert sweep_problems(points, clusters.load("local")) == []
+
+
+# ------------------------------------------------------------------ dialects
+
+
+def test_each_cluster_file_names_a_registered_dialect():
+    assert list(dialects.DIALECTS) == ["gadi", "select"]
+    assert type(dialects.dialect_of(clusters.load("gadi"))) is dialects.GadiDialect
+    assert type(dialects.dialect_of(clusters.load("aspire2a"))) is dialects.SelectDialect
+    assert type(dialects.dialect_of(clusters.load("local"))) is dialects.SelectDialect  # the default
+
+
+def test_an_unknown_dialect_is_one_line_naming_the_registered_ones():
+    cluster = clusters.from_mapping({"name": "x", "cores_per_node": 2, "mem_per_node_gb": 4, "pbs_dialect": "nosuch"})
+    with pytest.raises(SweepError) as refused:
+        dialects.dialect_of(cluster)
+    (problem,) = refused.value.problems
+    assert problem == "config/clusters/x.yaml: pbs_dialect 'nosuch' is not known; allowed: gadi, select"
+
+
+def test_a_new_dialect_overrides_only_how_the_request_is_written(monkeypatch):
+    class NodesDialect(dialects.Dialect):
+        name = "nodes"
+
+        def resources(self, request, project):
+            return [f"nodes={request.nodes}:ppn={request.ncpus_per_node}", self.walltime(request)]
+
+    monkeypatch.setitem(dialects.DIALECTS, "nodes", NodesDialect)
+    cluster = clusters.from_mapping({"name": "x", "cores_per_node": 8, "mem_per_node_gb": 16, "pbs_dialect": "nodes"})
+    p = point(2, ranks_per_node=8)
+    assert refusals(p, cluster) == []
+    argv = submit.qsub_command(job_request(p, cluster), cluster, project="ab12", log_path="LOG")
+    assert argv[argv.index("-l") + 1] == "nodes=2:ppn=8,walltime=00:10:00"
+
+
+def test_whole_nodes_past_one_node_are_a_rule_of_the_gadi_dialect_alone():
+    p = point(2, ranks_per_node=36)
+    gadi = clusters.load("gadi")
+    whole_nodes = "studies.hoomd-wca: ncpus=72 at nodes=2, ranks_per_node=36 is not a multiple of 48"
+    assert dialects.dialect_of(gadi).problems(p, job_request(p, gadi))[0].startswith(whole_nodes)
+    assert request_problems(p, gadi) == []  # the queue's limits alone accept it
+    # Select chunks say how many cores per node: the same shape on 48-core nodes is fine.
+    select = clusters.from_mapping({"name": "x", "cores_per_node": 48, "mem_per_node_gb": 190})
+    assert refusals(p, select) == []
+
+
+def test_the_site_loader_stops_a_study_the_gadi_dialect_refuses(tmp_path):
+    config = {
+        "cluster": "gadi",
+        "mpi_flag_sets": {"default": {}},
+        "nccl_env_sets": {"default": {}},
+        "studies": {"pp": {"app": "pingpong", "nodes": [1, 2], "ranks_per_node": [36]}},
+    }
+    with pytest.raises(SweepError) as refused:
+        site.load_study(config)
+    assert refused.value.problems == [
+        "studies.pp: ncpus=72 at nodes=2, ranks_per_node=36 is not a multiple of 48; Gadi normal jobs past one "
+        "node take whole nodes (ranks_per_node x threads_per_rank = 48)"
+    ]
 
 
 def test_estimated_service_units_follow_gadi_charging():

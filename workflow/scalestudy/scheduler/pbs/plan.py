@@ -9,11 +9,11 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from ... import study as study_loader
 from ...config.files import load_files, read_yaml, with_overrides
 from ...config.requests import job_request, request_problems
 from ...config.sweep import setting
 from ...model.paths import BATCH_LOG, DEFAULT_SWEEP
+from ..site import load_study
 from .submit import qsub_command
 
 
@@ -22,7 +22,7 @@ def plan(profile: Path, extra_configfiles: list[str] | None = None) -> list[str]
     profile_config = read_yaml(profile / "config.v8+.yaml")
     files = [*(profile_config.get("configfiles") or [DEFAULT_SWEEP]), *(extra_configfiles or [])]
     config = with_overrides(load_files(*files), profile_config.get("config") or [])
-    loaded = study_loader.load(config)
+    loaded = load_study(config)
     cluster = loaded.cluster
     project = cluster.project_name() or "$PROJECT"
     results = setting(config, "results_dir")

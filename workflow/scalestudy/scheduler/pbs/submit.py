@@ -21,41 +21,17 @@ from ...config import clusters
 from ...config.requests import JobRequest, job_request, request_problems
 from ...model.paths import BATCH_LOG
 from ...model.point import Point
-from ...model.timefmt import hms
 from . import cache
+from .dialects import dialect_of, site_rules
 from .sidecar import SIDECAR_VARS
-
-
-def resource_list(request: JobRequest, dialect: str, jobfs_gb: float | None, storage: str | None) -> str:
-    """Everything in ONE -l: PBS Pro accepts it, and Torque-style wrappers keep only the last -l."""
-    if dialect == "gadi":
-        items = [f"ncpus={request.ncpus}"]
-        if request.ngpus:
-            items.append(f"ngpus={request.ngpus}")
-        items += [f"mem={request.mem_gb}GB", f"walltime={hms(request.walltime_s)}"]
-        if jobfs_gb:
-            items.append(f"jobfs={jobfs_gb:g}GB")
-        if storage:
-            items.append(f"storage={storage}")
-        return ",".join(items)
-    chunk = f"select={request.nodes}:ncpus={request.ncpus_per_node}"
-    if request.ngpus_per_node:
-        chunk += f":ngpus={request.ngpus_per_node}"
-    chunk += f":mem={request.mem_per_node_gb}GB"
-    items = [chunk]
-    if request.nodes > 1:
-        items.append("place=scatter")  # one chunk per node: the ranks per node the point asks for
-    items.append(f"walltime={hms(request.walltime_s)}")
-    return ",".join(items)
 
 
 def qsub_command(
     request: JobRequest, cluster: clusters.Cluster, *, project: str, log_path: str, jobscript: str | None = None
 ) -> list[str]:
-    """The qsub line of a request in the cluster's dialect, with its jobfs/storage defaults."""
-    storage = cluster.storage.format(project=project) if cluster.storage else None
+    """The qsub line of a request, its resources in the cluster's dialect."""
     argv = ["qsub", "-P", project, "-q", request.queue.submit_name]
-    argv += ["-l", resource_list(request, cluster.pbs_dialect, cluster.jobfs_gb, storage)]
+    argv += ["-l", dialect_of(cluster).resource_list(request, project)]
     argv += ["-N", request.name, "-j", "oe", "-o", log_path]
     return argv + ([jobscript] if jobscript else [])
 
@@ -129,7 +105,7 @@ def submit(jobscript: Path, cluster_name: str, qsub: str = "qsub", environ: Mapp
     outputs = properties.get("output") or []
     if "point" in params:
         point = Point.from_json(params["point"], int(resources["walltime_s"]), resources.get("queue") or None)
-        problems += request_problems(point, cluster)
+        problems += request_problems(point, cluster, site_rules(cluster))
         request = job_request(point, cluster)
     else:
         request = generic_request(properties, cluster)
