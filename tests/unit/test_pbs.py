@@ -6,6 +6,7 @@ import os
 import signal
 import stat
 import subprocess
+from pathlib import Path
 
 import pytest
 from scalestudy.config import clusters
@@ -13,7 +14,7 @@ from scalestudy.config.requests import estimated_service_units, job_request, req
 from scalestudy.model.errors import SweepError
 from scalestudy.model.point import Point
 from scalestudy.scheduler import site
-from scalestudy.scheduler.pbs import cache, dialects, sidecar, status, submit
+from scalestudy.scheduler.pbs import cache, cancel, dialects, sidecar, status, submit
 
 
 def point(nodes, *, study="hoomd-wca", app="hoomd", ranks_per_node=48, gpus_per_node=0, walltime="00:10:00", **more):
@@ -409,3 +410,63 @@ def test_site_environment_quotes_config_values_for_the_job_shell():
         "export HF_HUB_OFFLINE=1",
         "export NOTE='$(touch /tmp/pwned) `id`'",
     ]
+
+
+# ------------------------------------------------------------------ cancel
+
+
+def test_cache_and_qdel_follow_the_environment():
+    assert cache.cache_dir({}) == Path(".snakemake/scalestudy-pbs")
+    assert cache.cache_dir({"SCALESTUDY_PBS_CACHE": "/scratch/c"}) == Path("/scratch/c")
+    assert cancel.qdel_command({}) == "qdel"
+    assert cancel.qdel_command({"SCALESTUDY_QDEL": "/opt/pbs/bin/qdel"}) == "/opt/pbs/bin/qdel"
+
+
+def spawn_recorder(monkeypatch, directory, said=b""):
+    """Replaces the start of qdel: records what would start, what `cancelled` held then,
+    and writes `said` where qdel's output would go."""
+    started = []
+
+    def start(argv, output_fd):
+        started.append((argv, (directory / cache.CANCELLED).read_text()))
+        os.write(output_fd, said)
+
+    monkeypatch.setattr(cancel, "start_detached", start)
+    return started
+
+
+def test_cancel_notes_the_ids_before_it_starts_one_qdel_for_all(tmp_path, monkeypatch):
+    directory = tmp_path / "cache"
+    started = spawn_recorder(monkeypatch, directory, b"qdel: job 2.pbs already finished\n")
+    cancel.cancel(["1.pbs", "2.pbs"], directory, "/opt/pbs/bin/qdel")
+    # The sidecar reads `cancelled`: the ids are there before qdel runs.
+    assert started == [(["/opt/pbs/bin/qdel", "1.pbs", "2.pbs"], "1.pbs\n2.pbs\n")]
+    assert (directory / cache.QDEL_LOG).read_text() == "cancel: qdel 1.pbs 2.pbs\nqdel: job 2.pbs already finished\n"
+    cancel.cancel(["3.pbs"], directory)
+    assert cache.cancelled(directory) == {"1.pbs", "2.pbs", "3.pbs"}
+
+
+def test_cancel_without_ids_starts_nothing(tmp_path, monkeypatch):
+    started = spawn_recorder(monkeypatch, tmp_path / "cache")
+    cancel.cancel([], tmp_path / "cache")
+    assert started == [] and not (tmp_path / "cache").exists()
+
+
+def test_a_qdel_that_cannot_start_is_logged_and_the_command_still_returns(tmp_path, monkeypatch):
+    def missing(argv, output_fd):
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(cancel, "start_detached", missing)
+    cancel.cancel(["1.pbs"], tmp_path, "/no/qdel")
+    assert (tmp_path / cache.QDEL_LOG).read_text().splitlines() == [
+        "cancel: qdel 1.pbs",
+        "cancel: /no/qdel failed: [Errno 2] No such file or directory",
+    ]
+
+
+def test_the_sidecar_leaves_the_jobs_the_cancel_command_took(tmp_path, monkeypatch):
+    spawn_recorder(monkeypatch, tmp_path)
+    for job in ("1.pbs", "2.pbs"):
+        cache.register(tmp_path, job, run="r")
+    cancel.cancel(["1.pbs"], tmp_path)
+    assert sidecar.unfinished_jobs(tmp_path, "r") == ["2.pbs"]

@@ -21,7 +21,6 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 CACHE_ENV = "SCALESTUDY_PBS_CACHE"
 DEFAULT_CACHE = ".snakemake/scalestudy-pbs"
@@ -45,20 +44,20 @@ def locked(directory: Path) -> Iterator[None]:
         yield
 
 
-def register(directory: Path, job_id: str, **facts: Any) -> None:
+def register(directory: Path, job_id: str, **facts: object) -> None:
     """Remember a submitted job (its run, metrics.json, point) for the status command and the sidecar."""
     with locked(directory), open(directory / REGISTRY, "a") as registry_file:
         registry_file.write(json.dumps({"id": job_id, "submitted": time.time(), **facts}) + "\n")
 
 
-def registry(directory: Path) -> dict[str, dict[str, Any]]:
+def registry(directory: Path) -> dict[str, dict]:
     path = directory / REGISTRY
     if not path.exists():
         return {}
     return {entry["id"]: entry for entry in map(json.loads, path.read_text().splitlines()) if entry}
 
 
-def load_states(directory: Path) -> dict[str, Any]:
+def load_states(directory: Path) -> dict:
     """{"refreshed": time of the last qstat, "jobs": {id: {"state", "exit_status", "comment", "served"}}}."""
     try:
         return json.loads((directory / STATES).read_text())
@@ -66,7 +65,7 @@ def load_states(directory: Path) -> dict[str, Any]:
         return {"refreshed": 0.0, "jobs": {}}
 
 
-def save_states(directory: Path, states: dict[str, Any]) -> None:
+def save_states(directory: Path, states: dict) -> None:
     # Written aside and renamed: a reader never sees half a file.
     tmp = directory / f".{STATES}.tmp"
     tmp.write_text(json.dumps(states))

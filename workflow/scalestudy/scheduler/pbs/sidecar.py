@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import uuid
 from pathlib import Path
 
 from . import cache
+from .cancel import delete
 from .status import FINISHED_STATES
 
 # How the run id reaches the submit command, which registers each job under it.
@@ -39,20 +39,6 @@ def unfinished_jobs(directory: Path, run: str) -> list[str]:
     ]
 
 
-def delete_jobs(directory: Path, job_ids: list[str], qdel: str = "qdel") -> None:
-    """One qdel for all of them; what it says goes to qdel.log."""
-    if not job_ids:
-        return
-    cache.note_cancelled(directory, job_ids)
-    with open(directory / cache.QDEL_LOG, "a") as log:
-        log.write(f"sidecar: qdel {' '.join(job_ids)}\n")
-        log.flush()
-        try:
-            subprocess.run([qdel, *job_ids], stdout=log, stderr=log, stdin=subprocess.DEVNULL, timeout=120)
-        except (OSError, subprocess.TimeoutExpired) as error:
-            log.write(f"sidecar: {qdel} failed: {error}\n")
-
-
 def sidecar(directory: Path, qdel: str = "qdel", poll_s: float = 5.0) -> int:
     """Print a run id, wait for Snakemake to terminate us, then delete the run's unfinished jobs."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -66,5 +52,6 @@ def sidecar(directory: Path, qdel: str = "qdel", poll_s: float = 5.0) -> int:
     while signal.sigtimedwait({signal.SIGTERM}, poll_s) is None:
         if os.getppid() != parent:
             return 0  # Snakemake was killed outright: leave its jobs alone
-    delete_jobs(directory, unfinished_jobs(directory, run), qdel)
+    # Snakemake waits for its sidecar to end: qdel runs to its end here, not detached.
+    delete(directory, unfinished_jobs(directory, run), qdel, by="sidecar", wait=True)
     return 0
