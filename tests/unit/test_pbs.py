@@ -1,43 +1,19 @@
-"""PBS Pro dialects on recorded output: exact qsub lines, refusals, qstat JSON states,
-the Gadi resource-usage block, and one qstat per polling round."""
+"""PBS Pro in-process, on recorded output: the exact qsub line of each dialect, what a
+site refuses, qstat JSON and text states, the cancel command's bookkeeping, which jobs the
+sidecar deletes. The commands as processes (status against a stand-in qstat, one qstat
+per polling round, the sidecar, the cancel command) are in
+tests/integration/test_pbs_commands.py."""
 
-import json
 import os
-import signal
-import stat
-import subprocess
 from pathlib import Path
 
 import pytest
+from points import batch_point, gpu_batch_point
 from scalestudy.config import clusters
 from scalestudy.config.requests import estimated_service_units, job_request, request_problems, sweep_problems
 from scalestudy.model.errors import SweepError
-from scalestudy.model.point import Point
 from scalestudy.scheduler import site
 from scalestudy.scheduler.pbs import cache, cancel, dialects, sidecar, status, submit
-
-
-def point(nodes, *, study="hoomd-wca", app="hoomd", ranks_per_node=48, gpus_per_node=0, walltime="00:10:00", **more):
-    return Point(
-        study=study,
-        app=app,
-        scaling="strong",
-        nodes=nodes,
-        ranks_per_node=ranks_per_node,
-        gpus_per_node=gpus_per_node,
-        threads_per_rank=more.pop("threads_per_rank", 1),
-        mpi_flag_set=more.pop("mpi_flag_set", "default"),
-        nccl_env_set=more.pop("nccl_env_set", "default"),
-        repeat=1,
-        walltime=walltime,
-        params={},
-        **more,
-    )
-
-
-def gpu_point(nodes, **more):
-    more = {"ranks_per_node": 4, "gpus_per_node": 4, **more}
-    return point(nodes, study="litgpt-full", app="litgpt", **more)
 
 
 def refusals(p, cluster):
@@ -61,7 +37,7 @@ def qsub_line(p, cluster_name):
     ],
 )
 def test_gadi_normal_qsub_line(nodes, resources):
-    assert qsub_line(point(nodes), "gadi") == (
+    assert qsub_line(batch_point(nodes), "gadi") == (
         f"qsub -P ab12 -q normal -l {resources} -N hoomd-wca.n{nodes}r48.d.d.r1 -j oe -o LOG"
     )
 
@@ -74,7 +50,7 @@ def test_gadi_normal_qsub_line(nodes, resources):
     ],
 )
 def test_gadi_gpuvolta_qsub_line_ties_12_cores_to_each_gpu(nodes, resources):
-    line = qsub_line(gpu_point(nodes, mpi_flag_set="no-ucx-hcoll"), "gadi")
+    line = qsub_line(gpu_batch_point(nodes, mpi_flag_set="no-ucx-hcoll"), "gadi")
     assert line == (
         f"qsub -P ab12 -q gpuvolta -l {resources},jobfs=10GB,storage=scratch/ab12+gdata/ab12 "
         f"-N litgpt-full.n{nodes}g4.no-ucx-h.d.r1 -j oe -o LOG"
@@ -82,7 +58,7 @@ def test_gadi_gpuvolta_qsub_line_ties_12_cores_to_each_gpu(nodes, resources):
 
 
 def test_gadi_gpuvolta_32_nodes_is_refused_as_the_queue_would():
-    (problem,) = refusals(gpu_point(32), clusters.load("gadi"))
+    (problem,) = refusals(gpu_batch_point(32), clusters.load("gadi"))
     assert problem == (
         "studies.litgpt-full: 128 GPUs at nodes=32, gpus_per_node=4 is more than queue gpuvolta accepts (80)"
     )
@@ -97,7 +73,7 @@ def test_gadi_gpuvolta_32_nodes_is_refused_as_the_queue_would():
     ],
 )
 def test_aspire2a_normal_qsub_line(nodes, select):
-    assert qsub_line(point(nodes, ranks_per_node=128), "aspire2a") == (
+    assert qsub_line(batch_point(nodes, ranks_per_node=128), "aspire2a") == (
         f"qsub -P ab12 -q normal -l {select} -N hoomd-wca.n{nodes}r128.d.d.r1 -j oe -o LOG"
     )
 
@@ -110,17 +86,17 @@ def test_aspire2a_normal_qsub_line(nodes, select):
     ],
 )
 def test_aspire2a_ai_qsub_line(nodes, select):
-    line = qsub_line(gpu_point(nodes, queue="ai", nccl_env_set="no-ib-gdr-shm"), "aspire2a")
+    line = qsub_line(gpu_batch_point(nodes, queue="ai", nccl_env_set="no-ib-gdr-shm"), "aspire2a")
     assert line == f"qsub -P ab12 -q ai -l {select} -N litgpt-full.n{nodes}g4.d.no-ib-gd.r1 -j oe -o LOG"
 
 
 def test_aspire2a_gpu_points_default_to_normal_on_gpu_nodes():
-    line = qsub_line(gpu_point(1), "aspire2a")
+    line = qsub_line(gpu_batch_point(1), "aspire2a")
     assert line.startswith("qsub -P ab12 -q normal -l select=1:ncpus=64:ngpus=4:mem=440GB,")
 
 
 def test_aspire2a_ai_32_nodes_is_refused():
-    (problem,) = refusals(gpu_point(32, queue="ai"), clusters.load("aspire2a"))
+    (problem,) = refusals(gpu_batch_point(32, queue="ai"), clusters.load("aspire2a"))
     assert problem.endswith("128 GPUs at nodes=32, gpus_per_node=4 is more than queue ai accepts (96)")
 
 
@@ -128,30 +104,30 @@ def test_aspire2a_ai_32_nodes_is_refused():
     ("p", "cluster", "expected"),
     [
         (
-            point(2, ranks_per_node=36),
+            batch_point(2, ranks_per_node=36),
             "gadi",
             "studies.hoomd-wca: ncpus=72 at nodes=2, ranks_per_node=36 is not a multiple of 48; Gadi normal jobs "
             "past one node take whole nodes (ranks_per_node x threads_per_rank = 48)",
         ),
         (
-            point(1, ranks_per_node=2, queue="gpuvolta"),
+            batch_point(1, ranks_per_node=2, queue="gpuvolta"),
             "gadi",
             "studies.hoomd-wca: queue gpuvolta takes GPU jobs only (ncpus = 12 x ngpus); set gpus_per_node or "
             "another queue",
         ),
         (
-            point(1, walltime="48:00:00"),
+            batch_point(1, walltime="48:00:00"),
             "gadi",
             "studies.hoomd-wca.walltime: 48:05:00 (the point's 48:00:00 + margin 00:05:00) is over queue normal's "
             "limit 48:00:00 for 48 ncpus",
         ),
         (
-            gpu_point(1, gpus_per_node=8, ranks_per_node=8),
+            gpu_batch_point(1, gpus_per_node=8, ranks_per_node=8),
             "aspire2a",
             "studies.litgpt-full.gpus_per_node: 8 GPUs per node but aspire2a queue normal-gpu nodes have 4",
         ),
         (
-            point(1, queue="nosuch"),
+            batch_point(1, queue="nosuch"),
             "gadi",
             "studies.hoomd-wca.queue: 'nosuch' is not a queue of gadi; allowed: normal, express, hugemem, gpuvolta",
         ),
@@ -163,13 +139,13 @@ def test_what_the_site_would_reject_is_one_line(p, cluster, expected):
 
 def test_single_node_jobs_may_take_part_of_a_node():
     cluster = clusters.load("gadi")
-    request = job_request(point(1, ranks_per_node=4), cluster)
+    request = job_request(batch_point(1, ranks_per_node=4), cluster)
     assert (request.ncpus, request.mem_gb) == (4, 15)  # 190 GB / 48 cores x 4, rounded down
-    assert refusals(point(1, ranks_per_node=4), cluster) == []
+    assert refusals(batch_point(1, ranks_per_node=4), cluster) == []
 
 
 def test_refusals_are_reported_once_per_distinct_problem():
-    points = [point(2, ranks_per_node=36)] * 3
+    points = [batch_point(2, ranks_per_node=36)] * 3
     gadi = clusters.load("gadi")
     assert len(sweep_problems(points, gadi, dialects.site_rules(gadi))) == 1
     assert sweep_problems(points, clusters.load("local")) == []
@@ -202,14 +178,14 @@ def test_a_new_dialect_overrides_only_how_the_request_is_written(monkeypatch):
 
     monkeypatch.setitem(dialects.DIALECTS, "nodes", NodesDialect)
     cluster = clusters.from_mapping({"name": "x", "cores_per_node": 8, "mem_per_node_gb": 16, "pbs_dialect": "nodes"})
-    p = point(2, ranks_per_node=8)
+    p = batch_point(2, ranks_per_node=8)
     assert refusals(p, cluster) == []
     argv = submit.qsub_command(job_request(p, cluster), cluster, project="ab12", log_path="LOG")
     assert argv[argv.index("-l") + 1] == "nodes=2:ppn=8,walltime=00:10:00"
 
 
 def test_whole_nodes_past_one_node_are_a_rule_of_the_gadi_dialect_alone():
-    p = point(2, ranks_per_node=36)
+    p = batch_point(2, ranks_per_node=36)
     gadi = clusters.load("gadi")
     whole_nodes = "studies.hoomd-wca: ncpus=72 at nodes=2, ranks_per_node=36 is not a multiple of 48"
     assert dialects.dialect_of(gadi).problems(p, job_request(p, gadi))[0].startswith(whole_nodes)
@@ -263,130 +239,6 @@ def test_qstat_text_states_of_torque_style_qstat():
     text = "Job Id:\t4\n\tJob_Name = t\n\tjob_state = C\n\tqueue = debug\nJob Id: 5\n    job_state = R\n"
     states = status.states_from_text(text)
     assert states["4"].verdict()[0] == "success" and states["5"].verdict()[0] == "running"
-
-
-def fake_qstat(tmp_path, data_dir, calls_file):
-    """A qstat that answers from the recorded JSON and counts its invocations."""
-    script = tmp_path / "qstat"
-    recorded = data_dir / "pbs" / "qstat-x-f-F-json.json"
-    script.write_text(
-        "#!/usr/bin/env python3\n"
-        "import json, sys\n"
-        f"open({str(calls_file)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
-        f"jobs = json.load(open({str(recorded)!r}))['Jobs']\n"
-        "ids = [a for a in sys.argv[1:] if not a.startswith('-') and a not in ('json',)]\n"
-        "known = {i: jobs.get(i, {'job_state': 'Q'}) for i in ids if not i.startswith('999')}\n"
-        "for i in ids:\n"
-        "    if i not in known: print(f'qstat: Unknown Job Id {i}', file=sys.stderr)\n"
-        "print(json.dumps({'Jobs': known}))\n"
-        "sys.exit(153 if len(known) < len(ids) else 0)\n"
-    )
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return str(script)
-
-
-def test_status_words_and_unknown_job(tmp_path, data_dir):
-    calls = tmp_path / "calls"
-    qstat = fake_qstat(tmp_path, data_dir, calls)
-    directory = tmp_path / "cache"
-    for job in ["117204931.gadi-pbs", "117204933.gadi-pbs", "117204935.gadi-pbs", "999.gadi-pbs"]:
-        cache.register(directory, job)
-    words = [status.status(job, directory, qstat) for job in ["117204931.gadi-pbs", "117204933.gadi-pbs"]]
-    assert words == ["running", "success"]
-    # Unknown to the server: "running" during a grace period, then given up.
-    assert status.status("999.gadi-pbs", directory, qstat) == "running"
-    entries = [json.loads(line) for line in (directory / "jobs.jsonl").read_text().splitlines()]
-    for entry in entries:
-        entry["submitted"] -= 2 * status.UNKNOWN_GRACE_S
-    (directory / "jobs.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
-    assert status.status("999.gadi-pbs", directory, qstat) == "failed"
-
-
-def test_killed_job_without_metrics_becomes_failed_data(tmp_path, data_dir):
-    qstat = fake_qstat(tmp_path, data_dir, tmp_path / "calls")
-    directory, metrics = tmp_path / "cache", tmp_path / "run" / "metrics.json"
-    p = point(4)
-    cache.register(directory, "117204935.gadi-pbs", metrics=str(metrics), point=p.to_json(), walltime_s=600)
-    assert status.status("117204935.gadi-pbs", directory, qstat) == "success"
-    record = json.loads(metrics.read_text())
-    assert record["status"] == "failed" and record["point"]["nodes"] == 4
-    assert "Exit_status -29: killed: walltime over the limit" in record["reason"]
-
-
-def test_transient_qstat_failure_answers_running(tmp_path):
-    broken = tmp_path / "qstat"
-    broken.write_text("#!/bin/sh\necho 'pbs_iff: cannot connect to host' >&2\nexit 2\n")
-    broken.chmod(0o755)
-    messages = []
-    assert status.status("1.server", tmp_path / "cache", str(broken), messages.append) == "running"
-    assert "qstat failed" in messages[0]
-
-
-def test_status_command_prints_exactly_one_word(tmp_path, data_dir, repo):
-    qstat = fake_qstat(tmp_path, data_dir, tmp_path / "calls")
-    env = {**os.environ, "SCALESTUDY_PBS_CACHE": str(tmp_path / "cache"), "PATH": f"{tmp_path}:{os.environ['PATH']}"}
-    out = subprocess.run(
-        [str(repo / "profiles/pbs/scalestudy-pbs"), "status", "117204934.gadi-pbs"],
-        env={**env, "SCALESTUDY_PYTHON": os.sys.executable},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert out.stdout == "failed\n", (qstat, out.stderr)
-
-
-def test_one_qstat_per_polling_round_for_50_jobs(tmp_path, data_dir):
-    calls = tmp_path / "calls"
-    qstat = fake_qstat(tmp_path, data_dir, calls)
-    directory = tmp_path / "cache"
-    jobs = [f"{117300000 + i}.gadi-pbs" for i in range(50)]
-    for job in jobs:
-        cache.register(directory, job)
-    rounds = 3
-    for _ in range(rounds):
-        status.MIN_REFRESH_S, saved = 0.0, status.MIN_REFRESH_S
-        try:
-            assert {status.status(job, directory, qstat) for job in jobs} == {"running"}
-        finally:
-            status.MIN_REFRESH_S = saved
-    invocations = calls.read_text().splitlines()
-    assert len(invocations) == rounds
-    assert all(len(line.split()) == 4 + 50 for line in invocations)  # -x -f -F json + every job
-
-
-def test_sidecar_deletes_only_the_unfinished_jobs_of_its_own_run_when_terminated(tmp_path, repo):
-    """Snakemake empties its list of active jobs during each status round, so a Ctrl-C there
-    cancels nothing; the sidecar deletes what is left when Snakemake terminates it."""
-    directory, calls = tmp_path / "cache", tmp_path / "qdel-calls"
-    qdel = tmp_path / "qdel"
-    qdel.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
-    qdel.chmod(0o755)
-    env = {**os.environ, "SCALESTUDY_PBS_CACHE": str(directory), "SCALESTUDY_QDEL": str(qdel)}
-    process = subprocess.Popen(
-        [str(repo / "profiles/pbs/sidecar")],
-        env={**env, "SCALESTUDY_PYTHON": os.sys.executable},
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    run = process.stdout.readline().strip()
-    assert len(run) == 32
-    done = tmp_path / "done.json"
-    done.write_text("{}")
-    cache.register(directory, "1.pbs", run=run, metrics=str(tmp_path / "missing.json"))  # running: delete
-    cache.register(directory, "2.pbs", run=run, metrics=str(done))  # wrote its record: keep
-    cache.register(directory, "3.pbs", run="another-run")  # another Snakemake's job: keep
-    cache.register(directory, "4.pbs", run=run)  # finished, as the status command saw: keep
-    cache.register(directory, "5.pbs", run=run)  # the cancel command already deleted it: keep
-    cache.register(directory, "6.pbs", run=run)  # queued, never polled yet: delete
-    cache.save_states(directory, {"refreshed": 0.0, "jobs": {"4.pbs": {"state": "F"}, "1.pbs": {"state": "R"}}})
-    (directory / cache.CANCELLED).write_text("5.pbs\n")
-    process.send_signal(signal.SIGINT)  # Ctrl-C reaches the whole process group: not the moment
-    with pytest.raises(subprocess.TimeoutExpired):
-        process.wait(timeout=1)
-    process.terminate()
-    assert process.wait(timeout=30) == 0
-    assert calls.read_text().split() == ["1.pbs", "6.pbs"]
-    assert "sidecar: qdel 1.pbs 6.pbs" in (directory / cache.QDEL_LOG).read_text()
 
 
 def test_sidecar_after_a_normal_end_deletes_nothing(tmp_path):
