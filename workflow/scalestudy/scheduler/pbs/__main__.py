@@ -46,10 +46,16 @@ def submit_command(jobscript, cluster: str) -> int:
     return 0
 
 
-def plan_command(profile, configfiles: list[str]) -> int:
+def plan_command(profile, configfiles: list[str], config: list[str]) -> int:
+    from ...model.errors import SweepError
     from .plan import plan
 
-    print("\n".join(plan(profile, configfiles)))
+    try:
+        print("\n".join(plan(profile, configfiles, config)))
+    except SweepError as error:
+        for problem in error.problems:
+            print(f"sweep error: {problem}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -81,7 +87,8 @@ def parsed_command(argv: list[str]) -> int:
     commands.add_parser("sidecar", help="Snakemake's sidecar: deletes the run's unfinished jobs on an interrupt")
     dry = commands.add_parser("plan", help="print the qsub line of every point (nothing is submitted)")
     dry.add_argument("--profile", type=Path, required=True)
-    dry.add_argument("--configfile", nargs="*", default=[])
+    dry.add_argument("--configfile", nargs="*", default=[], help="replace the profile's configfiles, as snakemake")
+    dry.add_argument("--config", nargs="*", default=[], help="k=v: replace the profile's config entries")
     args = parser.parse_args(argv)
     if args.command == "status":
         return status_command(args.job_id)
@@ -90,7 +97,7 @@ def parsed_command(argv: list[str]) -> int:
     if args.command == "sidecar":
         return sidecar_command()
     if args.command == "plan":
-        return plan_command(args.profile, args.configfile)
+        return plan_command(args.profile, args.configfile, args.config)
     return submit_command(args.jobscript, args.cluster)
 
 
