@@ -39,10 +39,8 @@ def submit_command(jobscript, cluster: str) -> int:
 
     try:
         print(submit(jobscript, cluster))
-    except SubmitRefused as refused:
-        for problem in refused.problems:
-            print(f"scalestudy: refused before submission: {problem}", file=sys.stderr)
-        return 1
+    except SubmitRefused as refusal:
+        return refused(refusal.problems, "scalestudy: refused before submission")
     return 0
 
 
@@ -53,10 +51,15 @@ def plan_command(profile, configfiles: list[str], config: list[str]) -> int:
     try:
         print("\n".join(plan(profile, configfiles, config)))
     except SweepError as error:
-        for problem in error.problems:
-            print(f"sweep error: {problem}", file=sys.stderr)
-        return 1
+        return refused(error.problems, "sweep error")  # as the Snakefile says it
     return 0
+
+
+def refused(problems: list[str], prefix: str) -> int:
+    """One line per problem on stderr; the command's exit status."""
+    for problem in problems:
+        print(f"{prefix}: {problem}", file=sys.stderr)
+    return 1
 
 
 def main(argv: list[str] | None = None) -> int:
