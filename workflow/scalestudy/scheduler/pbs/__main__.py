@@ -7,6 +7,7 @@ calls them (`status ID`, `cancel ID...`) they also skip argparse, a sixth of the
 
 from __future__ import annotations
 
+import os
 import sys
 
 
@@ -49,9 +50,14 @@ def plan_command(profile, configfiles: list[str], config: list[str]) -> int:
     from .plan import plan
 
     try:
-        print("\n".join(plan(profile, configfiles, config)))
+        print("\n".join(plan(profile, configfiles, config)), flush=True)
     except SweepError as error:
         return refused(error.problems, "sweep error")  # as the Snakefile says it
+    except BrokenPipeError:
+        # The reader stopped early (`plan ... | head`): no traceback, and none again when
+        # Python flushes stdout on the way out.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0
 
 
