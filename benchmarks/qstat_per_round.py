@@ -49,11 +49,11 @@ def main() -> int:
             "SCALESTUDY_PYTHON": sys.executable,
         }
         sys.path.insert(0, str(REPO / "workflow"))
-        from scalestudy.scheduler import pbs
+        from scalestudy.scheduler.pbs import cache
 
         jobs = [f"{9000000 + i}.pbs" for i in range(args.jobs)]
         for job in jobs:
-            pbs.register(tmp / "cache", job)
+            cache.register(tmp / "cache", job)
         per_round, seconds = [], []
         for _ in range(args.rounds):
             before = len(calls.read_text().splitlines())

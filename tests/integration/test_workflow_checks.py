@@ -81,7 +81,8 @@ def test_a_sweep_the_site_would_reject_stops_before_submission(tmp_path):
 def test_dry_mode_prints_the_exact_qsub_line_of_every_point(tmp_path):
     plan = subprocess.run(
         [sys.executable, "-m", "scalestudy.scheduler.pbs", "plan", "--profile", "profiles/gadi"],
-        capture_output=True, text=True, timeout=120, cwd=REPO, env={**os.environ, "PROJECT": "ab12"},
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+        env={**os.environ, "PROJECT": "ab12", "PYTHONPATH": str(REPO / "workflow")},
         check=True,
     )  # fmt: skip
     lines = plan.stdout.splitlines()

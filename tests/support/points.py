@@ -1,5 +1,6 @@
-"""Points the tests build by hand: a LitGPT point full of hostile values, and a small
-ping-pong point (the cheap real MPI job)."""
+"""Points the tests build by hand: a LitGPT point full of hostile values, a small
+ping-pong point (the cheap real MPI job), and points at a given node count as a batch
+scheduler sees them (a HOOMD-blue point on whole 48-core nodes, a LitGPT one on 4 GPUs)."""
 
 from scalestudy.model.point import Point
 from scalestudy.study import load
@@ -76,3 +77,27 @@ def md_config(app="lammps", scaling="strong", **params):
 
 def hoomd_points(**params):
     return load(md_config(app="hoomd", **(params or {"N": 4000}))).points
+
+
+def batch_point(nodes, *, study="hoomd-wca", app="hoomd", ranks_per_node=48, gpus_per_node=0, walltime="00:10:00",
+                **more):  # fmt: skip
+    return Point(
+        study=study,
+        app=app,
+        scaling="strong",
+        nodes=nodes,
+        ranks_per_node=ranks_per_node,
+        gpus_per_node=gpus_per_node,
+        threads_per_rank=more.pop("threads_per_rank", 1),
+        mpi_flag_set=more.pop("mpi_flag_set", "default"),
+        nccl_env_set=more.pop("nccl_env_set", "default"),
+        repeat=1,
+        walltime=walltime,
+        params={},
+        **more,
+    )
+
+
+def gpu_batch_point(nodes, **more):
+    more = {"ranks_per_node": 4, "gpus_per_node": 4, **more}
+    return batch_point(nodes, study="litgpt-full", app="litgpt", **more)

@@ -1,46 +1,31 @@
-"""PBS Pro dialects on recorded output: exact qsub lines, refusals, qstat JSON states,
-the Gadi resource-usage block, and one qstat per polling round."""
+"""PBS Pro in-process, on recorded output: the exact qsub line of each dialect, what a
+site refuses, qstat JSON and text states, the cancel command's bookkeeping, which jobs the
+sidecar deletes, and the config plan reads. The commands as processes (status against a
+stand-in qstat, one qstat per polling round, the sidecar, the cancel command) are in
+tests/integration/test_pbs_commands.py."""
 
-import json
 import os
-import signal
-import stat
-import subprocess
+from pathlib import Path
 
 import pytest
+import yaml
+from points import batch_point, gpu_batch_point
 from scalestudy.config import clusters
 from scalestudy.config.requests import estimated_service_units, job_request, request_problems, sweep_problems
-from scalestudy.model.point import Point
-from scalestudy.scheduler import pbs
+from scalestudy.model.errors import SweepError
+from scalestudy.scheduler import site
+from scalestudy.scheduler.pbs import cache, cancel, dialects, plan, sidecar, status, submit
 
 
-def point(nodes, *, study="hoomd-wca", app="hoomd", ranks_per_node=48, gpus_per_node=0, walltime="00:10:00", **more):
-    return Point(
-        study=study,
-        app=app,
-        scaling="strong",
-        nodes=nodes,
-        ranks_per_node=ranks_per_node,
-        gpus_per_node=gpus_per_node,
-        threads_per_rank=more.pop("threads_per_rank", 1),
-        mpi_flag_set=more.pop("mpi_flag_set", "default"),
-        nccl_env_set=more.pop("nccl_env_set", "default"),
-        repeat=1,
-        walltime=walltime,
-        params={},
-        **more,
-    )
-
-
-def gpu_point(nodes, **more):
-    more = {"ranks_per_node": 4, "gpus_per_node": 4, **more}
-    return point(nodes, study="litgpt-full", app="litgpt", **more)
+def refusals(p, cluster):
+    """What the submit command and the study loader refuse: the queue's limits and the dialect's rules."""
+    return request_problems(p, cluster, dialects.site_rules(cluster))
 
 
 def qsub_line(p, cluster_name):
     cluster = clusters.load(cluster_name)
-    assert request_problems(p, cluster) == []
-    argv = pbs.qsub_command(job_request(p, cluster), cluster, project="ab12", log_path="LOG")
+    assert refusals(p, cluster) == []
+    argv = submit.qsub_command(job_request(p, cluster), cluster, project="ab12", log_path="LOG")
     return " ".join(argv)
 
 
@@ -53,7 +38,7 @@ def qsub_line(p, cluster_name):
     ],
 )
 def test_gadi_normal_qsub_line(nodes, resources):
-    assert qsub_line(point(nodes), "gadi") == (
+    assert qsub_line(batch_point(nodes), "gadi") == (
         f"qsub -P ab12 -q normal -l {resources} -N hoomd-wca.n{nodes}r48.d.d.r1 -j oe -o LOG"
     )
 
@@ -66,7 +51,7 @@ def test_gadi_normal_qsub_line(nodes, resources):
     ],
 )
 def test_gadi_gpuvolta_qsub_line_ties_12_cores_to_each_gpu(nodes, resources):
-    line = qsub_line(gpu_point(nodes, mpi_flag_set="no-ucx-hcoll"), "gadi")
+    line = qsub_line(gpu_batch_point(nodes, mpi_flag_set="no-ucx-hcoll"), "gadi")
     assert line == (
         f"qsub -P ab12 -q gpuvolta -l {resources},jobfs=10GB,storage=scratch/ab12+gdata/ab12 "
         f"-N litgpt-full.n{nodes}g4.no-ucx-h.d.r1 -j oe -o LOG"
@@ -74,7 +59,7 @@ def test_gadi_gpuvolta_qsub_line_ties_12_cores_to_each_gpu(nodes, resources):
 
 
 def test_gadi_gpuvolta_32_nodes_is_refused_as_the_queue_would():
-    (problem,) = request_problems(gpu_point(32), clusters.load("gadi"))
+    (problem,) = refusals(gpu_batch_point(32), clusters.load("gadi"))
     assert problem == (
         "studies.litgpt-full: 128 GPUs at nodes=32, gpus_per_node=4 is more than queue gpuvolta accepts (80)"
     )
@@ -89,7 +74,7 @@ def test_gadi_gpuvolta_32_nodes_is_refused_as_the_queue_would():
     ],
 )
 def test_aspire2a_normal_qsub_line(nodes, select):
-    assert qsub_line(point(nodes, ranks_per_node=128), "aspire2a") == (
+    assert qsub_line(batch_point(nodes, ranks_per_node=128), "aspire2a") == (
         f"qsub -P ab12 -q normal -l {select} -N hoomd-wca.n{nodes}r128.d.d.r1 -j oe -o LOG"
     )
 
@@ -102,17 +87,17 @@ def test_aspire2a_normal_qsub_line(nodes, select):
     ],
 )
 def test_aspire2a_ai_qsub_line(nodes, select):
-    line = qsub_line(gpu_point(nodes, queue="ai", nccl_env_set="no-ib-gdr-shm"), "aspire2a")
+    line = qsub_line(gpu_batch_point(nodes, queue="ai", nccl_env_set="no-ib-gdr-shm"), "aspire2a")
     assert line == f"qsub -P ab12 -q ai -l {select} -N litgpt-full.n{nodes}g4.d.no-ib-gd.r1 -j oe -o LOG"
 
 
 def test_aspire2a_gpu_points_default_to_normal_on_gpu_nodes():
-    line = qsub_line(gpu_point(1), "aspire2a")
+    line = qsub_line(gpu_batch_point(1), "aspire2a")
     assert line.startswith("qsub -P ab12 -q normal -l select=1:ncpus=64:ngpus=4:mem=440GB,")
 
 
 def test_aspire2a_ai_32_nodes_is_refused():
-    (problem,) = request_problems(gpu_point(32, queue="ai"), clusters.load("aspire2a"))
+    (problem,) = refusals(gpu_batch_point(32, queue="ai"), clusters.load("aspire2a"))
     assert problem.endswith("128 GPUs at nodes=32, gpus_per_node=4 is more than queue ai accepts (96)")
 
 
@@ -120,50 +105,110 @@ def test_aspire2a_ai_32_nodes_is_refused():
     ("p", "cluster", "expected"),
     [
         (
-            point(2, ranks_per_node=36),
+            batch_point(2, ranks_per_node=36),
             "gadi",
             "studies.hoomd-wca: ncpus=72 at nodes=2, ranks_per_node=36 is not a multiple of 48; Gadi normal jobs "
             "past one node take whole nodes (ranks_per_node x threads_per_rank = 48)",
         ),
         (
-            point(1, ranks_per_node=2, queue="gpuvolta"),
+            batch_point(1, ranks_per_node=2, queue="gpuvolta"),
             "gadi",
             "studies.hoomd-wca: queue gpuvolta takes GPU jobs only (ncpus = 12 x ngpus); set gpus_per_node or "
             "another queue",
         ),
         (
-            point(1, walltime="48:00:00"),
+            batch_point(1, walltime="48:00:00"),
             "gadi",
             "studies.hoomd-wca.walltime: 48:05:00 (the point's 48:00:00 + margin 00:05:00) is over queue normal's "
             "limit 48:00:00 for 48 ncpus",
         ),
         (
-            gpu_point(1, gpus_per_node=8, ranks_per_node=8),
+            gpu_batch_point(1, gpus_per_node=8, ranks_per_node=8),
             "aspire2a",
             "studies.litgpt-full.gpus_per_node: 8 GPUs per node but aspire2a queue normal-gpu nodes have 4",
         ),
         (
-            point(1, queue="nosuch"),
+            batch_point(1, queue="nosuch"),
             "gadi",
             "studies.hoomd-wca.queue: 'nosuch' is not a queue of gadi; allowed: normal, express, hugemem, gpuvolta",
         ),
     ],
 )
 def test_what_the_site_would_reject_is_one_line(p, cluster, expected):
-    assert expected in request_problems(p, clusters.load(cluster))
+    assert expected in refusals(p, clusters.load(cluster))
 
 
 def test_single_node_jobs_may_take_part_of_a_node():
     cluster = clusters.load("gadi")
-    request = job_request(point(1, ranks_per_node=4), cluster)
+    request = job_request(batch_point(1, ranks_per_node=4), cluster)
     assert (request.ncpus, request.mem_gb) == (4, 15)  # 190 GB / 48 cores x 4, rounded down
-    assert request_problems(point(1, ranks_per_node=4), cluster) == []
+    assert refusals(batch_point(1, ranks_per_node=4), cluster) == []
 
 
 def test_refusals_are_reported_once_per_distinct_problem():
-    points = [point(2, ranks_per_node=36)] * 3
-    assert len(sweep_problems(points, clusters.load("gadi"))) == 1
+    points = [batch_point(2, ranks_per_node=36)] * 3
+    gadi = clusters.load("gadi")
+    assert len(sweep_problems(points, gadi, dialects.site_rules(gadi))) == 1
     assert sweep_problems(points, clusters.load("local")) == []
+
+
+# ------------------------------------------------------------------ dialects
+
+
+def test_each_cluster_file_names_a_registered_dialect():
+    assert list(dialects.DIALECTS) == ["gadi", "select"]
+    assert type(dialects.dialect_of(clusters.load("gadi"))) is dialects.GadiDialect
+    assert type(dialects.dialect_of(clusters.load("aspire2a"))) is dialects.SelectDialect
+    assert type(dialects.dialect_of(clusters.load("local"))) is dialects.SelectDialect  # the default
+
+
+def test_an_unknown_dialect_is_one_line_naming_the_registered_ones():
+    cluster = clusters.from_mapping({"name": "x", "cores_per_node": 2, "mem_per_node_gb": 4, "pbs_dialect": "nosuch"})
+    with pytest.raises(SweepError) as refused:
+        dialects.dialect_of(cluster)
+    (problem,) = refused.value.problems
+    assert problem == "config/clusters/x.yaml: pbs_dialect 'nosuch' is not known; allowed: gadi, select"
+
+
+def test_a_new_dialect_overrides_only_how_the_request_is_written(monkeypatch):
+    class NodesDialect(dialects.Dialect):
+        name = "nodes"
+
+        def resources(self, request, project):
+            return [f"nodes={request.nodes}:ppn={request.ncpus_per_node}", self.walltime(request)]
+
+    monkeypatch.setitem(dialects.DIALECTS, "nodes", NodesDialect)
+    cluster = clusters.from_mapping({"name": "x", "cores_per_node": 8, "mem_per_node_gb": 16, "pbs_dialect": "nodes"})
+    p = batch_point(2, ranks_per_node=8)
+    assert refusals(p, cluster) == []
+    argv = submit.qsub_command(job_request(p, cluster), cluster, project="ab12", log_path="LOG")
+    assert argv[argv.index("-l") + 1] == "nodes=2:ppn=8,walltime=00:10:00"
+
+
+def test_whole_nodes_past_one_node_are_a_rule_of_the_gadi_dialect_alone():
+    p = batch_point(2, ranks_per_node=36)
+    gadi = clusters.load("gadi")
+    whole_nodes = "studies.hoomd-wca: ncpus=72 at nodes=2, ranks_per_node=36 is not a multiple of 48"
+    assert dialects.dialect_of(gadi).problems(p, job_request(p, gadi))[0].startswith(whole_nodes)
+    assert request_problems(p, gadi) == []  # the queue's limits alone accept it
+    # Select chunks say how many cores per node: the same shape on 48-core nodes is fine.
+    select = clusters.from_mapping({"name": "x", "cores_per_node": 48, "mem_per_node_gb": 190})
+    assert refusals(p, select) == []
+
+
+def test_the_site_loader_stops_a_study_the_gadi_dialect_refuses(tmp_path):
+    config = {
+        "cluster": "gadi",
+        "mpi_flag_sets": {"default": {}},
+        "nccl_env_sets": {"default": {}},
+        "studies": {"pp": {"app": "pingpong", "nodes": [1, 2], "ranks_per_node": [36]}},
+    }
+    with pytest.raises(SweepError) as refused:
+        site.load_study(config)
+    assert refused.value.problems == [
+        "studies.pp: ncpus=72 at nodes=2, ranks_per_node=36 is not a multiple of 48; Gadi normal jobs past one "
+        "node take whole nodes (ranks_per_node x threads_per_rank = 48)"
+    ]
 
 
 def test_estimated_service_units_follow_gadi_charging():
@@ -178,7 +223,7 @@ def test_estimated_service_units_follow_gadi_charging():
 
 
 def test_qstat_json_states(data_dir):
-    states = pbs.states_from_json((data_dir / "pbs" / "qstat-x-f-F-json.json").read_text())
+    states = status.states_from_json((data_dir / "pbs" / "qstat-x-f-F-json.json").read_text())
     verdicts = {job: state.verdict()[0] for job, state in states.items()}
     assert verdicts == {
         "117204931.gadi-pbs": "running",  # queued
@@ -193,142 +238,18 @@ def test_qstat_json_states(data_dir):
 
 def test_qstat_text_states_of_torque_style_qstat():
     text = "Job Id:\t4\n\tJob_Name = t\n\tjob_state = C\n\tqueue = debug\nJob Id: 5\n    job_state = R\n"
-    states = pbs.states_from_text(text)
+    states = status.states_from_text(text)
     assert states["4"].verdict()[0] == "success" and states["5"].verdict()[0] == "running"
 
 
-def fake_qstat(tmp_path, data_dir, calls_file):
-    """A qstat that answers from the recorded JSON and counts its invocations."""
-    script = tmp_path / "qstat"
-    recorded = data_dir / "pbs" / "qstat-x-f-F-json.json"
-    script.write_text(
-        "#!/usr/bin/env python3\n"
-        "import json, sys\n"
-        f"open({str(calls_file)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
-        f"jobs = json.load(open({str(recorded)!r}))['Jobs']\n"
-        "ids = [a for a in sys.argv[1:] if not a.startswith('-') and a not in ('json',)]\n"
-        "known = {i: jobs.get(i, {'job_state': 'Q'}) for i in ids if not i.startswith('999')}\n"
-        "for i in ids:\n"
-        "    if i not in known: print(f'qstat: Unknown Job Id {i}', file=sys.stderr)\n"
-        "print(json.dumps({'Jobs': known}))\n"
-        "sys.exit(153 if len(known) < len(ids) else 0)\n"
-    )
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return str(script)
-
-
-def test_status_words_and_unknown_job(tmp_path, data_dir):
-    calls = tmp_path / "calls"
-    qstat = fake_qstat(tmp_path, data_dir, calls)
-    cache = tmp_path / "cache"
-    for job in ["117204931.gadi-pbs", "117204933.gadi-pbs", "117204935.gadi-pbs", "999.gadi-pbs"]:
-        pbs.register(cache, job)
-    words = [pbs.status(job, cache, qstat) for job in ["117204931.gadi-pbs", "117204933.gadi-pbs"]]
-    assert words == ["running", "success"]
-    # Unknown to the server: "running" during a grace period, then given up.
-    assert pbs.status("999.gadi-pbs", cache, qstat) == "running"
-    entries = [json.loads(line) for line in (cache / "jobs.jsonl").read_text().splitlines()]
-    for entry in entries:
-        entry["submitted"] -= 2 * pbs.UNKNOWN_GRACE_S
-    (cache / "jobs.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
-    assert pbs.status("999.gadi-pbs", cache, qstat) == "failed"
-
-
-def test_killed_job_without_metrics_becomes_failed_data(tmp_path, data_dir):
-    qstat = fake_qstat(tmp_path, data_dir, tmp_path / "calls")
-    cache, metrics = tmp_path / "cache", tmp_path / "run" / "metrics.json"
-    p = point(4)
-    pbs.register(cache, "117204935.gadi-pbs", metrics=str(metrics), point=p.to_json(), walltime_s=600)
-    assert pbs.status("117204935.gadi-pbs", cache, qstat) == "success"
-    record = json.loads(metrics.read_text())
-    assert record["status"] == "failed" and record["point"]["nodes"] == 4
-    assert "Exit_status -29: killed: walltime over the limit" in record["reason"]
-
-
-def test_transient_qstat_failure_answers_running(tmp_path):
-    broken = tmp_path / "qstat"
-    broken.write_text("#!/bin/sh\necho 'pbs_iff: cannot connect to host' >&2\nexit 2\n")
-    broken.chmod(0o755)
-    messages = []
-    assert pbs.status("1.server", tmp_path / "cache", str(broken), messages.append) == "running"
-    assert "qstat failed" in messages[0]
-
-
-def test_status_command_prints_exactly_one_word(tmp_path, data_dir, repo):
-    qstat = fake_qstat(tmp_path, data_dir, tmp_path / "calls")
-    env = {**os.environ, "SCALESTUDY_PBS_CACHE": str(tmp_path / "cache"), "PATH": f"{tmp_path}:{os.environ['PATH']}"}
-    out = subprocess.run(
-        [str(repo / "profiles/pbs/scalestudy-pbs"), "status", "117204934.gadi-pbs"],
-        env={**env, "SCALESTUDY_PYTHON": os.sys.executable},
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert out.stdout == "failed\n", (qstat, out.stderr)
-
-
-def test_one_qstat_per_polling_round_for_50_jobs(tmp_path, data_dir):
-    calls = tmp_path / "calls"
-    qstat = fake_qstat(tmp_path, data_dir, calls)
-    cache = tmp_path / "cache"
-    jobs = [f"{117300000 + i}.gadi-pbs" for i in range(50)]
-    for job in jobs:
-        pbs.register(cache, job)
-    rounds = 3
-    for _ in range(rounds):
-        pbs.MIN_REFRESH_S, saved = 0.0, pbs.MIN_REFRESH_S
-        try:
-            assert {pbs.status(job, cache, qstat) for job in jobs} == {"running"}
-        finally:
-            pbs.MIN_REFRESH_S = saved
-    invocations = calls.read_text().splitlines()
-    assert len(invocations) == rounds
-    assert all(len(line.split()) == 4 + 50 for line in invocations)  # -x -f -F json + every job
-
-
-def test_sidecar_deletes_only_the_unfinished_jobs_of_its_own_run_when_terminated(tmp_path, repo):
-    """Snakemake empties its list of active jobs during each status round, so a Ctrl-C there
-    cancels nothing; the sidecar deletes what is left when Snakemake terminates it."""
-    cache, calls = tmp_path / "cache", tmp_path / "qdel-calls"
-    qdel = tmp_path / "qdel"
-    qdel.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
-    qdel.chmod(0o755)
-    env = {**os.environ, "SCALESTUDY_PBS_CACHE": str(cache), "SCALESTUDY_QDEL": str(qdel)}
-    sidecar = subprocess.Popen(
-        [str(repo / "profiles/pbs/sidecar")],
-        env={**env, "SCALESTUDY_PYTHON": os.sys.executable},
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    run = sidecar.stdout.readline().strip()
-    assert len(run) == 32
-    done = tmp_path / "done.json"
-    done.write_text("{}")
-    pbs.register(cache, "1.pbs", run=run, metrics=str(tmp_path / "missing.json"))  # running: delete
-    pbs.register(cache, "2.pbs", run=run, metrics=str(done))  # wrote its record: keep
-    pbs.register(cache, "3.pbs", run="another-run")  # another Snakemake's job: keep
-    pbs.register(cache, "4.pbs", run=run)  # finished, as the status command saw: keep
-    pbs.register(cache, "5.pbs", run=run)  # the cancel command already deleted it: keep
-    pbs.register(cache, "6.pbs", run=run)  # queued, never polled yet: delete
-    pbs.save_cache(cache, {"refreshed": 0.0, "jobs": {"4.pbs": {"state": "F"}, "1.pbs": {"state": "R"}}})
-    (cache / pbs.CANCELLED).write_text("5.pbs\n")
-    sidecar.send_signal(signal.SIGINT)  # Ctrl-C reaches the whole process group: not the moment
-    with pytest.raises(subprocess.TimeoutExpired):
-        sidecar.wait(timeout=1)
-    sidecar.terminate()
-    assert sidecar.wait(timeout=30) == 0
-    assert calls.read_text().split() == ["1.pbs", "6.pbs"]
-    assert "sidecar: qdel 1.pbs 6.pbs" in (cache / pbs.QDEL_LOG).read_text()
-
-
 def test_sidecar_after_a_normal_end_deletes_nothing(tmp_path):
-    cache = tmp_path / "cache"
+    directory = tmp_path / "cache"
     done = tmp_path / "metrics.json"
     done.write_text("{}")
-    pbs.register(cache, "1.pbs", run="r", metrics=str(done))
-    pbs.register(cache, "2.pbs", run="r")  # a job without metrics.json (e.g. the initial state)
-    pbs.save_cache(cache, {"refreshed": 0.0, "jobs": {"1.pbs": {"state": "F"}, "2.pbs": {"state": "F"}}})
-    assert pbs.unfinished_jobs(cache, "r") == []
+    cache.register(directory, "1.pbs", run="r", metrics=str(done))
+    cache.register(directory, "2.pbs", run="r")  # a job without metrics.json (e.g. the initial state)
+    cache.save_states(directory, {"refreshed": 0.0, "jobs": {"1.pbs": {"state": "F"}, "2.pbs": {"state": "F"}}})
+    assert sidecar.unfinished_jobs(directory, "r") == []
 
 
 def test_site_environment_quotes_config_values_for_the_job_shell():
@@ -336,9 +257,100 @@ def test_site_environment_quotes_config_values_for_the_job_shell():
         {"name": "x", "cores_per_node": 2, "mem_per_node_gb": 4, "modules": ["openmpi/4.1.5", "a b"],
          "job_env": {"HF_HUB_OFFLINE": "1", "NOTE": "$(touch /tmp/pwned) `id`"}}
     )  # fmt: skip
-    lines = pbs.site_environment(cluster).splitlines()
+    lines = submit.site_environment(cluster).splitlines()
     assert lines[1:] == [
         "module load openmpi/4.1.5 'a b'",
         "export HF_HUB_OFFLINE=1",
         "export NOTE='$(touch /tmp/pwned) `id`'",
     ]
+
+
+# ------------------------------------------------------------------ cancel
+
+
+def test_cache_and_qdel_follow_the_environment():
+    assert cache.cache_dir({}) == Path(".snakemake/scalestudy-pbs")
+    assert cache.cache_dir({"SCALESTUDY_PBS_CACHE": "/scratch/c"}) == Path("/scratch/c")
+    assert cancel.qdel_command({}) == "qdel"
+    assert cancel.qdel_command({"SCALESTUDY_QDEL": "/opt/pbs/bin/qdel"}) == "/opt/pbs/bin/qdel"
+
+
+def spawn_recorder(monkeypatch, directory, said=b""):
+    """Replaces the start of qdel: records what would start, what `cancelled` held then,
+    and writes `said` where qdel's output would go."""
+    started = []
+
+    def start(argv, output_fd):
+        started.append((argv, (directory / cache.CANCELLED).read_text()))
+        os.write(output_fd, said)
+
+    monkeypatch.setattr(cancel, "start_detached", start)
+    return started
+
+
+def test_cancel_notes_the_ids_before_it_starts_one_qdel_for_all(tmp_path, monkeypatch):
+    directory = tmp_path / "cache"
+    started = spawn_recorder(monkeypatch, directory, b"qdel: job 2.pbs already finished\n")
+    cancel.cancel(["1.pbs", "2.pbs"], directory, "/opt/pbs/bin/qdel")
+    # The sidecar reads `cancelled`: the ids are there before qdel runs.
+    assert started == [(["/opt/pbs/bin/qdel", "1.pbs", "2.pbs"], "1.pbs\n2.pbs\n")]
+    assert (directory / cache.QDEL_LOG).read_text() == "cancel: qdel 1.pbs 2.pbs\nqdel: job 2.pbs already finished\n"
+    cancel.cancel(["3.pbs"], directory)
+    assert cache.cancelled(directory) == {"1.pbs", "2.pbs", "3.pbs"}
+
+
+def test_cancel_without_ids_starts_nothing(tmp_path, monkeypatch):
+    started = spawn_recorder(monkeypatch, tmp_path / "cache")
+    cancel.cancel([], tmp_path / "cache")
+    assert started == [] and not (tmp_path / "cache").exists()
+
+
+def test_a_qdel_that_cannot_start_is_logged_and_the_command_still_returns(tmp_path, monkeypatch):
+    def missing(argv, output_fd):
+        raise FileNotFoundError(2, "No such file or directory")
+
+    monkeypatch.setattr(cancel, "start_detached", missing)
+    cancel.cancel(["1.pbs"], tmp_path, "/no/qdel")
+    assert (tmp_path / cache.QDEL_LOG).read_text().splitlines() == [
+        "cancel: qdel 1.pbs",
+        "cancel: /no/qdel failed: [Errno 2] No such file or directory",
+    ]
+
+
+def test_the_sidecar_leaves_the_jobs_the_cancel_command_took(tmp_path, monkeypatch):
+    spawn_recorder(monkeypatch, tmp_path)
+    for job in ("1.pbs", "2.pbs"):
+        cache.register(tmp_path, job, run="r")
+    cancel.cancel(["1.pbs"], tmp_path)
+    assert sidecar.unfinished_jobs(tmp_path, "r") == ["2.pbs"]
+
+
+# ------------------------------------------------------------------ plan
+
+
+def study_names(lines):
+    return {line.split(" -N ")[1].split(".")[0] for line in lines}
+
+
+def test_plan_reads_the_profile_as_snakemake_does(repo, tmp_path, monkeypatch):
+    monkeypatch.chdir(repo)  # a profile's paths resolve against the directory snakemake runs in
+    monkeypatch.setenv("PROJECT", "ab12")
+    shipped = yaml.safe_load((repo / "config/sweep.yaml").read_text())
+    assert study_names(plan.plan(repo / "profiles/gadi")) == set(shipped["studies"])
+    # --configfile replaces the profile's configfiles (config/sweep.yaml): only X's studies.
+    only_hoomd = tmp_path / "hoomd-only.yaml"
+    only_hoomd.write_text(yaml.safe_dump({**shipped, "studies": {"hoomd-wca": shipped["studies"]["hoomd-wca"]}}))
+    lines = plan.plan(repo / "profiles/gadi", [str(only_hoomd)])
+    assert study_names(lines) == {"hoomd-wca"} and len(lines) == 18
+    # The profile's `config:` names the cluster; --config on the command line replaces it.
+    assert " -l ncpus=" in lines[0]
+    aspire = plan.plan(repo / "profiles/gadi", [str(only_hoomd)], ["cluster=aspire2a"])
+    assert " -l select=" in aspire[0]
+
+
+def test_plan_refuses_what_the_dry_run_refuses(repo, tmp_path):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({"studies": {"pp": {"app": "pingpong", "nodes": [1, 2], "ranks_per_node": [36]}}}))
+    with pytest.raises(SweepError) as refused:
+        plan.plan(repo / "profiles/gadi", [str(sweep)])
+    assert refused.value.problems[0].startswith("studies.pp: ncpus=72 at nodes=2, ranks_per_node=36 is not a multiple")

@@ -16,12 +16,15 @@ from scalestudy.apps import APPS  # noqa: E402
 from scalestudy.launch import locking, retry  # noqa: E402
 from scalestudy.model.errors import SweepError  # noqa: E402
 from scalestudy.model.paths import PLOT_KINDS  # noqa: E402
+from scalestudy.scheduler import site  # noqa: E402
 
 
 def load_study(raw_config):
-    """Every problem in the sweep is one line naming its key; nothing runs."""
+    """Every problem in the sweep is one line naming its key; nothing runs. The same loader
+    as `python -m scalestudy.scheduler.pbs plan`: the site's refusals (e.g. Gadi's whole
+    nodes) stop the dry run too."""
     try:
-        return study_loader.load(raw_config)
+        return site.load_study(raw_config)
     except SweepError as error:
         for problem in error.problems:
             print(f"sweep error: {problem}", file=sys.stderr)

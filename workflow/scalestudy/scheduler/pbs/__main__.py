@@ -1,0 +1,114 @@
+"""python -m scalestudy.scheduler.pbs submit|status|cancel|sidecar|plan (profiles/pbs/scalestudy-pbs).
+
+Each command imports its module only when chosen. The status command runs once per job
+per polling round and the cancel command within Snakemake's 2 s: called the way Snakemake
+calls them (`status ID`, `cancel ID...`) they also skip argparse, a sixth of their start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def status_command(job_id: str) -> int:
+    from .cache import cache_dir
+    from .status import status
+
+    print(status(job_id, cache_dir()))
+    return 0
+
+
+def cancel_command(job_ids: list[str]) -> int:
+    from .cache import cache_dir
+    from .cancel import cancel, qdel_command
+
+    cancel(job_ids, cache_dir(), qdel_command())
+    return 0
+
+
+def sidecar_command() -> int:
+    from .cache import cache_dir
+    from .cancel import qdel_command
+    from .sidecar import sidecar
+
+    return sidecar(cache_dir(), qdel_command())
+
+
+def submit_command(jobscript, cluster: str) -> int:
+    from .submit import SubmitRefused, submit
+
+    try:
+        print(submit(jobscript, cluster))
+    except SubmitRefused as refusal:
+        return refused(refusal.problems, "scalestudy: refused before submission")
+    return 0
+
+
+def plan_command(profile, configfiles: list[str], config: list[str]) -> int:
+    from ...model.errors import SweepError
+    from .plan import plan
+
+    try:
+        print("\n".join(plan(profile, configfiles, config)), flush=True)
+    except SweepError as error:
+        return refused(error.problems, "sweep error")  # as the Snakefile says it
+    except BrokenPipeError:
+        # The reader stopped early (`plan ... | head`): no traceback, and none again when
+        # Python flushes stdout on the way out.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return 0
+
+
+def refused(problems: list[str], prefix: str) -> int:
+    """One line per problem on stderr; the command's exit status."""
+    for problem in problems:
+        print(f"{prefix}: {problem}", file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    command, args = (argv[0], argv[1:]) if argv else ("", [])
+    if not any(arg.startswith("-") for arg in args):
+        if command == "status" and len(args) == 1:
+            return status_command(args[0])
+        if command == "cancel":
+            return cancel_command(args)
+    return parsed_command(argv)
+
+
+def parsed_command(argv: list[str]) -> int:
+    """Every command, with --help and errors from argparse."""
+    import argparse
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(prog="python -m scalestudy.scheduler.pbs")
+    commands = parser.add_subparsers(dest="command", required=True)
+    sub = commands.add_parser("submit", help="qsub a Snakemake jobscript; prints the job id")
+    sub.add_argument("--cluster", required=True)
+    sub.add_argument("jobscript", type=Path)
+    stat = commands.add_parser("status", help="print running|success|failed for a job id")
+    stat.add_argument("job_id")
+    cancel = commands.add_parser("cancel", help="qdel job ids, detached; returns at once")
+    cancel.add_argument("job_ids", nargs="*")
+    commands.add_parser("sidecar", help="Snakemake's sidecar: deletes the run's unfinished jobs on an interrupt")
+    dry = commands.add_parser("plan", help="print the qsub line of every point (nothing is submitted)")
+    dry.add_argument("--profile", type=Path, required=True)
+    dry.add_argument("--configfile", nargs="*", default=[], help="replace the profile's configfiles, as snakemake")
+    dry.add_argument("--config", nargs="*", default=[], help="k=v: replace the profile's config entries")
+    args = parser.parse_args(argv)
+    if args.command == "status":
+        return status_command(args.job_id)
+    if args.command == "cancel":
+        return cancel_command(args.job_ids)
+    if args.command == "sidecar":
+        return sidecar_command()
+    if args.command == "plan":
+        return plan_command(args.profile, args.configfile, args.config)
+    return submit_command(args.jobscript, args.cluster)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

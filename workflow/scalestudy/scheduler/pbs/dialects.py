@@ -1,0 +1,118 @@
+"""PBS resource dialects: how a site wants a request written after `qsub -l`, and what only
+that spelling refuses.
+
+A cluster file names its dialect (`pbs_dialect:`, default `select`); each dialect is a
+class registered under that name that overrides only what differs from `Dialect` (the way
+ReFrame registers its schedulers). A new site with its own spelling is one more class here.
+
+Every resource goes in ONE `-l`: PBS Pro accepts it, and Torque-style wrappers (Slurm's
+qsub) keep only the last `-l`.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from ...config.clusters import Cluster
+from ...config.requests import JobRequest, RequestRule, scale_of
+from ...model.errors import SweepError
+from ...model.point import Point
+from ...model.timefmt import hms
+
+DIALECTS: dict[str, type[Dialect]] = {}
+
+
+def registered(cls: type[Dialect]) -> type[Dialect]:
+    """Class decorator: the dialect a cluster file's `pbs_dialect: <cls.name>` picks."""
+    DIALECTS[cls.name] = cls
+    return cls
+
+
+class Dialect:
+    name: ClassVar[str]
+
+    def __init__(self, cluster: Cluster):
+        self.cluster = cluster
+
+    def resources(self, request: JobRequest, project: str) -> list[str]:
+        """The `name=value` items of the request, in the order the site documents them."""
+        raise NotImplementedError
+
+    def resource_list(self, request: JobRequest, project: str) -> str:
+        """What follows `-l`."""
+        return ",".join(self.resources(request, project))
+
+    def problems(self, point: Point, request: JobRequest) -> list[str]:
+        """What the site refuses only because of how the request must be written; one line
+        each, naming the study's keys (the queue's own limits: config.requests)."""
+        return []
+
+    @staticmethod
+    def walltime(request: JobRequest) -> str:
+        return f"walltime={hms(request.walltime_s)}"
+
+
+@registered
+class GadiDialect(Dialect):
+    """NCI Gadi: totals (`ncpus=,ngpus=,mem=`), no `select`; jobfs and the storage the job
+    may reach from the cluster file."""
+
+    name = "gadi"
+
+    def resources(self, request: JobRequest, project: str) -> list[str]:
+        items = [f"ncpus={request.ncpus}"]
+        if request.ngpus:
+            items.append(f"ngpus={request.ngpus}")
+        items += [f"mem={request.mem_gb}GB", self.walltime(request)]
+        if self.cluster.jobfs_gb:
+            items.append(f"jobfs={self.cluster.jobfs_gb:g}GB")
+        if self.cluster.storage:
+            items.append(f"storage={self.cluster.storage.format(project=project)}")
+        return items
+
+    def problems(self, point: Point, request: JobRequest) -> list[str]:
+        # Totals cannot say how the cores spread over the nodes: past one node Gadi gives
+        # whole nodes only.
+        queue = request.queue
+        if request.nodes > 1 and request.ncpus % queue.cores_per_node:
+            return [
+                f"studies.{point.study}: ncpus={request.ncpus} {scale_of(point)} is not a multiple of "
+                f"{queue.cores_per_node}; Gadi {queue.name} jobs past one node take whole nodes "
+                f"(ranks_per_node x threads_per_rank = {queue.cores_per_node})"
+            ]
+        return []
+
+
+@registered
+class SelectDialect(Dialect):
+    """PBS Pro's chunks (NSCC ASPIRE 2A): `select=N:ncpus=:ngpus=:mem=`, one chunk per node."""
+
+    name = "select"
+
+    def resources(self, request: JobRequest, project: str) -> list[str]:
+        chunk = f"select={request.nodes}:ncpus={request.ncpus_per_node}"
+        if request.ngpus_per_node:
+            chunk += f":ngpus={request.ngpus_per_node}"
+        chunk += f":mem={request.mem_per_node_gb}GB"
+        items = [chunk]
+        if request.nodes > 1:
+            items.append("place=scatter")  # one chunk per node: the ranks per node the point asks for
+        return [*items, self.walltime(request)]
+
+
+def dialect_of(cluster: Cluster) -> Dialect:
+    """The dialect the cluster file names; SweepError for a name none is registered under."""
+    if cluster.pbs_dialect not in DIALECTS:
+        raise SweepError(
+            [
+                f"config/clusters/{cluster.name}.yaml: pbs_dialect {cluster.pbs_dialect!r} is not known; "
+                f"allowed: {', '.join(DIALECTS)}"
+            ]
+        )
+    return DIALECTS[cluster.pbs_dialect](cluster)
+
+
+def site_rules(cluster: Cluster) -> tuple[RequestRule, ...]:
+    """What the cluster's dialect adds to the refusals of config.requests (every cluster
+    names a dialect, `select` by default, so an unknown name stops any study)."""
+    return (dialect_of(cluster).problems,)

@@ -1,0 +1,55 @@
+"""Dry mode: the exact qsub line of every point of the study a profile would run; nothing
+is submitted.
+
+    python -m scalestudy.scheduler.pbs plan --profile profiles/gadi [--configfile F ...] [--config k=v ...]
+
+The config is the one Snakemake would hand the Snakefile under that profile, and the
+study is loaded by the Snakefile's own loader (scalestudy.scheduler.site.load_study): a
+sweep the dry run refuses is refused here with the same lines.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from ...config.files import load_files, read_yaml, with_overrides
+from ...config.requests import job_request
+from ...model.paths import BATCH_LOG, DEFAULT_SWEEP
+from ..site import load_study
+from .submit import qsub_command
+
+PROFILE_FILE = "config.v8+.yaml"
+
+
+def workflow_config(
+    profile: Path, configfiles: list[str] | None = None, config: list[str] | None = None
+) -> dict[str, Any]:
+    """The config as Snakemake builds it: the profile's `configfiles` (else the Snakefile's
+    own, DEFAULT_SWEEP), REPLACED, not extended, by configfiles given on the command line;
+    then the profile's `config:` entries (or, given, the command line's) over top-level keys."""
+    settings = read_yaml(profile / PROFILE_FILE)
+    files = configfiles or settings.get("configfiles") or [DEFAULT_SWEEP]
+    entries = config if config else settings.get("config") or []
+    return with_overrides(load_files(*files), entries)
+
+
+def plan(profile: Path, configfiles: list[str] | None = None, config: list[str] | None = None) -> list[str]:
+    """The qsub line of every point, in the order of the study. Raises SweepError with the
+    lines the Snakefile would print."""
+    study = load_study(workflow_config(profile, configfiles, config))
+    cluster = study.cluster
+    project = cluster.project_name() or "$PROJECT"
+    return [
+        shlex.join(
+            qsub_command(
+                job_request(point, cluster),
+                cluster,
+                project=project,
+                log_path=f"{study.layout.run_dir(point.study, point.id)}/{BATCH_LOG}",
+                jobscript="<jobscript>",
+            )
+        )
+        for point in study.points
+    ]

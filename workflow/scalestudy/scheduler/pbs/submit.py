@@ -1,0 +1,137 @@
+"""The submit command: a Snakemake jobscript -> one `qsub` line in the site's dialect, or
+a refusal (one line per problem) before anything reaches the server.
+
+Snakemake writes the job's properties (rule, params, resources, outputs) into the
+jobscript; a point's request comes from its JSON and the cluster file, any other job (e.g.
+an initial state) asks for one node and its threads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ...config import clusters
+from ...config.requests import JobRequest, job_request, request_problems
+from ...model.paths import BATCH_LOG
+from ...model.point import Point
+from . import cache
+from .dialects import dialect_of, site_rules
+from .sidecar import SIDECAR_VARS
+
+
+def qsub_command(
+    request: JobRequest, cluster: clusters.Cluster, *, project: str, log_path: str, jobscript: str | None = None
+) -> list[str]:
+    """The qsub line of a request, its resources in the cluster's dialect."""
+    argv = ["qsub", "-P", project, "-q", request.queue.submit_name]
+    argv += ["-l", dialect_of(cluster).resource_list(request, project)]
+    argv += ["-N", request.name, "-j", "oe", "-o", log_path]
+    return argv + ([jobscript] if jobscript else [])
+
+
+def job_properties(jobscript: Path) -> dict[str, Any]:
+    """Snakemake writes the job's properties (rule, params, resources, output) into the jobscript."""
+    for line in jobscript.read_text().splitlines():
+        if line.startswith("# properties = "):
+            return json.loads(line[len("# properties = ") :])
+    raise ValueError(f"{jobscript}: no '# properties = ' line (does the jobscript template keep {{properties}}?)")
+
+
+def site_environment(cluster) -> str:
+    """Lines that give the job the site's modules and environment (PBS passes none)."""
+    lines = ["# site environment, from config/clusters/" + cluster.name + ".yaml"]
+    # Values from config reach the job's shell quoted: one word each, nothing expanded.
+    if cluster.modules:
+        lines.append(shlex.join(["module", "load", *cluster.modules]))
+    lines += [f"export {name}={shlex.quote(value)}" for name, value in cluster.job_env.items()]
+    return "\n".join(lines) + "\n"
+
+
+# The line of profiles/pbs/jobscript.sh that site_environment replaces.
+SITE_MARKER = "# scalestudy: site environment\n"
+
+
+def generic_request(properties: Mapping[str, Any], cluster) -> JobRequest:
+    """A job that is not a point (e.g. making an initial configuration): one node, its threads."""
+    resources = properties.get("resources") or {}
+    queue = cluster.queue(cluster.queue_name(0, resources.get("queue") or None))
+    ncpus = max(1, int(properties.get("threads") or 1))
+    mem_gb = resources.get("mem_mb")
+    walltime_s = int(resources.get("runtime") or 60) * 60
+    return JobRequest(
+        name=re.sub(r"[^A-Za-z0-9._-]", "_", str(properties.get("rule", "job")))[:48],
+        queue=queue,
+        nodes=1,
+        ncpus_per_node=ncpus,
+        ngpus_per_node=0,
+        mem_per_node_gb=max(1, int(mem_gb / 1024) if mem_gb else int(ncpus * queue.mem_per_core_gb)),
+        walltime_s=walltime_s,
+        point_walltime_s=walltime_s,
+    )
+
+
+class SubmitRefused(Exception):
+    def __init__(self, problems: list[str]):
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def submit(jobscript: Path, cluster_name: str, qsub: str = "qsub", environ: Mapping[str, str] = os.environ) -> str:
+    """Submit a Snakemake jobscript; returns the PBS job id. Raises SubmitRefused with one
+    line per problem when the site would reject the job."""
+    properties = job_properties(jobscript)
+    params, resources = properties.get("params") or {}, properties.get("resources") or {}
+    planned_for = params.get("cluster") or cluster_name
+    if planned_for != cluster_name:
+        # `--config k=v` on the command line replaces the profile's `config: [cluster=...]`.
+        raise SubmitRefused(
+            [
+                f"cluster: the workflow planned this job for {planned_for!r} but the profile submits to "
+                f"{cluster_name!r}; with --config on the command line, add cluster={cluster_name}"
+            ]
+        )
+    cluster = clusters.load(cluster_name)
+    problems = []
+    project = cluster.project_name(environ)
+    if not project:
+        problems.append(f"config/clusters/{cluster.name}.yaml: project is not set and $PROJECT is empty")
+    outputs = properties.get("output") or []
+    if "point" in params:
+        point = Point.from_json(params["point"], int(resources["walltime_s"]), resources.get("queue") or None)
+        problems += request_problems(point, cluster, site_rules(cluster))
+        request = job_request(point, cluster)
+    else:
+        request = generic_request(properties, cluster)
+    if problems:
+        raise SubmitRefused(problems)
+    directory = cache.cache_dir(environ)
+    run_dir = Path(outputs[0]).parent if outputs else directory / cache.LOGS
+    run_dir.mkdir(parents=True, exist_ok=True)
+    script = jobscript.read_text()
+    if SITE_MARKER in script:
+        jobscript.write_text(script.replace(SITE_MARKER, site_environment(cluster), 1))
+    argv = qsub_command(
+        request, cluster, project=project, log_path=str((run_dir / BATCH_LOG).resolve()), jobscript=str(jobscript)
+    )
+    argv[0] = qsub
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise SubmitRefused([f"qsub exited with {result.returncode}: {result.stderr.strip() or result.stdout.strip()}"])
+    job_id = result.stdout.strip().splitlines()[0].strip()
+    cache.register(
+        directory,
+        job_id,
+        run=environ.get(SIDECAR_VARS) or None,
+        metrics=next((o for o in outputs if o.endswith("metrics.json")), None),
+        point=params.get("point"),
+        walltime_s=resources.get("walltime_s"),
+        queue=resources.get("queue"),
+    )
+    return job_id
