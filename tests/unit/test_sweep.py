@@ -84,16 +84,16 @@ def test_unknown_set_names_the_key_path_and_the_choices():
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        ({"nodes": []}, "studies.litgpt-full.nodes: [] should be non-empty"),
-        ({"nodes": [0, 1]}, "studies.litgpt-full.nodes[0]: 0 is less than the minimum of 1"),
-        ({"repeats": 0}, "studies.litgpt-full.repeats: 0 is less than the minimum of 1"),
-        ({"ranks_per_node": [-2]}, "studies.litgpt-full.ranks_per_node[0]: -2 is less than the minimum of 1"),
+        ({"nodes": []}, "studies.litgpt-full.nodes: [] is empty; give at least 1"),
+        ({"nodes": [0, 1]}, "studies.litgpt-full.nodes[0]: 0 is not allowed; the least is 1"),
+        ({"repeats": 0}, "studies.litgpt-full.repeats: 0 is not allowed; the least is 1"),
+        ({"ranks_per_node": [-2]}, "studies.litgpt-full.ranks_per_node[0]: -2 is not allowed; the least is 1"),
         ({"app": "nosuchapp"}, "studies.litgpt-full.app: unknown app 'nosuchapp'; allowed: hoomd, lammps, litgpt"),
-        ({"scaling": "diagonal"}, "studies.litgpt-full.scaling: 'diagonal' is not one of ['strong', 'weak']"),
-        ({"walltime": "1h"}, "studies.litgpt-full.walltime: '1h' is not allowed"),
+        ({"scaling": "diagonal"}, "studies.litgpt-full.scaling: 'diagonal' is not allowed; allowed: strong, weak"),
+        ({"walltime": "1h"}, "studies.litgpt-full.walltime: '1h' is not allowed; use hours:minutes:seconds"),
         ({"gpus_per_node": [4]}, "studies.litgpt-full: give exactly one of ranks_per_node or gpus_per_node"),
-        ({"budget_su": 0}, "studies.litgpt-full.budget_su: 0 is less than or equal to the minimum of 0"),
-        ({"budget_su": "lots"}, "studies.litgpt-full.budget_su: 'lots' is not of type 'number'"),
+        ({"budget_su": 0}, "studies.litgpt-full.budget_su: 0 is not allowed; use more than 0"),
+        ({"budget_su": "lots"}, "studies.litgpt-full.budget_su: 'lots' is not a number"),
     ],
 )
 def test_bad_values_are_one_line_naming_the_key(change, expected):
@@ -195,5 +195,7 @@ def test_missing_inputs_are_named_once_per_study_and_made_files_are_not_checked(
 
 def test_partial_flag_takes_the_command_line_string_and_nothing_else():
     assert study.load({**with_study(), "partial": "true"}).points
-    assert problems_of({**with_study(), "partial": "maybe"})[0].startswith("partial: 'maybe' is not one of")
+    assert problems_of({**with_study(), "partial": "maybe"})[0].startswith(
+        "partial: 'maybe' is not allowed; allowed: true, false"
+    )
     assert files.is_true("true") and files.is_true(True) and not files.is_true("false") and not files.is_true(False)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .apps import APPS
+from .apps.litgpt_assets import settings_problems as litgpt_assets_problems
 from .config import clusters
 from .config.files import is_true
 from .config.requests import sweep_problems
@@ -122,6 +123,9 @@ def load(config: Mapping[str, Any]) -> Study:
     """Everything about the study that can be known before a job runs; raises SweepError."""
     validated = validate(config)
     problems = app_problems(validated)
+    problems += [
+        f"assets.litgpt_tiny{p}" for p in litgpt_assets_problems(validated.get("assets", {}).get("litgpt_tiny") or {})
+    ]
     if problems:
         raise SweepError(problems)
     sweep = expand(validated)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model.errors import SweepError
+from ..model.errors import SweepError, did_you_mean
 from ..model.paths import clusters_dir
 from ..model.timefmt import hms_seconds
 from .files import read_yaml
@@ -223,8 +223,9 @@ def load(name: str) -> Cluster:
     directory = clusters_dir()
     path = directory / f"{name}.yaml"
     if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in directory.glob("*.yaml")))
-        raise SweepError([f"cluster: unknown cluster {name!r}; defined in {directory}: {known}"])
+        known = sorted(p.stem for p in directory.glob("*.yaml"))
+        suggestion = did_you_mean(name, known) or ";"
+        raise SweepError([f"cluster: unknown cluster {name!r}{suggestion} defined in {directory}: {', '.join(known)}"])
     try:
         cluster = from_mapping(read_yaml(path))
     except (KeyError, TypeError, ValueError) as error:

@@ -12,6 +12,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from ..model.errors import did_you_mean
 from ..model.point import Point
 from ..model.timefmt import hms
 from .clusters import Cluster, Queue
@@ -94,7 +95,10 @@ def request_problems(point: Point, cluster: Cluster) -> list[str]:
     )
     wanted = cluster.queue_name(point.gpus_per_node, point.queue)
     if cluster.queues and wanted not in cluster.queues:
-        return [f"{where}.queue: {wanted!r} is not a queue of {cluster.name}; allowed: {', '.join(cluster.queues)}"]
+        return [
+            f"{where}.queue: {wanted!r} is not a queue of {cluster.name}{did_you_mean(wanted, cluster.queues) or ';'}"
+            f" allowed: {', '.join(cluster.queues)}"
+        ]
     request = job_request(point, cluster)
     queue = request.queue
     problems = []

@@ -1,0 +1,135 @@
+"""The sweep is read strictly, and every message tells the truth: unknown keys (with the
+key meant), keys given twice in a file, walltimes of no time, results in a system
+directory, what this machine has (one node, its GPUs), a PBS project, and hints that
+are the rules' own."""
+
+import pytest
+from scalestudy import study
+from scalestudy.config import sweep
+from scalestudy.model.errors import SweepError
+
+
+def pingpong(**study_keys):
+    """One ping-pong study on the local machine (2 ranks of its one node)."""
+    return {
+        "cluster": "local",
+        "studies": {"pp": {"app": "pingpong", "nodes": [1], "ranks_per_node": [2], **study_keys}},
+    }
+
+
+def problems_of(config, **load_args):
+    with pytest.raises(SweepError) as raised:
+        study.load(config, **load_args)
+    return raised.value.problems
+
+
+# ---------------------------------------------------------------- unknown keys
+
+
+STUDY_KEYS = (
+    "app, scaling, nodes, ranks_per_node, gpus_per_node, threads_per_rank, mpi_flags, nccl_env, repeats, "
+    "walltime, budget_su, queue, params"
+)
+TOP_KEYS = "cluster, results_dir, retry_failed, partial, assets, mpi_flag_sets, nccl_env_sets, studies"
+
+
+def test_an_unknown_top_level_key_is_refused_with_the_key_meant():
+    assert problems_of({**pingpong(), "clsuter": "gadi"}) == [
+        f"top level: unknown key 'clsuter'; did you mean 'cluster'? allowed: {TOP_KEYS}"
+    ]
+    assert problems_of({**pingpong(), "mpi_flag_set": {"tcp": {"btl": "self,tcp"}}}) == [
+        f"top level: unknown key 'mpi_flag_set'; did you mean 'mpi_flag_sets'? allowed: {TOP_KEYS}"
+    ]
+    assert problems_of({**pingpong(), "verbose": True}) == [f"top level: unknown key 'verbose'; allowed: {TOP_KEYS}"]
+
+
+def test_an_unknown_study_key_is_one_line_not_jsonschemas():
+    assert problems_of(pingpong(repeat=3)) == [
+        f"studies.pp: unknown key 'repeat'; did you mean 'repeats'? allowed: {STUDY_KEYS}"
+    ]
+
+
+def test_unknown_asset_keys_are_refused():
+    assert problems_of({**pingpong(), "assets": {"litgpt_tiny": {"n_layers": 2}}}) == [
+        "assets.litgpt_tiny.n_layers: unknown key; did you mean 'n_layer'? allowed: n_layer, n_head, n_embd, "
+        "vocab_size, block_size, intermediate_size, samples, seed"
+    ]
+    assert problems_of({**pingpong(), "assets": {"litgpt_tiny": {"n_layer": 0}}}) == [
+        "assets.litgpt_tiny.n_layer: 0 is not allowed; use a whole number, at least 1"
+    ]
+    assert problems_of({**pingpong(), "assets": {"litgpt": {}}}) == [
+        "assets: unknown key 'litgpt'; did you mean 'litgpt_tiny'? allowed: litgpt_tiny"
+    ]
+
+
+def test_an_unknown_app_param_names_the_one_meant():
+    assert problems_of(pingpong(params={"max_byte": 64})) == [
+        "studies.pp.params.max_byte: unknown parameter for app 'pingpong'; did you mean 'max_bytes'? "
+        "allowed: iterations, max_bytes, min_bytes, warmup"
+    ]
+
+
+def test_an_unknown_cluster_names_the_one_meant():
+    (problem,) = problems_of({**pingpong(), "cluster": "gadii"})
+    assert problem.startswith("cluster: unknown cluster 'gadii'; did you mean 'gadi'? defined in ")
+
+
+def test_flag_set_keys_stay_free_form_mca_names():
+    config = {**pingpong(mpi_flags=["tcp"]), "mpi_flag_sets": {"tcp": {"btl": "self,tcp", "btl_tcp_if_x": 1}}}
+    assert study.load(config).points
+
+
+# ---------------------------------------------------------------- messages that tell the truth
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (
+            {**pingpong(), "mpi_flag_sets": {"x": {"btl.tcp": 1}}},
+            "mpi_flag_sets.x: name 'btl.tcp' is not allowed; an MCA parameter (or, in an MPICH set, environment "
+            "variable) name is letters, digits and '_', e.g. btl_tcp_if_include",
+        ),
+        (
+            {**pingpong(), "nccl_env_sets": {"x": {"LD_PRELOAD": "/lib/x.so"}}},
+            "nccl_env_sets.x: name 'LD_PRELOAD' is not allowed; an NCCL set holds NCCL variables only: NCCL_ then "
+            "upper-case letters, digits or '_', e.g. NCCL_IB_DISABLE",
+        ),
+        (
+            pingpong(params={"max-bytes": 64}),
+            "studies.pp.params: name 'max-bytes' is not allowed; a parameter name is letters, digits and '_', "
+            "not starting with a digit, e.g. max_bytes",
+        ),
+        (pingpong(params={"iterations": "many"}), "studies.pp.params.iterations: 'many' is not an integer"),
+        (pingpong(params={"iterations": True}), "studies.pp.params.iterations: True is not an integer"),
+        (
+            pingpong(params={"iterations": [[1]]}),
+            "studies.pp.params.iterations: [[1]] is not allowed; a param is a string, number or true/false, "
+            "or a non-empty list of them (an axis)",
+        ),
+        ({**pingpong(), "studies": {}}, "studies: {} is empty; give at least 1"),
+        ({"studies": {"pp": {"app": "pingpong"}}}, "studies.pp: missing key 'nodes' (required: app, nodes)"),
+        ({**pingpong(), "retry_failed": "yes"}, "retry_failed: 'yes' is not allowed; allowed: true, false"),
+        ({**pingpong(), "mpi_flag_sets": {"x": 5}}, "mpi_flag_sets.x: 5 is not keys (key: value) or empty"),
+        (pingpong(threads_per_rank=0), "studies.pp.threads_per_rank: 0 is not allowed; the least is 1"),
+    ],
+)
+def test_each_message_says_what_is_wrong_and_what_is_allowed(config, expected):
+    problems = problems_of(config)
+    assert len(problems) == 1 and problems[0].startswith(expected), problems
+
+
+def test_every_pattern_in_the_schema_carries_its_own_hint():
+    def patterns(node, where):
+        if isinstance(node, dict):
+            if "pattern" in node:
+                yield where, node
+            for key, value in node.items():
+                yield from patterns(value, f"{where}.{key}")
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                yield from patterns(value, f"{where}[{i}]")
+
+    found = list(patterns(sweep.schema(), "schema"))
+    assert len(found) == 5
+    assert [where for where, node in found if not node.get(sweep.HINT)] == []
