@@ -4,8 +4,9 @@ directory, what this machine has (one node, its GPUs), a PBS project, and hints 
 are the rules' own."""
 
 import pytest
+import yaml
 from scalestudy import study
-from scalestudy.config import sweep
+from scalestudy.config import clusters, files, sweep
 from scalestudy.model.errors import SweepError
 
 
@@ -77,6 +78,64 @@ def test_an_unknown_cluster_names_the_one_meant():
 def test_flag_set_keys_stay_free_form_mca_names():
     config = {**pingpong(mpi_flags=["tcp"]), "mpi_flag_sets": {"tcp": {"btl": "self,tcp", "btl_tcp_if_x": 1}}}
     assert study.load(config).points
+
+
+# ---------------------------------------------------------------- keys given twice, YAML mistakes
+
+
+DUPLICATED = """\
+cluster: local
+studies:
+  pp:
+    app: pingpong
+    repeats: 3
+    nodes: [1]
+    ranks_per_node: [2]
+    repeats: 5
+"""
+
+
+def test_a_key_given_twice_in_a_config_file_is_refused_with_file_and_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my.yaml").write_text(DUPLICATED)
+    config = yaml.safe_load(DUPLICATED)  # what Snakemake made of it: repeats 5, silently
+    assert config["studies"]["pp"]["repeats"] == 5
+    assert problems_of(config, files=[tmp_path / "my.yaml"]) == [
+        "my.yaml:8: studies.pp.repeats is given twice (first at line 5); YAML would keep only the last: remove one"
+    ]
+    with pytest.raises(SweepError, match=r"^my.yaml:8: studies.pp.repeats is given twice"):
+        files.load_files("my.yaml")
+
+
+def test_merge_keys_may_override_and_json_duplicates_are_refused_too(tmp_path):
+    (tmp_path / "anchors.yaml").write_text(
+        "base: &base {repeats: 2, nodes: [1]}\nstudies:\n  a: {<<: *base, repeats: 3}\n  b: *base\n"
+    )
+    assert files.file_problems([tmp_path / "anchors.yaml"]) == []
+    (tmp_path / "twice.json").write_text('{"cluster": "local", "cluster": "gadi"}')
+    assert files.file_problems([tmp_path / "twice.json"]) == [
+        f"{tmp_path / 'twice.json'}: 'cluster' is given twice in one object; JSON readers keep only the last"
+    ]
+
+
+def test_a_yaml_mistake_names_file_line_and_column(tmp_path):
+    (tmp_path / "bad.yaml").write_text("studies:\n  pp:\n    app: pingpong\n   nodes: [1]\n")
+    assert files.file_problems([tmp_path / "bad.yaml"]) == [
+        f"{tmp_path / 'bad.yaml'}:4:4: not valid YAML: expected <block end>, but found '<block mapping start>' "
+        "(while parsing a block mapping at line 2)"
+    ]
+    assert files.file_problems([tmp_path / "report"]) == [f"{tmp_path / 'report'}: no such file"]
+
+
+def test_a_cluster_file_is_read_strictly_too(tmp_path, monkeypatch):
+    (tmp_path / "twice.yaml").write_text("name: twice\ncores_per_node: 48\ncores_per_node: 4\n")
+    monkeypatch.setenv("SCALESTUDY_CLUSTERS_DIR", str(tmp_path))
+    with pytest.raises(SweepError) as raised:
+        clusters.load("twice")
+    assert raised.value.problems == [
+        f"{tmp_path / 'twice.yaml'}:3: cores_per_node is given twice (first at line 2); "
+        "YAML would keep only the last: remove one"
+    ]
 
 
 # ---------------------------------------------------------------- messages that tell the truth

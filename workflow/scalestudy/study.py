@@ -2,11 +2,13 @@
 expanded and each checked by its app, the results layout fixed. The one loader of the
 Snakefile, `python -m scalestudy.scheduler.pbs plan` and the tests.
 
-    study = load(config)       # raises SweepError: every problem, one line each, naming its key
+    study = load(config, files=workflow.configfiles)
+    # raises SweepError: every problem, one line each, naming its key (or file and line)
 
-The configuration layer below checks the shape; here each study's app adds what only it
-knows (its parameters, the MPI its flag sets must be for, what fails at a given scale,
-which files a point reads), and the cluster adds what the site would refuse.
+The configuration layer below reads the files strictly and checks the shape; here each
+study's app adds what only it knows (its parameters, the MPI its flag sets must be for,
+what fails at a given scale, which files a point reads), and the cluster adds what the
+site would refuse.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 from .apps import APPS
 from .apps.litgpt_assets import settings_problems as litgpt_assets_problems
 from .config import clusters
-from .config.files import is_true
+from .config.files import file_problems, is_true
 from .config.requests import sweep_problems
 from .config.sweep import expand, fitting_sets, flag_set_flavour, setting, validate
 from .model.errors import SweepError
@@ -119,8 +121,13 @@ def preflight_problems(points: Iterable[Point]) -> list[str]:
     return list(problems)
 
 
-def load(config: Mapping[str, Any]) -> Study:
-    """Everything about the study that can be known before a job runs; raises SweepError."""
+def load(config: Mapping[str, Any], files: Iterable[str | os.PathLike[str]] = ()) -> Study:
+    """Everything about the study that can be known before a job runs; raises SweepError.
+    `files`: the config files `config` was read from (Snakemake's `workflow.configfiles`),
+    read again strictly (a key given twice, which Snakemake keeps silently, is refused)."""
+    problems = file_problems(files)
+    if problems:
+        raise SweepError(problems)
     validated = validate(config)
     problems = app_problems(validated)
     problems += [

@@ -226,8 +226,9 @@ def load(name: str) -> Cluster:
         known = sorted(p.stem for p in directory.glob("*.yaml"))
         suggestion = did_you_mean(name, known) or ";"
         raise SweepError([f"cluster: unknown cluster {name!r}{suggestion} defined in {directory}: {', '.join(known)}"])
+    data = read_yaml(path)  # a YAML mistake or a key given twice: SweepError naming file and line
     try:
-        cluster = from_mapping(read_yaml(path))
+        cluster = from_mapping(data)
     except (KeyError, TypeError, ValueError) as error:
         raise SweepError([f"config/clusters/{name}.yaml: {error!r}"]) from error
     problems = problems_of(cluster)
