@@ -3,6 +3,8 @@ key meant), keys given twice in a file, walltimes of no time, results in a syste
 directory, what this machine has (one node, its GPUs), a PBS project, and hints that
 are the rules' own."""
 
+import os
+
 import pytest
 import yaml
 from scalestudy import study
@@ -138,12 +140,54 @@ def test_a_cluster_file_is_read_strictly_too(tmp_path, monkeypatch):
     ]
 
 
+# ---------------------------------------------------------------- walltime, results_dir
+
+
+def test_a_walltime_of_no_time_is_refused():
+    assert problems_of(pingpong(walltime="00:00:00")) == [
+        "studies.pp.walltime: '00:00:00' is not allowed; use hours:minutes:seconds above zero, in quotes, "
+        'e.g. "01:30:00" (minutes and seconds 00-59; YAML reads an unquoted 1:30:00 as the number 5400)'
+    ]
+    assert study.load(pingpong(walltime="0:00:01")).points[0].walltime_seconds == 1
+
+
+@pytest.mark.parametrize("results_dir", ["/", "/etc", "/usr/local/results", "/root", "/var/lib/x", "/proc"])
+def test_results_in_the_root_or_a_system_directory_are_refused(results_dir):
+    (problem,) = problems_of({**pingpong(), "results_dir": results_dir})
+    assert problem.startswith(f"results_dir: {results_dir!r} is ")
+    assert problem.endswith("; give results a directory of their own, e.g. results or /scratch/ab12/you/results")
+
+
+def test_results_dir_is_resolved_through_dots_and_links(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    upward = os.path.relpath("/etc", tmp_path)  # ../../../etc
+    assert problems_of({**pingpong(), "results_dir": upward}) == [
+        f"results_dir: {upward!r} (that is /etc) is a system directory; give results a directory of their own, "
+        "e.g. results or /scratch/ab12/you/results"
+    ]
+    (tmp_path / "to-root").symlink_to("/")
+    (problem,) = problems_of({**pingpong(), "results_dir": "to-root"})
+    assert problem.startswith("results_dir: 'to-root' (that is /) is the root directory;")
+    assert problems_of({**pingpong(), "results_dir": ""}) == ["results_dir: '' is empty; give at least 1"]
+    assert problems_of({**pingpong(), "results_dir": "/scratch/ab12/$USER/results"}) == [
+        "results_dir: '/scratch/ab12/$USER/results': nothing expands ~ or $VARIABLES here (a folder of that very "
+        "name would be made); write the path out, e.g. /scratch/ab12/you/results"
+    ]
+    for fine in ("results", str(tmp_path / "r"), "/var/tmp/r", "/root/scalestudy/results"):
+        assert study.load({**pingpong(), "results_dir": fine}).layout.results == fine
+
+
 # ---------------------------------------------------------------- messages that tell the truth
 
 
 @pytest.mark.parametrize(
     ("config", "expected"),
     [
+        (
+            pingpong(walltime="25:00"),
+            "studies.pp.walltime: '25:00' is not allowed; use hours:minutes:seconds above zero, in quotes",
+        ),
+        (pingpong(walltime=1500), "studies.pp.walltime: 1500 is not a string; use hours:minutes:seconds"),
         (
             {**pingpong(), "mpi_flag_sets": {"x": {"btl.tcp": 1}}},
             "mpi_flag_sets.x: name 'btl.tcp' is not allowed; an MCA parameter (or, in an MPICH set, environment "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
+import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -139,6 +140,44 @@ def schema_problems(config: Mapping[str, Any]) -> list[str]:
     return list(problems)
 
 
+# Where the operating system lives: results there would write into it (refused at or below,
+# /var/tmp aside); and the root and the homes' parents, whose top the results would litter
+# (refused themselves; a folder inside is fine).
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run",
+                "/sbin", "/sys", "/usr", "/var")  # fmt: skip
+SCRATCH_UNDER_SYSTEM = ("/var/tmp",)
+SYSTEM_TOPS = ("/", "/home", "/root")
+
+
+def results_dir_problems(config: Mapping[str, Any]) -> list[str]:
+    """results_dir must be a directory of its own, never the root or a system directory
+    (resolved: '../../etc' and links count where they lead)."""
+    given = config.get("results_dir")
+    if not isinstance(given, str) or not given:
+        return []
+    if given.startswith("~") or "$" in given:
+        return [
+            f"results_dir: {given!r}: nothing expands ~ or $VARIABLES here (a folder of that very name would be "
+            "made); write the path out, e.g. /scratch/ab12/you/results"
+        ]
+    resolved = os.path.realpath(given)
+
+    def under(top: str) -> bool:
+        return resolved == top or resolved.startswith(top.rstrip("/") + "/")
+
+    system = resolved in SYSTEM_TOPS or (
+        any(under(top) for top in SYSTEM_TREES) and not any(under(top) for top in SCRATCH_UNDER_SYSTEM)
+    )
+    if not system:
+        return []
+    shown = repr(given) if resolved == given else f"{given!r} (that is {resolved})"
+    what = "the root directory" if resolved == "/" else "a system directory"
+    return [
+        f"results_dir: {shown} is {what}; give results a directory of their own, "
+        "e.g. results or /scratch/ab12/you/results"
+    ]
+
+
 def with_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
     """The config with the schema's defaults filled in; every set list has the empty `default` set.
     What has the wrong shape is left as it is, for the schema to name."""
@@ -222,7 +261,7 @@ def flag_set_problems(flag_sets: Mapping[str, Mapping[str, Any]]) -> list[str]:
 def validate(config: Mapping[str, Any]) -> dict[str, Any]:
     """Return the config with defaults filled in, or raise SweepError with every problem."""
     config = with_defaults(config)
-    problems = schema_problems(config)
+    problems = schema_problems(config) + results_dir_problems(config)
     if problems:
         raise SweepError(problems)
     problems = set_problems(config)
