@@ -115,6 +115,17 @@ def test_a_misspelt_key_and_a_key_given_twice_stop_before_any_job(tmp_path):
     ]
 
 
+def test_the_local_profile_refuses_what_this_machine_cannot_run(tmp_path):
+    overlay = {"results_dir": str(tmp_path / "results"), "studies": {"lammps-wca": {"nodes": [2]}}}
+    real = snakemake(tmp_path, overlay, profile="local")
+    assert real.returncode != 0
+    assert sweep_lines(real) == [
+        "sweep error: studies.lammps-wca.nodes: 2 nodes, but local is one machine "
+        "(config/clusters/local.yaml nodes: 1); use nodes: [1]"
+    ]
+    assert not (tmp_path / "results").exists()
+
+
 def test_a_yaml_mistake_in_the_default_sweep_names_its_file_and_line(tmp_path):
     """Without --configfile the Snakefile reads config/sweep.yaml; Snakemake's own message for
     a YAML mistake names neither the file nor the line."""

@@ -163,7 +163,12 @@ def test_single_node_jobs_may_take_part_of_a_node():
 def test_refusals_are_reported_once_per_distinct_problem():
     points = [point(2, ranks_per_node=36)] * 3
     assert len(sweep_problems(points, clusters.load("gadi"))) == 1
-    assert sweep_problems(points, clusters.load("local")) == []
+    # One machine: its one node is the limit; more ranks than cores it runs on purpose.
+    assert sweep_problems(points, clusters.load("local")) == [
+        "studies.hoomd-wca.nodes: 2 nodes, but local is one machine (config/clusters/local.yaml nodes: 1); "
+        "use nodes: [1]"
+    ]
+    assert sweep_problems([point(1, ranks_per_node=36)] * 3, clusters.load("local")) == []
 
 
 def test_estimated_service_units_follow_gadi_charging():

@@ -4,14 +4,16 @@ import copy
 
 import pytest
 from scalestudy import study
-from scalestudy.config import files
+from scalestudy.config import clusters, files
 from scalestudy.model.errors import SweepError
 from scalestudy.model.paths import Layout
 from scalestudy.model.point import Point
 
 
 def base_config():
+    """A study across nodes, on a cluster of several (Slurm's example file: 48 cores, no GPUs)."""
     return {
+        "cluster": "slurm",
         "mpi_flag_sets": {"default": {}, "no-ucx": {"btl": "^ucx"}},
         "nccl_env_sets": {"default": {}, "no-ib": {"NCCL_IB_DISABLE": 1}},
         "studies": {
@@ -64,8 +66,9 @@ def test_point_ids_are_readable_and_stable():
     assert point.nccl_env == {"NCCL_IB_DISABLE": "1"}
 
 
-def test_gpus_per_node_sets_one_rank_per_gpu():
-    config = with_study(gpus_per_node=[4])
+def test_gpus_per_node_sets_one_rank_per_gpu(monkeypatch):
+    monkeypatch.setenv("PROJECT", "ab12")
+    config = {**with_study(gpus_per_node=[4]), "cluster": "aspire2a"}  # 4 A100 per GPU node
     del config["studies"]["litgpt-full"]["ranks_per_node"]
     point = study.load(config).points[-1]
     assert (point.ranks_per_node, point.gpus_per_node, point.ranks) == (4, 4, 8)
@@ -144,7 +147,10 @@ def test_overlay_null_removes_a_key():
     assert merged == {"studies": {"s": {"app": "litgpt", "ranks_per_node": [1, 2], "nodes": [1]}}}
 
 
-def test_shipped_sweep_and_local_overlay_are_valid(repo):
+def test_shipped_sweep_and_local_overlay_are_valid(repo, monkeypatch):
+    # The local overlay on a 2-core machine without GPUs (CI's): 2 ranks oversubscribe on purpose.
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    monkeypatch.setattr(clusters, "detected_gpus", lambda: 0)
     cluster_study = study.load(files.load_files(repo / "config/sweep.yaml"))
     assert {p.study for p in cluster_study.points} == {
         "litgpt-full",
@@ -157,6 +163,7 @@ def test_shipped_sweep_and_local_overlay_are_valid(repo):
     assert max(p.ranks for p in full) == 8 and {p.gpus_per_node for p in full} == {4}
     assert {p.params["max_steps"] for p in full} == {20}
     local = study.load(files.load_files(repo / "config/sweep.yaml", repo / "config/local.yaml"))
+    assert (local.cluster.name, local.cluster.cores_per_node, local.cluster.gpus_per_node) == ("local", 2, 0)
     assert {(p.study, p.ranks) for p in local.points} == {
         ("litgpt-full", 1),
         ("litgpt-full", 2),

@@ -26,6 +26,13 @@ def problems_of(config, **load_args):
     return raised.value.problems
 
 
+@pytest.fixture
+def two_cores_no_gpu(monkeypatch):
+    """This machine as CI's: 2 cores, no GPU."""
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    monkeypatch.setattr(clusters, "detected_gpus", lambda: 0, raising=False)
+
+
 # ---------------------------------------------------------------- unknown keys
 
 
@@ -175,6 +182,46 @@ def test_results_dir_is_resolved_through_dots_and_links(tmp_path, monkeypatch):
     ]
     for fine in ("results", str(tmp_path / "r"), "/var/tmp/r", "/root/scalestudy/results"):
         assert study.load({**pingpong(), "results_dir": fine}).layout.results == fine
+
+
+# ---------------------------------------------------------------- this machine
+
+
+def test_the_local_machine_is_one_node(two_cores_no_gpu):
+    assert problems_of(pingpong(nodes=[1, 2])) == [
+        "studies.pp.nodes: 2 nodes, but local is one machine (config/clusters/local.yaml nodes: 1); use nodes: [1]"
+    ]
+    assert problems_of(pingpong(nodes=[1_000_000_000])) == [
+        "studies.pp.nodes: 1000000000 nodes, but local is one machine (config/clusters/local.yaml nodes: 1); "
+        "use nodes: [1]"
+    ]
+    assert problems_of(pingpong(nodes=["1e9"])) == ["studies.pp.nodes[0]: '1e9' is not an integer"]
+
+
+def test_gpus_this_machine_lacks_and_queues_it_lacks_are_refused(two_cores_no_gpu):
+    config = pingpong(gpus_per_node=[2])
+    del config["studies"]["pp"]["ranks_per_node"]
+    assert problems_of(config) == [
+        "studies.pp.gpus_per_node: 2 GPUs per node but local nodes have 0 (config/clusters/local.yaml)"
+    ]
+    assert problems_of(pingpong(queue="gpuvolta")) == [
+        "studies.pp.queue: 'gpuvolta', but local has no queues (config/clusters/local.yaml); remove queue"
+    ]
+
+
+def test_more_ranks_than_cores_is_the_local_studys_choice(two_cores_no_gpu):
+    assert len(study.load(pingpong(ranks_per_node=[2, 4])).points) == 2
+
+
+def test_gpus_are_counted_from_the_driver_and_narrowed_by_cuda_visible_devices(tmp_path):
+    gpus = tmp_path / "gpus"
+    for bus in ("0000:17:00.0", "0000:65:00.0"):
+        (gpus / bus).mkdir(parents=True)
+    assert clusters.detected_gpus({}, str(gpus)) == 2
+    assert clusters.detected_gpus({"CUDA_VISIBLE_DEVICES": "1"}, str(gpus)) == 1
+    assert clusters.detected_gpus({"CUDA_VISIBLE_DEVICES": "-1"}, str(gpus)) == 0
+    assert clusters.detected_gpus({"CUDA_VISIBLE_DEVICES": "0,1,2,3"}, str(gpus)) == 2
+    assert clusters.detected_gpus({}, str(tmp_path / "no-driver")) == 0
 
 
 # ---------------------------------------------------------------- messages that tell the truth

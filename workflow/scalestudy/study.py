@@ -8,7 +8,7 @@ Snakefile, `python -m scalestudy.scheduler.pbs plan` and the tests.
 The configuration layer below reads the files strictly and checks the shape; here each
 study's app adds what only it knows (its parameters, the MPI its flag sets must be for,
 what fails at a given scale, which files a point reads), and the cluster adds what the
-site would refuse.
+site would refuse (this machine's too: one node, its GPUs).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Facts about the machine a study runs on (config/clusters/<name>.yaml): cores, GPUs and
-memory per node, queues with their limits and charge rates, modules, MPI defaults."""
+memory per node, how many nodes, queues with their limits and charge rates, modules, MPI
+defaults. The local cluster says `auto`: this machine's cores, memory and GPUs."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from .sweep import MPI_FLAVOURS
 
 SCHEDULERS = ("none", "pbspro", "slurm")
 CHARGE_UNITS = ("core_hour", "gpu_hour")
+# NVIDIA's driver lists one folder per GPU here (no subprocess, no CUDA needed to count).
+NVIDIA_GPUS_DIR = "/proc/driver/nvidia/gpus"
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,8 @@ class Cluster:
     mem_per_node_gb: float
     charge_rate: float | None
     mpi: MpiLauncher = field(default_factory=MpiLauncher)
+    # How many nodes a job may span; None: as many as the queues' limits allow (one machine: 1).
+    nodes: int | None = None
     # Launchers of other MPI flavours, for apps built against them (config: mpi.<flavour>).
     other_mpis: Mapping[str, MpiLauncher] = field(default_factory=dict)
     # Site modules of one app (config: app_modules.<app>: [name, ...]), loaded by its rules
@@ -141,6 +146,25 @@ def physical_memory_gb() -> float:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
 
 
+def detected_gpus(environ: Mapping[str, str] = os.environ, gpus_dir: str = NVIDIA_GPUS_DIR) -> int:
+    """The GPUs this machine shows its processes: those NVIDIA's driver lists, narrowed by
+    CUDA_VISIBLE_DEVICES where set; 0 when none is detected."""
+    try:
+        found = len(os.listdir(gpus_dir))
+    except OSError:
+        return 0
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return found
+    # CUDA stops at the first invalid entry ("-1" hides every GPU).
+    listed = 0
+    for entry in visible.split(","):
+        if not entry.strip() or entry.strip().startswith("-"):
+            break
+        listed += 1
+    return min(found, listed)
+
+
 def queue_from_mapping(name: str, data: Mapping[str, Any], cluster: Mapping[str, Any]) -> Queue:
     def get(key: str, default: Any = None) -> Any:
         return data.get(key, cluster.get(key, default))
@@ -163,10 +187,12 @@ def queue_from_mapping(name: str, data: Mapping[str, Any], cluster: Mapping[str,
 def from_mapping(data: Mapping[str, Any]) -> Cluster:
     cores = data.get("cores_per_node", "auto")
     memory = data.get("mem_per_node_gb", "auto")
+    gpus = data.get("gpus_per_node", 0)
     data = {
         **data,
         "cores_per_node": (os.cpu_count() or 1) if cores == "auto" else int(cores),
         "mem_per_node_gb": round(physical_memory_gb(), 1) if memory == "auto" else float(memory),
+        "gpus_per_node": detected_gpus() if gpus == "auto" else int(gpus),
     }
     mpi = dict(data.get("mpi") or {})
     others = {flavour: mpi.pop(flavour) for flavour in MPI_FLAVOURS if isinstance(mpi.get(flavour), Mapping)}
@@ -176,10 +202,11 @@ def from_mapping(data: Mapping[str, Any]) -> Cluster:
         name=data["name"],
         scheduler=data.get("scheduler", "none"),
         cores_per_node=data["cores_per_node"],
-        gpus_per_node=int(data.get("gpus_per_node", 0)),
+        gpus_per_node=data["gpus_per_node"],
         mem_per_node_gb=data["mem_per_node_gb"],
         charge_rate=None if data.get("charge_rate") is None else float(data["charge_rate"]),
         mpi=MpiLauncher(**mpi),
+        nodes=None if data.get("nodes") is None else int(data["nodes"]),
         queues=queues,
         default_queue=data.get("default_queue"),
         default_gpu_queue=data.get("default_gpu_queue"),
