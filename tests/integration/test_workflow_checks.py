@@ -49,13 +49,16 @@ def test_missing_data_warns_in_a_dry_run_and_stops_a_real_run(tmp_path):
     assert not list(tmp_path.glob("results/*/runs"))  # no point ran, not even the other study's
 
 
-def profile_dry_run(workdir: Path, profile: str, *configfiles: str) -> subprocess.CompletedProcess:
+def profile_dry_run(workdir: Path, profile: str, *configfiles: str, project: str | None = "ab12"):
+    """A dry run through a shipped profile; PBS sites charge a project ($PROJECT, set on Gadi's login nodes)."""
     command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
                "--profile", str(REPO / "profiles" / profile), "-n",
                "--config", f"cluster={profile}", f"results_dir={workdir / 'results'}"]  # fmt: skip
     if configfiles:
         command += ["--configfile", *configfiles]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)
+    env = {key: value for key, value in os.environ.items() if key != "PROJECT"}
+    env.update({"PROJECT": project} if project else {})
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
 
 
 def test_pbs_profiles_list_one_job_per_point_of_the_shipped_sweep(tmp_path):
@@ -95,6 +98,15 @@ def test_dry_mode_prints_the_exact_qsub_line_of_every_point(tmp_path):
         "storage=scratch/ab12+gdata/ab12 -N litgpt-full.n1g4.d.d.r1 -j oe "
         "-o results/litgpt-full/runs/nodes1-gpn4/mpi-default/nccl-default/rep1/batch.log '<jobscript>'"
     )
+
+
+def test_a_pbs_dry_run_without_a_project_says_so_at_once(tmp_path):
+    dry = profile_dry_run(tmp_path, "gadi", project=None)
+    assert dry.returncode != 0
+    assert sweep_lines(dry) == [
+        "sweep error: config/clusters/gadi.yaml project: not set and $PROJECT is empty; gadi charges every job "
+        "to a project (qsub -P): export PROJECT=<your project code> or set project: in that file"
+    ]
 
 
 def test_a_misspelt_key_and_a_key_given_twice_stop_before_any_job(tmp_path):

@@ -148,6 +148,7 @@ def test_overlay_null_removes_a_key():
 
 
 def test_shipped_sweep_and_local_overlay_are_valid(repo, monkeypatch):
+    monkeypatch.setenv("PROJECT", "ab12")  # the shipped sweep's ASPIRE 2A charges a project
     # The local overlay on a 2-core machine without GPUs (CI's): 2 ranks oversubscribe on purpose.
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     monkeypatch.setattr(clusters, "detected_gpus", lambda: 0)

@@ -224,6 +224,24 @@ def test_gpus_are_counted_from_the_driver_and_narrowed_by_cuda_visible_devices(t
     assert clusters.detected_gpus({}, str(tmp_path / "no-driver")) == 0
 
 
+# ---------------------------------------------------------------- a PBS project
+
+
+def test_a_pbs_cluster_without_a_project_stops_at_load(monkeypatch):
+    monkeypatch.delenv("PROJECT", raising=False)
+    config = {**pingpong(), "cluster": "gadi"}
+    assert problems_of(config) == [
+        "config/clusters/gadi.yaml project: not set and $PROJECT is empty; gadi charges every job to a project "
+        "(qsub -P): export PROJECT=<your project code> or set project: in that file"
+    ]
+    assert study.load({**config, "partial": "true"}).points  # a partial report submits nothing
+    assert study.load(config, submits=False).points  # nor does a batch job, whose environment may lack it
+    monkeypatch.setenv("PROJECT", "ab12")
+    assert study.load(config).points
+    monkeypatch.delenv("PROJECT")
+    assert study.load({**config, "cluster": "slurm"}).points  # Slurm charges the user's default account
+
+
 # ---------------------------------------------------------------- messages that tell the truth
 
 

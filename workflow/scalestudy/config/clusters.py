@@ -142,6 +142,17 @@ class Cluster:
         return self.project or environ.get("PROJECT") or None
 
 
+def project_problems(cluster: Cluster, environ: Mapping[str, str] = os.environ) -> list[str]:
+    """PBS Pro sites charge every job to a project (qsub -P): without one each submission
+    would be refused, once per job; say so when the study loads, dry runs included."""
+    if cluster.scheduler != "pbspro" or cluster.project_name(environ):
+        return []
+    return [
+        f"config/clusters/{cluster.name}.yaml project: not set and $PROJECT is empty; {cluster.name} charges "
+        f"every job to a project (qsub -P): export PROJECT=<your project code> or set project: in that file"
+    ]
+
+
 def physical_memory_gb() -> float:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
 
