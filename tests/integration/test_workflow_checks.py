@@ -151,3 +151,13 @@ def test_a_yaml_mistake_in_the_default_sweep_names_its_file_and_line(tmp_path):
         "sweep error: config/sweep.yaml:4:4: not valid YAML: expected <block end>, but found "
         "'<block mapping start>' (while parsing a block mapping at line 2)"
     ]
+
+
+def test_targets_go_before_configfile_as_the_readme_shows(tmp_path):
+    dry = snakemake(
+        tmp_path, {"results_dir": str(tmp_path / "results")}, "-n", "report", profile="local"
+    )  # `report` before --configfile
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    assert re.search(r"^report\s+1$", dry.stdout, re.M)
+    readme = (REPO / "README.md").read_text()
+    assert "snakemake --profile profiles/local report --configfile my-sweep.yaml" in readme
