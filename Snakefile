@@ -5,11 +5,9 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-# A sweep given on the command line (--configfile, or a profile's configfiles)
-# replaces the shipped example instead of being merged into it.
-if not workflow.overwrite_configfiles:
-
-    configfile: "config/sweep.yaml"  # scalestudy.model.paths.DEFAULT_SWEEP
+# The sweep: config/sweep.yaml (scalestudy.model.paths.DEFAULT_SWEEP), unless --configfile
+# or a profile's configfiles name others; workflow/rules/common.smk reads it and loads the
+# study (every problem one line, before any job).
 
 
 report: "workflow/report/workflow.rst"

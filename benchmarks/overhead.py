@@ -89,7 +89,7 @@ def big_sweep(workdir: Path, points: int) -> Path:
     study["ranks_per_node"] = list(range(1, 11))
     study["params"].update({"global_batch_size": 128, "micro_batch_size": 1})
     sweep["studies"] = {"litgpt-full": study}
-    sweep["cluster"] = "local"
+    sweep["cluster"] = "slurm"  # a cluster of many nodes (the local one is one machine); no project to charge
     path = workdir / f"sweep-{points}.yaml"
     path.write_text(yaml.safe_dump(sweep))
     # The inputs the run jobs read must exist for a dry run to plan them.

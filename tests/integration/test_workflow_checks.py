@@ -11,12 +11,15 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 
 
-def snakemake(workdir: Path, overlay: dict, *args: str) -> subprocess.CompletedProcess:
-    (workdir / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+def snakemake(workdir: Path, overlay: dict | str, *args: str, profile: str | None = None):
+    """The shipped local study with an overlay (a dict, or a file's text as written), through
+    `--profile profiles/<profile>` or on one core."""
+    (workdir / "overlay.yaml").write_text(overlay if isinstance(overlay, str) else yaml.safe_dump(overlay))
+    how = ["--profile", str(REPO / "profiles" / profile)] if profile else ["--cores", "1"]
     command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-               "--cores", "1", *args, "--configfile", str(REPO / "config/sweep.yaml"),
+               *how, *args, "--configfile", str(REPO / "config/sweep.yaml"),
                str(REPO / "config/local.yaml"), str(workdir / "overlay.yaml")]  # fmt: skip
-    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)
 
 
 def sweep_lines(result: subprocess.CompletedProcess) -> list[str]:
@@ -46,13 +49,16 @@ def test_missing_data_warns_in_a_dry_run_and_stops_a_real_run(tmp_path):
     assert not list(tmp_path.glob("results/*/runs"))  # no point ran, not even the other study's
 
 
-def profile_dry_run(workdir: Path, profile: str, *configfiles: str) -> subprocess.CompletedProcess:
+def profile_dry_run(workdir: Path, profile: str, *configfiles: str, project: str | None = "ab12"):
+    """A dry run through a shipped profile; PBS sites charge a project ($PROJECT, set on Gadi's login nodes)."""
     command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
                "--profile", str(REPO / "profiles" / profile), "-n",
                "--config", f"cluster={profile}", f"results_dir={workdir / 'results'}"]  # fmt: skip
     if configfiles:
         command += ["--configfile", *configfiles]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)
+    env = {key: value for key, value in os.environ.items() if key != "PROJECT"}
+    env.update({"PROJECT": project} if project else {})
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
 
 
 def test_pbs_profiles_list_one_job_per_point_of_the_shipped_sweep(tmp_path):
@@ -93,3 +99,66 @@ def test_dry_mode_prints_the_exact_qsub_line_of_every_point(tmp_path):
         "storage=scratch/ab12+gdata/ab12 -N litgpt-full.n1g4.d.d.r1 -j oe "
         "-o results/litgpt-full/runs/nodes1-gpn4/mpi-default/nccl-default/rep1/batch.log '<jobscript>'"
     )
+
+
+def test_a_pbs_dry_run_without_a_project_says_so_at_once(tmp_path):
+    dry = profile_dry_run(tmp_path, "gadi", project=None)
+    assert dry.returncode != 0
+    assert sweep_lines(dry) == [
+        "sweep error: config/clusters/gadi.yaml project: not set and $PROJECT is empty; gadi charges every job "
+        "to a project (qsub -P): export PROJECT=<your project code> or set project: in that file"
+    ]
+
+
+def test_a_misspelt_key_and_a_key_given_twice_stop_before_any_job(tmp_path):
+    overlay = (
+        f"clsuter: gadi\nresults_dir: {tmp_path / 'results'}\nstudies:\n  lammps-wca:\n    repeats: 3\n    repeats: 5\n"
+    )
+    dry = snakemake(tmp_path, overlay, "-n", profile="local")
+    assert dry.returncode != 0
+    assert sweep_lines(dry) == [
+        # The file as named from the working directory (the one snakemake runs in, or --directory).
+        "sweep error: overlay.yaml:6: studies.lammps-wca.repeats is given twice (first at line 5); "
+        "YAML would keep only the last: remove one"
+    ]
+    dry = snakemake(tmp_path, overlay.replace("    repeats: 5\n", ""), "-n", profile="local")
+    assert sweep_lines(dry) == [
+        "sweep error: top level: unknown key 'clsuter'; did you mean 'cluster'? allowed: cluster, results_dir, "
+        "retry_failed, partial, assets, mpi_flag_sets, nccl_env_sets, studies"
+    ]
+
+
+def test_the_local_profile_refuses_what_this_machine_cannot_run(tmp_path):
+    overlay = {"results_dir": str(tmp_path / "results"), "studies": {"lammps-wca": {"nodes": [2]}}}
+    real = snakemake(tmp_path, overlay, profile="local")
+    assert real.returncode != 0
+    assert sweep_lines(real) == [
+        "sweep error: studies.lammps-wca.nodes: 2 nodes, but local is one machine "
+        "(config/clusters/local.yaml nodes: 1); use nodes: [1]"
+    ]
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_yaml_mistake_in_the_default_sweep_names_its_file_and_line(tmp_path):
+    """Without --configfile the Snakefile reads config/sweep.yaml; Snakemake's own message for
+    a YAML mistake names neither the file nor the line."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config/sweep.yaml").write_text("studies:\n  pp:\n    app: pingpong\n   nodes: [1]\n")
+    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+               "--cores", "1", "-n"]  # fmt: skip
+    dry = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert dry.returncode != 0
+    assert sweep_lines(dry) == [
+        "sweep error: config/sweep.yaml:4:4: not valid YAML: expected <block end>, but found "
+        "'<block mapping start>' (while parsing a block mapping at line 2)"
+    ]
+
+
+def test_targets_go_before_configfile_as_the_readme_shows(tmp_path):
+    dry = snakemake(
+        tmp_path, {"results_dir": str(tmp_path / "results")}, "-n", "report", profile="local"
+    )  # `report` before --configfile
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    assert re.search(r"^report\s+1$", dry.stdout, re.M)
+    readme = (REPO / "README.md").read_text()
+    assert "snakemake --profile profiles/local report --configfile my-sweep.yaml" in readme

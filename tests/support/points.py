@@ -54,9 +54,11 @@ def pingpong_point(**changes):
 
 
 def md_config(app="lammps", scaling="strong", **params):
-    """A one-study sweep of an MD app (LAMMPS by default) on 1-2 nodes x 1-2 ranks."""
+    """A one-study sweep of an MD app (LAMMPS by default) on 1-2 nodes x 1-2 ranks, on a
+    cluster of several nodes (Slurm's example file)."""
     params = params or {"N": 4000}
     return {
+        "cluster": "slurm",
         "mpi_flag_sets": {
             "default": {},
             "no-ucx": {"btl": "^ucx"},

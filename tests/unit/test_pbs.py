@@ -149,7 +149,12 @@ def test_refusals_are_reported_once_per_distinct_problem():
     points = [batch_point(2, ranks_per_node=36)] * 3
     gadi = clusters.load("gadi")
     assert len(sweep_problems(points, gadi, dialects.site_rules(gadi))) == 1
-    assert sweep_problems(points, clusters.load("local")) == []
+    # One machine: its one node is the limit; more ranks than cores it runs on purpose.
+    assert sweep_problems(points, clusters.load("local")) == [
+        "studies.hoomd-wca.nodes: 2 nodes, but local is one machine (config/clusters/local.yaml nodes: 1); "
+        "use nodes: [1]"
+    ]
+    assert sweep_problems([batch_point(1, ranks_per_node=36)] * 3, clusters.load("local")) == []
 
 
 # ------------------------------------------------------------------ dialects
@@ -196,7 +201,8 @@ def test_whole_nodes_past_one_node_are_a_rule_of_the_gadi_dialect_alone():
     assert refusals(p, select) == []
 
 
-def test_the_site_loader_stops_a_study_the_gadi_dialect_refuses(tmp_path):
+def test_the_site_loader_stops_a_study_the_gadi_dialect_refuses(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROJECT", "ab12")
     config = {
         "cluster": "gadi",
         "mpi_flag_sets": {"default": {}},
@@ -348,7 +354,8 @@ def test_plan_reads_the_profile_as_snakemake_does(repo, tmp_path, monkeypatch):
     assert " -l select=" in aspire[0]
 
 
-def test_plan_refuses_what_the_dry_run_refuses(repo, tmp_path):
+def test_plan_refuses_what_the_dry_run_refuses(repo, tmp_path, monkeypatch):
+    monkeypatch.setenv("PROJECT", "ab12")
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(yaml.safe_dump({"studies": {"pp": {"app": "pingpong", "nodes": [1, 2], "ranks_per_node": [36]}}}))
     with pytest.raises(SweepError) as refused:

@@ -4,14 +4,16 @@ import copy
 
 import pytest
 from scalestudy import study
-from scalestudy.config import files
+from scalestudy.config import clusters, files
 from scalestudy.model.errors import SweepError
 from scalestudy.model.paths import Layout
 from scalestudy.model.point import Point
 
 
 def base_config():
+    """A study across nodes, on a cluster of several (Slurm's example file: 48 cores, no GPUs)."""
     return {
+        "cluster": "slurm",
         "mpi_flag_sets": {"default": {}, "no-ucx": {"btl": "^ucx"}},
         "nccl_env_sets": {"default": {}, "no-ib": {"NCCL_IB_DISABLE": 1}},
         "studies": {
@@ -64,8 +66,9 @@ def test_point_ids_are_readable_and_stable():
     assert point.nccl_env == {"NCCL_IB_DISABLE": "1"}
 
 
-def test_gpus_per_node_sets_one_rank_per_gpu():
-    config = with_study(gpus_per_node=[4])
+def test_gpus_per_node_sets_one_rank_per_gpu(monkeypatch):
+    monkeypatch.setenv("PROJECT", "ab12")
+    config = {**with_study(gpus_per_node=[4]), "cluster": "aspire2a"}  # 4 A100 per GPU node
     del config["studies"]["litgpt-full"]["ranks_per_node"]
     point = study.load(config).points[-1]
     assert (point.ranks_per_node, point.gpus_per_node, point.ranks) == (4, 4, 8)
@@ -84,16 +87,16 @@ def test_unknown_set_names_the_key_path_and_the_choices():
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        ({"nodes": []}, "studies.litgpt-full.nodes: [] should be non-empty"),
-        ({"nodes": [0, 1]}, "studies.litgpt-full.nodes[0]: 0 is less than the minimum of 1"),
-        ({"repeats": 0}, "studies.litgpt-full.repeats: 0 is less than the minimum of 1"),
-        ({"ranks_per_node": [-2]}, "studies.litgpt-full.ranks_per_node[0]: -2 is less than the minimum of 1"),
+        ({"nodes": []}, "studies.litgpt-full.nodes: [] is empty; give at least 1"),
+        ({"nodes": [0, 1]}, "studies.litgpt-full.nodes[0]: 0 is not allowed; the least is 1"),
+        ({"repeats": 0}, "studies.litgpt-full.repeats: 0 is not allowed; the least is 1"),
+        ({"ranks_per_node": [-2]}, "studies.litgpt-full.ranks_per_node[0]: -2 is not allowed; the least is 1"),
         ({"app": "nosuchapp"}, "studies.litgpt-full.app: unknown app 'nosuchapp'; allowed: hoomd, lammps, litgpt"),
-        ({"scaling": "diagonal"}, "studies.litgpt-full.scaling: 'diagonal' is not one of ['strong', 'weak']"),
-        ({"walltime": "1h"}, "studies.litgpt-full.walltime: '1h' is not allowed"),
+        ({"scaling": "diagonal"}, "studies.litgpt-full.scaling: 'diagonal' is not allowed; allowed: strong, weak"),
+        ({"walltime": "1h"}, "studies.litgpt-full.walltime: '1h' is not allowed; use hours:minutes:seconds"),
         ({"gpus_per_node": [4]}, "studies.litgpt-full: give exactly one of ranks_per_node or gpus_per_node"),
-        ({"budget_su": 0}, "studies.litgpt-full.budget_su: 0 is less than or equal to the minimum of 0"),
-        ({"budget_su": "lots"}, "studies.litgpt-full.budget_su: 'lots' is not of type 'number'"),
+        ({"budget_su": 0}, "studies.litgpt-full.budget_su: 0 is not allowed; use more than 0"),
+        ({"budget_su": "lots"}, "studies.litgpt-full.budget_su: 'lots' is not a number"),
     ],
 )
 def test_bad_values_are_one_line_naming_the_key(change, expected):
@@ -144,7 +147,11 @@ def test_overlay_null_removes_a_key():
     assert merged == {"studies": {"s": {"app": "litgpt", "ranks_per_node": [1, 2], "nodes": [1]}}}
 
 
-def test_shipped_sweep_and_local_overlay_are_valid(repo):
+def test_shipped_sweep_and_local_overlay_are_valid(repo, monkeypatch):
+    monkeypatch.setenv("PROJECT", "ab12")  # the shipped sweep's ASPIRE 2A charges a project
+    # The local overlay on a 2-core machine without GPUs (CI's): 2 ranks oversubscribe on purpose.
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    monkeypatch.setattr(clusters, "detected_gpus", lambda: 0)
     cluster_study = study.load(files.load_files(repo / "config/sweep.yaml"))
     assert {p.study for p in cluster_study.points} == {
         "litgpt-full",
@@ -157,6 +164,7 @@ def test_shipped_sweep_and_local_overlay_are_valid(repo):
     assert max(p.ranks for p in full) == 8 and {p.gpus_per_node for p in full} == {4}
     assert {p.params["max_steps"] for p in full} == {20}
     local = study.load(files.load_files(repo / "config/sweep.yaml", repo / "config/local.yaml"))
+    assert (local.cluster.name, local.cluster.cores_per_node, local.cluster.gpus_per_node) == ("local", 2, 0)
     assert {(p.study, p.ranks) for p in local.points} == {
         ("litgpt-full", 1),
         ("litgpt-full", 2),
@@ -195,5 +203,7 @@ def test_missing_inputs_are_named_once_per_study_and_made_files_are_not_checked(
 
 def test_partial_flag_takes_the_command_line_string_and_nothing_else():
     assert study.load({**with_study(), "partial": "true"}).points
-    assert problems_of({**with_study(), "partial": "maybe"})[0].startswith("partial: 'maybe' is not one of")
+    assert problems_of({**with_study(), "partial": "maybe"})[0].startswith(
+        "partial: 'maybe' is not allowed; allowed: true, false"
+    )
     assert files.is_true("true") and files.is_true(True) and not files.is_true("false") and not files.is_true(False)

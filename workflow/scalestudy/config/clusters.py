@@ -1,5 +1,6 @@
 """Facts about the machine a study runs on (config/clusters/<name>.yaml): cores, GPUs and
-memory per node, queues with their limits and charge rates, modules, MPI defaults."""
+memory per node, how many nodes, queues with their limits and charge rates, modules, MPI
+defaults. The local cluster says `auto`: this machine's cores, memory and GPUs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model.errors import SweepError
+from ..model.errors import SweepError, did_you_mean
 from ..model.paths import clusters_dir
 from ..model.timefmt import hms_seconds
 from .files import read_yaml
@@ -16,6 +17,8 @@ from .sweep import MPI_FLAVOURS
 
 SCHEDULERS = ("none", "pbspro", "slurm")
 CHARGE_UNITS = ("core_hour", "gpu_hour")
+# NVIDIA's driver lists one folder per GPU here (no subprocess, no CUDA needed to count).
+NVIDIA_GPUS_DIR = "/proc/driver/nvidia/gpus"
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,8 @@ class Cluster:
     mem_per_node_gb: float
     charge_rate: float | None
     mpi: MpiLauncher = field(default_factory=MpiLauncher)
+    # How many nodes a job may span; None: as many as the queues' limits allow (one machine: 1).
+    nodes: int | None = None
     # Launchers of other MPI flavours, for apps built against them (config: mpi.<flavour>).
     other_mpis: Mapping[str, MpiLauncher] = field(default_factory=dict)
     # Site modules of one app (config: app_modules.<app>: [name, ...]), loaded by its rules
@@ -139,8 +144,38 @@ class Cluster:
         return self.project or environ.get("PROJECT") or None
 
 
+def project_problems(cluster: Cluster, environ: Mapping[str, str] = os.environ) -> list[str]:
+    """PBS Pro sites charge every job to a project (qsub -P): without one each submission
+    would be refused, once per job; say so when the study loads, dry runs included."""
+    if cluster.scheduler != "pbspro" or cluster.project_name(environ):
+        return []
+    return [
+        f"config/clusters/{cluster.name}.yaml project: not set and $PROJECT is empty; {cluster.name} charges "
+        f"every job to a project (qsub -P): export PROJECT=<your project code> or set project: in that file"
+    ]
+
+
 def physical_memory_gb() -> float:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
+
+
+def detected_gpus(environ: Mapping[str, str] = os.environ, gpus_dir: str = NVIDIA_GPUS_DIR) -> int:
+    """The GPUs this machine shows its processes: those NVIDIA's driver lists, narrowed by
+    CUDA_VISIBLE_DEVICES where set; 0 when none is detected."""
+    try:
+        found = len(os.listdir(gpus_dir))
+    except OSError:
+        return 0
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return found
+    # CUDA stops at the first invalid entry ("-1" hides every GPU).
+    listed = 0
+    for entry in visible.split(","):
+        if not entry.strip() or entry.strip().startswith("-"):
+            break
+        listed += 1
+    return min(found, listed)
 
 
 def queue_from_mapping(name: str, data: Mapping[str, Any], cluster: Mapping[str, Any]) -> Queue:
@@ -165,10 +200,12 @@ def queue_from_mapping(name: str, data: Mapping[str, Any], cluster: Mapping[str,
 def from_mapping(data: Mapping[str, Any]) -> Cluster:
     cores = data.get("cores_per_node", "auto")
     memory = data.get("mem_per_node_gb", "auto")
+    gpus = data.get("gpus_per_node", 0)
     data = {
         **data,
         "cores_per_node": (os.cpu_count() or 1) if cores == "auto" else int(cores),
         "mem_per_node_gb": round(physical_memory_gb(), 1) if memory == "auto" else float(memory),
+        "gpus_per_node": detected_gpus() if gpus == "auto" else int(gpus),
     }
     mpi = dict(data.get("mpi") or {})
     others = {flavour: mpi.pop(flavour) for flavour in MPI_FLAVOURS if isinstance(mpi.get(flavour), Mapping)}
@@ -178,10 +215,11 @@ def from_mapping(data: Mapping[str, Any]) -> Cluster:
         name=data["name"],
         scheduler=data.get("scheduler", "none"),
         cores_per_node=data["cores_per_node"],
-        gpus_per_node=int(data.get("gpus_per_node", 0)),
+        gpus_per_node=data["gpus_per_node"],
         mem_per_node_gb=data["mem_per_node_gb"],
         charge_rate=None if data.get("charge_rate") is None else float(data["charge_rate"]),
         mpi=MpiLauncher(**mpi),
+        nodes=None if data.get("nodes") is None else int(data["nodes"]),
         queues=queues,
         default_queue=data.get("default_queue"),
         default_gpu_queue=data.get("default_gpu_queue"),
@@ -223,10 +261,12 @@ def load(name: str) -> Cluster:
     directory = clusters_dir()
     path = directory / f"{name}.yaml"
     if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in directory.glob("*.yaml")))
-        raise SweepError([f"cluster: unknown cluster {name!r}; defined in {directory}: {known}"])
+        known = sorted(p.stem for p in directory.glob("*.yaml"))
+        suggestion = did_you_mean(name, known) or ";"
+        raise SweepError([f"cluster: unknown cluster {name!r}{suggestion} defined in {directory}: {', '.join(known)}"])
+    data = read_yaml(path)  # a YAML mistake or a key given twice: SweepError naming file and line
     try:
-        cluster = from_mapping(read_yaml(path))
+        cluster = from_mapping(data)
     except (KeyError, TypeError, ValueError) as error:
         raise SweepError([f"config/clusters/{name}.yaml: {error!r}"]) from error
     problems = problems_of(cluster)

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from ..model.errors import did_you_mean
 from ..model.point import Point
 from ..model.timefmt import hms
 from .clusters import Cluster, Queue
@@ -109,22 +110,45 @@ def request_problems(point: Point, cluster: Cluster, rules: Iterable[RequestRule
     scale = scale_of(point)
     wanted = cluster.queue_name(point.gpus_per_node, point.queue)
     if cluster.queues and wanted not in cluster.queues:
-        return [f"{where}.queue: {wanted!r} is not a queue of {cluster.name}; allowed: {', '.join(cluster.queues)}"]
+        return [
+            f"{where}.queue: {wanted!r} is not a queue of {cluster.name}{did_you_mean(wanted, cluster.queues) or ';'}"
+            f" allowed: {', '.join(cluster.queues)}"
+        ]
+    if not cluster.queues and point.queue:
+        return [
+            f"{where}.queue: {point.queue!r}, but {cluster.name} has no queues "
+            f"(config/clusters/{cluster.name}.yaml); remove queue"
+        ]
     request = job_request(point, cluster)
     queue = request.queue
     problems = []
     cores_used = point.ranks_per_node * point.threads_per_rank
-    if point.gpus_per_node > queue.gpus_per_node:
+    if cluster.nodes is not None and point.nodes > cluster.nodes:
+        machine, fix = (
+            ("is one machine", "use nodes: [1]")
+            if cluster.nodes == 1
+            else (f"has {cluster.nodes} nodes", f"use at most {cluster.nodes}")
+        )
         problems.append(
-            f"{where}.gpus_per_node: {point.gpus_per_node} GPUs per node but {cluster.name} queue {queue.name} "
-            f"nodes have {queue.gpus_per_node}"
+            f"{where}.nodes: {point.nodes} nodes, but {cluster.name} {machine} "
+            f"(config/clusters/{cluster.name}.yaml nodes: {cluster.nodes}); {fix}"
+        )
+    if point.gpus_per_node > queue.gpus_per_node:
+        nodes = f"queue {queue.name} nodes" if cluster.queues else "nodes"
+        problems.append(
+            f"{where}.gpus_per_node: {point.gpus_per_node} GPUs per node but {cluster.name} {nodes} have "
+            f"{queue.gpus_per_node}" + ("" if cluster.queues else f" (config/clusters/{cluster.name}.yaml)")
         )
     if queue.cores_per_gpu and not point.gpus_per_node:
         problems.append(
             f"{where}: queue {queue.name} takes GPU jobs only (ncpus = {queue.cores_per_gpu} x ngpus); "
             f"set gpus_per_node or another queue"
         )
-    if cores_used > request.ncpus_per_node or request.ncpus_per_node > queue.cores_per_node:
+    # A cluster whose launcher oversubscribes (one machine rehearsing a study) runs more
+    # ranks than cores on purpose.
+    if not cluster.mpi.oversubscribe and (
+        cores_used > request.ncpus_per_node or request.ncpus_per_node > queue.cores_per_node
+    ):
         problems.append(
             f"{where}: {cores_used} cores per node (ranks_per_node x threads_per_rank) {scale}, but a "
             f"{queue.name} job gets {min(request.ncpus_per_node, queue.cores_per_node)} of {queue.cores_per_node}"
@@ -145,9 +169,7 @@ def request_problems(point: Point, cluster: Cluster, rules: Iterable[RequestRule
 
 def sweep_problems(points: list[Point], cluster: Cluster, rules: Iterable[RequestRule] = ()) -> list[str]:
     """Every distinct refusal over a study's points (points differing only in repeat or
-    sets share their request), for clusters with a batch scheduler."""
-    if cluster.scheduler == "none":
-        return []
+    sets share their request), on every cluster: one machine too (its one node, its GPUs)."""
     rules = tuple(rules)
     problems: dict[str, None] = {}
     for point in points:

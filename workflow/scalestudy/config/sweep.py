@@ -12,11 +12,12 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
+import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..model.errors import SweepError
+from ..model.errors import SweepError, did_you_mean
 from ..model.paths import SCHEMA_PATH
 from ..model.point import SAFE_SEGMENT, Point, Sweep
 from .files import drop_nulls, read_yaml
@@ -44,7 +45,7 @@ def key_path(parts: Iterable[Any]) -> str:
             text += f"[{part}]"
         else:
             text += f".{part}" if text else str(part)
-    return text or "(top level)"
+    return text or "top level"
 
 
 @functools.cache
@@ -67,33 +68,128 @@ def setting(config: Mapping[str, Any], key: str) -> Any:
     return copy.deepcopy(defaults().get(key)) if value is None else value
 
 
+# How a message names each JSON type the schema uses.
+TYPE_NAMES = {
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "boolean": "true or false",
+    "object": "keys (key: value)",
+    "array": "a list",
+    "null": "empty",
+}
+# The schema's own word for what a pattern allows (next to the pattern).
+HINT = "x-hint"
+
+
+def choices(values: Iterable[Any]) -> str:
+    """Enum values as a user writes them (true, not True), each once."""
+    return ", ".join(dict.fromkeys(str(v).lower() if str(v) in ("True", "False") else str(v) for v in values))
+
+
+def unknown_key_problems(where: str, instance: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
+    """A key the schema does not define, with the closest allowed one when it looks like a typo."""
+    allowed = list(schema.get("properties", {}))
+    return [
+        f"{where}: unknown key {key!r}{did_you_mean(key, allowed) or ';'} allowed: {', '.join(allowed)}"
+        for key in instance
+        if key not in allowed
+    ]
+
+
+def schema_message(error: Any) -> str:
+    """One jsonschema error in words: what is wrong and what is allowed, from the rule itself."""
+    value, rule, schema_ = error.instance, error.validator_value, error.schema
+    hint = schema_.get(HINT) if isinstance(schema_, Mapping) else None
+    about = f"name {value!r}" if "propertyNames" in error.absolute_schema_path else repr(value)
+    if error.validator == "pattern":
+        return f"{about} is not allowed; {hint or f'it must match {rule}'}"
+    if error.validator == "type":
+        kinds = " or ".join(TYPE_NAMES.get(kind, kind) for kind in ([rule] if isinstance(rule, str) else rule))
+        return f"{about} is not {kinds}" + (f"; {hint}" if hint else "")
+    if error.validator == "enum":
+        return f"{about} is not allowed; allowed: {choices(rule)}"
+    if error.validator == "minimum":
+        return f"{about} is not allowed; the least is {rule}"
+    if error.validator == "exclusiveMinimum":
+        return f"{about} is not allowed; use more than {rule}"
+    if error.validator in ("minItems", "minProperties", "minLength"):
+        return f"{about} is empty; give at least {rule}"
+    if error.validator == "maxLength":
+        return f"{about} is longer than {rule} characters"
+    if error.validator == "required":
+        missing = [key for key in rule if key not in value]
+        return f"missing key {', '.join(map(repr, missing))} (required: {', '.join(rule)})"
+    if error.validator in ("oneOf", "anyOf") and hint:
+        return f"{about} is not allowed; {hint}"
+    return error.message
+
+
 def schema_problems(config: Mapping[str, Any]) -> list[str]:
+    """The schema's verdict, one line per problem naming its key, in words from the rule."""
     import jsonschema
 
     validator = jsonschema.Draft202012Validator(schema())
-    problems = []
+    problems: dict[str, None] = {}
     for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
         where = key_path(error.absolute_path)
-        if error.validator == "pattern" and error.absolute_path:
-            message = (
-                f"{error.instance!r} is not allowed; use letters, digits, '.', '_' or '-' ({error.validator_value})"
-            )
-        elif error.validator == "propertyNames":
-            message = f"name {error.instance!r} is not allowed: {error.message}"
+        if error.validator == "additionalProperties" and error.validator_value is False:
+            problems.update(dict.fromkeys(unknown_key_problems(where, error.instance, error.schema)))
         else:
-            message = error.message
-        problems.append(f"{where}: {message}")
-    return problems
+            problems[f"{where}: {schema_message(error)}"] = None
+    return list(problems)
+
+
+# Where the operating system lives: results there would write into it (refused at or below,
+# /var/tmp aside); and the root and the homes' parents, whose top the results would litter
+# (refused themselves; a folder inside is fine).
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run",
+                "/sbin", "/sys", "/usr", "/var")  # fmt: skip
+SCRATCH_UNDER_SYSTEM = ("/var/tmp",)
+SYSTEM_TOPS = ("/", "/home", "/root")
+
+
+def results_dir_problems(config: Mapping[str, Any]) -> list[str]:
+    """results_dir must be a directory of its own, never the root or a system directory
+    (resolved: '../../etc' and links count where they lead)."""
+    given = config.get("results_dir")
+    if not isinstance(given, str) or not given:
+        return []
+    if given.startswith("~") or "$" in given:
+        return [
+            f"results_dir: {given!r}: nothing expands ~ or $VARIABLES here (a folder of that very name would be "
+            "made); write the path out, e.g. /scratch/ab12/you/results"
+        ]
+    resolved = os.path.realpath(given)
+
+    def under(top: str) -> bool:
+        return resolved == top or resolved.startswith(top.rstrip("/") + "/")
+
+    system = resolved in SYSTEM_TOPS or (
+        any(under(top) for top in SYSTEM_TREES) and not any(under(top) for top in SCRATCH_UNDER_SYSTEM)
+    )
+    if not system:
+        return []
+    shown = repr(given) if resolved == given else f"{given!r} (that is {resolved})"
+    what = "the root directory" if resolved == "/" else "a system directory"
+    return [
+        f"results_dir: {shown} is {what}; give results a directory of their own, "
+        "e.g. results or /scratch/ab12/you/results"
+    ]
 
 
 def with_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The config with the schema's defaults filled in; every set list has the empty `default` set."""
+    """The config with the schema's defaults filled in; every set list has the empty `default` set.
+    What has the wrong shape is left as it is, for the schema to name."""
     config = drop_nulls(dict(config))
     for key in ("mpi_flag_sets", "nccl_env_sets"):
-        config[key] = {name: dict(values or {}) for name, values in (config.get(key) or {}).items()}
-        config[key].setdefault(DEFAULT_SET, {})
+        sets = config.get(key) or {}
+        if isinstance(sets, Mapping):
+            config[key] = {name: dict(v) if isinstance(v, Mapping) else v for name, v in sets.items()}
+            config[key].setdefault(DEFAULT_SET, {})
     study_defaults = defaults()["study"]
-    for study in config.get("studies", {}).values():
+    studies = config.get("studies")
+    for study in studies.values() if isinstance(studies, Mapping) else ():
         if not isinstance(study, dict):
             continue
         for key, value in study_defaults.items():
@@ -165,7 +261,7 @@ def flag_set_problems(flag_sets: Mapping[str, Mapping[str, Any]]) -> list[str]:
 def validate(config: Mapping[str, Any]) -> dict[str, Any]:
     """Return the config with defaults filled in, or raise SweepError with every problem."""
     config = with_defaults(config)
-    problems = schema_problems(config)
+    problems = schema_problems(config) + results_dir_problems(config)
     if problems:
         raise SweepError(problems)
     problems = set_problems(config)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class SweepError(ValueError):
     """Raised with every problem found, one line each (e.g.
@@ -10,3 +13,9 @@ class SweepError(ValueError):
     def __init__(self, problems: list[str]):
         self.problems = problems
         super().__init__("\n".join(problems))
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """'; did you mean 'cluster'?' when one of `choices` is close to `word` (a typo), else ''."""
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""

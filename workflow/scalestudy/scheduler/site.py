@@ -14,6 +14,7 @@ from .. import study
 from .pbs.dialects import site_rules
 
 
-def load_study(config: Mapping[str, Any]) -> study.Study:
-    """study.load plus the site's rules; raises SweepError, every problem one line."""
-    return study.load(config, site_rules=site_rules)
+def load_study(config: Mapping[str, Any], **options: Any) -> study.Study:
+    """study.load (its `files`, `submits` options) plus the site's rules; raises SweepError,
+    every problem one line."""
+    return study.load(config, site_rules=site_rules, **options)

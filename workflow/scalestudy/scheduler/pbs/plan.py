@@ -23,22 +23,25 @@ from .submit import qsub_command
 PROFILE_FILE = "config.v8+.yaml"
 
 
+def config_files(profile: Path, configfiles: list[str] | None = None) -> list[str]:
+    """The files Snakemake reads: the profile's `configfiles` (else the Snakefile's own,
+    DEFAULT_SWEEP), REPLACED, not extended, by configfiles given on the command line."""
+    return list(configfiles or read_yaml(profile / PROFILE_FILE).get("configfiles") or [DEFAULT_SWEEP])
+
+
 def workflow_config(
     profile: Path, configfiles: list[str] | None = None, config: list[str] | None = None
 ) -> dict[str, Any]:
-    """The config as Snakemake builds it: the profile's `configfiles` (else the Snakefile's
-    own, DEFAULT_SWEEP), REPLACED, not extended, by configfiles given on the command line;
-    then the profile's `config:` entries (or, given, the command line's) over top-level keys."""
-    settings = read_yaml(profile / PROFILE_FILE)
-    files = configfiles or settings.get("configfiles") or [DEFAULT_SWEEP]
-    entries = config if config else settings.get("config") or []
-    return with_overrides(load_files(*files), entries)
+    """The config as Snakemake builds it: the files of `config_files`, merged in order; then the
+    profile's `config:` entries (or, given, the command line's) over top-level keys."""
+    entries = config if config else read_yaml(profile / PROFILE_FILE).get("config") or []
+    return with_overrides(load_files(*config_files(profile, configfiles)), entries)
 
 
 def plan(profile: Path, configfiles: list[str] | None = None, config: list[str] | None = None) -> list[str]:
     """The qsub line of every point, in the order of the study. Raises SweepError with the
-    lines the Snakefile would print."""
-    study = load_study(workflow_config(profile, configfiles, config))
+    lines the Snakefile would print (the files read strictly, as the Snakefile reads them)."""
+    study = load_study(workflow_config(profile, configfiles, config), files=config_files(profile, configfiles))
     cluster = study.cluster
     project = cluster.project_name() or "$PROJECT"
     return [
