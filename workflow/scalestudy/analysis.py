@@ -39,6 +39,7 @@ from scipy import stats
 
 from .accounting import site_resources
 from .apps import APPS
+from .launch.history import history_of
 from .model.metrics import WALLTIME_USED, Metric
 from .model.paths import study_and_point
 from .model.record import INVALID_RECORD, record_problems
@@ -149,7 +150,18 @@ def run_row(metrics: dict, path: Path | None = None) -> dict:
             row[key] = metrics[key]
     if path is not None:
         row["metrics_path"] = str(path)
+        row.update(remeasured(path))
     return row
+
+
+def remeasured(path: Path) -> dict:
+    """Earlier records of the point, kept when it was measured again (launch.history): how
+    many, and why each was superseded, oldest first ('params.iterations: 50 → 100')."""
+    kept = history_of(path)
+    if not kept:
+        return {}
+    why = [", ".join(entry.get("changes") or []) or str(entry.get("why", "")) for entry in kept]
+    return {"kept_records": len(kept), "remeasured": "; then ".join(why)}
 
 
 def pending_row(record: Mapping, path: Path | None = None) -> dict:
