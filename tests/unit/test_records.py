@@ -173,6 +173,20 @@ def test_the_runs_table_and_report_say_a_point_was_measured_again(tmp_path):
     assert "Re-measured (1)" in page and "params.iterations: 50 → 100 (1 kept)" in page
 
 
+def test_the_stand_in_model_settings_are_a_canonical_param():
+    import yaml
+    from scalestudy.apps.litgpt_assets import settings_param
+    from scalestudy.model.paths import REPO_ROOT
+
+    shipped = yaml.safe_load((REPO_ROOT / "config/local.yaml").read_text())["assets"]["litgpt_tiny"]
+    resorted = dict(sorted(shipped.items()))
+    assert list(resorted) != list(shipped)
+    # Params are compared as text: the same settings in another order are the same param,
+    # and the shipped order is kept (what Snakemake recorded before still matches).
+    assert repr(settings_param(resorted)) == repr(settings_param(shipped)) == repr(shipped)
+    assert list(settings_param({"zeta": 1, "seed": 0, "alpha": 2})) == ["seed", "alpha", "zeta"]
+
+
 def test_an_interrupted_keep_is_made_again_and_an_interrupted_rerun_completes(tmp_path):
     layout = Layout(str(tmp_path / "results"))
     old = pingpong_point(study="pp")

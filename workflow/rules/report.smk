@@ -36,7 +36,8 @@ rule report:
         html=LAYOUT.report_html,
         markdown=LAYOUT.report_markdown,
     params:
-        budgets={study: SWEEP.studies[study].get("budget_su") for study in STUDIES},
+        # Sorted: params are compared as text, and reordering the sweep file changes no result.
+        budgets={study: SWEEP.studies[study].get("budget_su") for study in sorted(STUDIES)},
     log:
         LAYOUT.report_log,
     localrule: True
