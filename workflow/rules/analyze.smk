@@ -21,6 +21,8 @@ rule aggregate:
     log:
         LAYOUT.study_log("{study}", "aggregate"),
     localrule: True
+    resources:
+        **LOCAL_STEP,
     run:
         from scalestudy.analysis import write_runs_table
 
@@ -48,6 +50,8 @@ rule scaling:
     log:
         LAYOUT.study_log("{study}", "scaling"),
     localrule: True
+    resources:
+        **LOCAL_STEP,
     run:
         from scalestudy.analysis import write_scaling_tables
 

@@ -1,6 +1,7 @@
 # The study and the input functions every rule shares. Logic lives in the scalestudy
 # package; this file only turns it into Snakemake terms.
 import importlib.util
+import inspect
 import os
 import re
 import shlex
@@ -16,6 +17,11 @@ from scalestudy.apps import APPS  # noqa: E402
 from scalestudy.launch import history, locking, retry  # noqa: E402
 from scalestudy.model.errors import SweepError  # noqa: E402
 from scalestudy.model.paths import KEEP_LOG, PLOT_KINDS  # noqa: E402
+
+try:  # see per_job
+    from snakemake.common import overwrite_function_params
+except ImportError:
+    overwrite_function_params = None
 
 
 def load_study(raw_config):
@@ -79,6 +85,16 @@ def points_to_rerun():
 
 wildcard_constraints:
     study="[^/]+",
+
+
+def per_job(function):
+    """A function Snakemake calls for every job (an input, param or resource function). Snakemake
+    reads its signature on every call (inspect.signature, twice: most of the cost of calling
+    it); given once here, a 100,000-point plan saves seconds per function. With a Snakemake
+    that lacks the hook, the function is inspected per call, as before."""
+    if overwrite_function_params is not None:
+        overwrite_function_params(function, inspect.signature(function).parameters)
+    return function
 
 
 def shell_word(value):
@@ -170,13 +186,16 @@ def run_inputs(app):
         return list(shared.pop()) if shared else []
     if len(shared) <= 1:
         made = list(shared.pop()) if shared else []
-        return lambda wildcards: [*made, *kept.get((wildcards.study, wildcards.point), ())]
-    return lambda wildcards: [
-        *made_inputs(by_key[(app.name, app.inputs_key(point_of(wildcards)))][1]),
-        *kept.get((wildcards.study, wildcards.point), ()),
-    ]
+        return per_job(lambda wildcards: [*made, *kept.get((wildcards.study, wildcards.point), ())])
+    return per_job(
+        lambda wildcards: [
+            *made_inputs(by_key[(app.name, app.inputs_key(point_of(wildcards)))][1]),
+            *kept.get((wildcards.study, wildcards.point), ()),
+        ]
+    )
 
 
+@per_job
 def point_json(wildcards):
     """Everything that defines a point; a change reruns it (rerun-trigger params). Under
     `--config retry_failed=true` a failed point gains a retry number, so it reruns
@@ -218,25 +237,45 @@ def study_budget(wildcards):
     return SWEEP.studies[wildcards.study].get("budget_su")
 
 
-def slurm_mpi(wildcards):
+def slurm_mpi(point):
     """Slurm plugin: a multi-rank point runs mpirun itself in the allocation (no srun -n1
     wrapper, which would hold the CPUs mpirun's daemons need); one rank needs nothing."""
-    return "mpirun" if point_of(wildcards).ranks > 1 else None
+    return "mpirun" if point.ranks > 1 else None
 
 
-# What every app's run job asks of a batch system (the run rules unpack RUN_RESOURCES); the PBS
-# submit command and the Slurm plugin size each batch job from them.
-RUN_RESOURCES = dict(
-    nodes=lambda wildcards: point_of(wildcards).nodes,
-    ranks_per_node=lambda wildcards: point_of(wildcards).ranks_per_node,
-    gpus_per_node=lambda wildcards: point_of(wildcards).gpus_per_node,
-    tasks=lambda wildcards: point_of(wildcards).ranks,
-    cpus_per_task=lambda wildcards: point_of(wildcards).threads_per_rank,
+# One point at a time per machine when measuring locally (profiles/local sets the limit to 1),
+# and nothing else beside a point being timed: every rule asks for the slot. Given per rule and
+# not as the profile's default-resources, which would also switch on Snakemake's defaults
+# mem_mb and disk_mb, computed from the input files' sizes for every job (most of a large
+# dry run's time).
+LOCAL_STEP = dict(measurement_slot=1)
+# What every app's run job asks of a batch system, as functions of its point; the PBS submit
+# command and the Slurm plugin size each batch job from them.
+POINT_RESOURCES = dict(
+    nodes=lambda point: point.nodes,
+    ranks_per_node=lambda point: point.ranks_per_node,
+    gpus_per_node=lambda point: point.gpus_per_node,
+    tasks=lambda point: point.ranks,
+    cpus_per_task=lambda point: point.threads_per_rank,
     mpi=slurm_mpi,
-    queue=lambda wildcards: CLUSTER.queue_name(point_of(wildcards).gpus_per_node, point_of(wildcards).queue),
+    queue=lambda point: CLUSTER.queue_name(point.gpus_per_node, point.queue),
     # Snakemake's runtime is minutes, rounded up.
-    runtime=lambda wildcards: max(1, -(-point_of(wildcards).walltime_seconds // 60)),
-    walltime_s=lambda wildcards: point_of(wildcards).walltime_seconds,
-    # One point at a time per machine when measuring locally (profile sets the limit).
-    measurement_slot=1,
+    runtime=lambda point: max(1, -(-point.walltime_seconds // 60)),
+    walltime_s=lambda point: point.walltime_seconds,
 )
+
+
+def run_resources(app):
+    """The resources directive of `app`'s run rule. A resource that is the same for every
+    point of the app (the walltime of its studies, often the queue and threads) is a
+    constant; only the others are functions, which Snakemake calls for every job it lists or
+    submits (each call costs more than the value: its signature is read twice)."""
+    points = [point for point in STUDY.points if point.app == app.name]
+    resources = {}
+    for name, of_point in POINT_RESOURCES.items():
+        values = {of_point(point) for point in points}
+        if len(values) == 1:
+            resources[name] = values.pop()
+        else:
+            resources[name] = per_job(lambda wildcards, of_point=of_point: of_point(point_of(wildcards)))
+    return {**resources, **LOCAL_STEP}

@@ -15,6 +15,8 @@ rule litgpt_tiny_assets:
     log:
         f"{LAYOUT.litgpt_tiny}/make.log",
     localrule: True
+    resources:
+        **LOCAL_STEP,
     run:
         from scalestudy.apps.litgpt_assets import make_tiny_assets_from_config
 

@@ -20,6 +20,8 @@ rule plots:
     log:
         LAYOUT.study_log("{study}", "plots"),
     localrule: True
+    resources:
+        **LOCAL_STEP,
     run:
         from scalestudy.plots import plot_from_files
 
@@ -41,6 +43,8 @@ rule report:
     log:
         LAYOUT.report_log,
     localrule: True
+    resources:
+        **LOCAL_STEP,
     run:
         from scalestudy.report import build_from_files
 

@@ -26,6 +26,8 @@ rule keep_record:
     wildcard_constraints:
         tag="[^/]+",
     localrule: True
+    resources:
+        **LOCAL_STEP,
     run:
         history.keep(output[0], point_of(wildcards), CLUSTER.name, log[0])
 
@@ -58,6 +60,6 @@ for APP in APPS.values():
         envmodules:
             *APP_MODULES,
         resources:
-            **RUN_RESOURCES,
+            **run_resources(APP),
         shell:
             RUN_POINT_SHELL
