@@ -1,5 +1,6 @@
 # scalestudy: an HPC scaling study as one Snakemake workflow.
-# Edit config/sweep.yaml; run `snakemake --profile profiles/<site>`; then `... report`.
+# Edit config/sweep.yaml; run `snakemake --profile profiles/<site>`; `... report` builds the
+# report from what has finished, running nothing.
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -21,7 +22,9 @@ include: "workflow/rules/analyze.smk"
 include: "workflow/rules/report.smk"
 
 
+# Runs every point not run yet (and reruns the changed ones), then builds the report.
+# `snakemake report` builds the report from what has finished and runs no point.
 rule all:
     default_target: True
     input:
-        LAYOUT.report_html,
+        study_target,

@@ -6,11 +6,14 @@
     Target: <= 1.05.
 (b) planning overhead: `snakemake -n` on a generated 10,000-point sweep,
     divided by bare Snakemake's dry run of a trivial 2-rule DAG with the same
-    number of jobs. Target: <= 1.3.
+    number of jobs. Target: <= 1.3. Both quiet (`-q`: the job counts only) unless
+    --listing (every job printed, as a plain `snakemake -n` does); --profile runs
+    scalestudy's side through profiles/local (what users type).
 
 Run from the repository root with the venv active:
     python benchmarks/overhead.py            # both
     python benchmarks/overhead.py --only b   # only the dry-run ratio
+    python benchmarks/overhead.py --only b --points 100000 --repeats 1 --profile --listing
     python benchmarks/overhead.py --only b --points 200 --repeats 1   # a smoke run (the tests do this)
 Each figure is printed with its ratio and target.
 """
@@ -101,18 +104,22 @@ def big_sweep(workdir: Path, points: int) -> Path:
     return path
 
 
-def dry_run_ratio(workdir: Path, repeats: int, points: int) -> None:
+def dry_run_ratio(workdir: Path, repeats: int, points: int, profile: bool = False, listing: bool = False) -> None:
     bare = bare_snakefile(workdir, points)
     sweep = big_sweep(workdir, points)
-    ours_args = ["-s", str(REPO / "Snakefile"), "--configfile", str(sweep), "-n", "-q", "--cores", "1"]
-    bare_args = ["-s", str(bare), "-n", "-q", "--cores", "1"]
+    quiet = [] if listing else ["-q"]
+    # A --configfile given on the command line replaces the profile's configfiles.
+    through = ["--profile", str(REPO / "profiles/local")] if profile else []
+    ours_args = ["-s", str(REPO / "Snakefile"), *through, "--configfile", str(sweep), "-n", *quiet, "--cores", "1"]
+    bare_args = ["-s", str(bare), "-n", *quiet, "--cores", "1"]
+    how = ", ".join(["through profiles/local" if profile else "no profile", "every job listed" if listing else "-q"])
     ours, theirs = [], []
     for _ in range(repeats):
         theirs.append(snakemake(workdir, *bare_args))
         ours.append(snakemake(workdir, *ours_args))
     # Best of N: on a shared 2-core machine the noise is one-sided (other work only adds time).
     ours_s, theirs_s = min(ours), min(theirs)
-    print(f"(b) dry run of {points:,} points: scalestudy {ours_s:.2f} s (best of {repeats}: "
+    print(f"(b) dry run of {points:,} points ({how}): scalestudy {ours_s:.2f} s (best of {repeats}: "
           f"{', '.join(f'{t:.2f}' for t in ours)})")  # fmt: skip
     print(f"(b) bare Snakemake, trivial 2-rule DAG of {points:,} jobs: {theirs_s:.2f} s "
           f"({', '.join(f'{t:.2f}' for t in theirs)})")  # fmt: skip
@@ -128,13 +135,15 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=70, help="(a) steps per point; 70 gives >= 30 s points")
     parser.add_argument("--repeats", type=int, default=5, help="(b) dry runs of each; the best is used")
     parser.add_argument("--points", type=int, default=10_000, help="(b) points of the generated sweep")
+    parser.add_argument("--profile", action="store_true", help="(b) scalestudy's dry run through profiles/local")
+    parser.add_argument("--listing", action="store_true", help="(b) list every job (no -q), on both sides")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="scalestudy-bench-") as tmp:
         for part in ("b", "a"):
             if args.only in (None, part):
                 (Path(tmp) / part).mkdir()
         if args.only in (None, "b"):
-            dry_run_ratio(Path(tmp) / "b", args.repeats, args.points)
+            dry_run_ratio(Path(tmp) / "b", args.repeats, args.points, args.profile, args.listing)
         if args.only in (None, "a"):
             study_overhead(Path(tmp) / "a", args.max_steps)
 

@@ -20,8 +20,9 @@ pytestmark = pytest.mark.e2e
 HOOMD = importlib.util.find_spec("hoomd") is not None
 
 
-def snakemake(repo: Path, workdir: Path, *args: str) -> subprocess.CompletedProcess:
-    configs = [str(repo / "config/sweep.yaml"), str(repo / "config/local.yaml"), str(workdir / "tiny.yaml")]
+def snakemake(repo: Path, workdir: Path, *args: str, config_dir: Path | None = None) -> subprocess.CompletedProcess:
+    config_dir = config_dir or repo / "config"
+    configs = [str(config_dir / "sweep.yaml"), str(config_dir / "local.yaml"), str(workdir / "tiny.yaml")]
     command = [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "--directory", str(workdir),
                "--profile", str(repo / "profiles/local"), "--configfile", *configs, *args]  # fmt: skip
     return subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=1200)
@@ -73,8 +74,14 @@ def study(tmp_path_factory, request):
     }
     run = snakemake(repo, workdir)
     again = snakemake(repo, workdir, "-n")
+    # The shipped sweep and overlay written back with sorted keys (yaml.safe_dump): the same study.
+    resorted = workdir / "resorted"
+    resorted.mkdir()
+    for name in ("sweep.yaml", "local.yaml"):
+        (resorted / name).write_text(yaml.safe_dump(yaml.safe_load((repo / "config" / name).read_text())))
+    again_resorted = snakemake(repo, workdir, "-n", config_dir=resorted)
     return {"repo": repo, "dir": workdir, "results": workdir / "results", "dry": dry, "run": run, "again": again,
-            "partial": partial, "partial_state": partial_state}  # fmt: skip
+            "partial": partial, "partial_state": partial_state, "again_resorted": again_resorted}  # fmt: skip
 
 
 def test_partial_report_submits_nothing_and_lists_every_point(study):
@@ -188,6 +195,14 @@ def test_the_real_report_loads_every_plot_in_a_browser(study, tmp_path):
 def test_finished_points_are_never_rerun(study):
     assert study["again"].returncode == 0
     assert "Nothing to be done" in study["again"].stdout + study["again"].stderr
+
+
+def test_config_files_with_their_keys_sorted_rerun_nothing(study):
+    # Params Snakemake compares are canonical: the stand-in model's settings (a dict) in
+    # another order reran the model and every LitGPT point.
+    resorted = study["again_resorted"]
+    assert resorted.returncode == 0, resorted.stderr[-3000:]
+    assert "Nothing to be done" in resorted.stdout, resorted.stdout[-3000:]
 
 
 def test_snakemake_report_builds(study):

@@ -1,14 +1,14 @@
 # From metrics.json files to tidy tables. Cheap: always run on the login node.
 #
-# With --config partial=true the tables are built from whatever has finished, and
-# nothing is submitted: the metrics files are not inputs then (no run job enters
-# the DAG); a fingerprint of the finished ones is a param, so each new result
+# For `snakemake report` (or --config partial=true) the tables are built from whatever has
+# finished, and nothing is submitted: the metrics files are not inputs then (no run job
+# enters the DAG); a fingerprint of the finished ones is a param, so each new result
 # rebuilds the tables. Points without metrics.json are listed as "not run yet".
 
 
 rule aggregate:
     input:
-        metrics=[] if STUDY.partial else run_metrics,
+        metrics=aggregate_inputs,
     output:
         report(
             LAYOUT.table("{study}", "runs"),
@@ -17,10 +17,12 @@ rule aggregate:
             subcategory="tables",
         ),
     params:
-        finished=finished_fingerprint if STUDY.partial else "",
+        finished=finished_fingerprint,
     log:
         LAYOUT.study_log("{study}", "aggregate"),
     localrule: True
+    resources:
+        **LOCAL_STEP,
     run:
         from scalestudy.analysis import write_runs_table
 
@@ -48,6 +50,8 @@ rule scaling:
     log:
         LAYOUT.study_log("{study}", "scaling"),
     localrule: True
+    resources:
+        **LOCAL_STEP,
     run:
         from scalestudy.analysis import write_scaling_tables
 

@@ -1,6 +1,7 @@
 # The study and the input functions every rule shares. Logic lives in the scalestudy
 # package; this file only turns it into Snakemake terms.
 import importlib.util
+import inspect
 import os
 import re
 import shlex
@@ -14,10 +15,15 @@ sys.path.insert(0, PACKAGE_DIR)
 from scalestudy import study as study_loader  # noqa: E402
 from scalestudy.apps import APPS  # noqa: E402
 from scalestudy.config.files import file_problems  # noqa: E402
-from scalestudy.launch import locking, retry  # noqa: E402
+from scalestudy.launch import history, locking, retry  # noqa: E402
 from scalestudy.model.errors import SweepError  # noqa: E402
-from scalestudy.model.paths import DEFAULT_SWEEP, PLOT_KINDS  # noqa: E402
+from scalestudy.model.paths import DEFAULT_SWEEP, KEEP_LOG, PLOT_KINDS  # noqa: E402
 from scalestudy.scheduler import site  # noqa: E402
+
+try:  # see per_job
+    from snakemake.common import overwrite_function_params
+except ImportError:
+    overwrite_function_params = None
 
 
 def stop_on(problems):
@@ -61,29 +67,55 @@ for problem in MISSING_INPUTS:
 # Held while this workflow runs: a second workflow on the same results directory from
 # another working directory (which Snakemake's own lock does not see) stops here.
 RESULTS_LOCK = []
-# Failed records of the points `--config retry_failed=true` reruns, by metrics.json path:
-# noted while the DAG is planned, archived in `onstart` (planning writes nothing).
-RETRY_ARCHIVES = {}
+
+
+def report_only():
+    """`snakemake report` (or `--config partial=true`): the report from the runs that have
+    finished; no point runs. Known once the DAG is planned (the targets are not known while
+    this file is read)."""
+    settings = workflow.dag_settings
+    targets = set(settings.targets) if settings is not None else set()
+    return STUDY.partial or (bool(targets) and targets <= {"report"})
 
 
 onstart:
-    if MISSING_INPUTS and not STUDY.partial:
+    if report_only():
+        return
+    if MISSING_INPUTS:
         for problem in MISSING_INPUTS:
             print(f"sweep error: {problem}", file=sys.stderr)
         sys.exit(1)
-    # Not for --nolock (asks for no lock, e.g. a partial report beside a running study) or a
-    # partial report (runs no point).
+    # Not for --nolock (asks for no lock) or a report (runs no point).
     try:
-        if workflow.execution_settings.lock and not STUDY.partial:
+        if workflow.execution_settings.lock:
             RESULTS_LOCK.append(locking.hold(LAYOUT.results))
     except locking.ResultsBusy as busy:
         print(f"scalestudy: {busy}", file=sys.stderr)
         sys.exit(1)
-    retry.archive(RETRY_ARCHIVES)
+    retry.archive(SURVEY.retry_archives)
+    history.keep_before_rerun(points_to_rerun(), planned=SURVEY.keeping)
+
+
+def points_to_rerun():
+    """metrics.json -> why, of every finished point Snakemake is about to rerun: whatever the
+    reason (one of its own too: the interpreter's path, an input made again, --forcerun), the
+    record is kept before the first job starts (launch/history.py)."""
+    dag = workflow.dag
+    return {job.output.metrics: str(dag.reason(job)) for job in dag.needrun_jobs() if job.rule.name in RUN_RULES}
 
 
 wildcard_constraints:
     study="[^/]+",
+
+
+def per_job(function):
+    """A function Snakemake calls for every job (an input, param or resource function). Snakemake
+    reads its signature on every call (inspect.signature, twice: most of the cost of calling
+    it); given once here, a 100,000-point plan saves seconds per function. With a Snakemake
+    that lacks the hook, the function is inspected per call, as before."""
+    if overwrite_function_params is not None:
+        overwrite_function_params(function, inspect.signature(function).parameters)
+    return function
 
 
 def shell_word(value):
@@ -131,26 +163,65 @@ def made_inputs(inputs):
     return [study_loader.under_assets(p, assets) for p in inputs.values() if study_loader.made_here(p, assets)]
 
 
+def point_made_inputs(point):
+    """The files the workflow makes that `point` reads (its app's inputs under the assets)."""
+    app = APPS[point.app]
+    return MADE_INPUTS.setdefault((point.app, app.inputs_key(point)), made_inputs(app.inputs(point, LAYOUT)))
+
+
+MADE_INPUTS = {}
+# What each point's run directory holds, read once (launch/history.py): which points are not
+# run yet, changed, to retry; their kept records. Reads only. Jobs run in a process of their
+# own (a batch job) do not need it.
+SURVEY = (
+    history.survey(STUDY.points, LAYOUT, CLUSTER.name, STUDY.retry_failed, point_made_inputs)
+    if workflow.is_main_process
+    else history.Survey()
+)
+if workflow.is_main_process:
+    print(history.summary_line(SURVEY, STUDY.partial), flush=True)
+
+
+def study_target(wildcards):
+    """The default target: the report, after every point not run yet and every record to keep.
+    Snakemake 9 does not rerun a finished table for a missing input (a new repeat, a new study)
+    when it has no metadata, e.g. in a fresh clone; asked for by name, the missing record
+    makes its run job run, then its study's table, whose other missing records follow: one
+    per study is enough (each target file costs planning time). Every record to keep is
+    asked for: it makes its point rerun."""
+    if report_only():
+        return [LAYOUT.report_html]
+    return [LAYOUT.report_html, *SURVEY.first_missing.values(), *SURVEY.to_keep]
+
+
 def run_inputs(app):
-    """The input directive of `app`'s run rule. Planning cost grows with every input file
-    and every function Snakemake calls per job, so when all points of the app read the
-    same made files (the usual case) this is a plain list, else a function of the point."""
+    """The input directive of `app`'s run rule: the made files its points read, and each
+    point's kept records (launch/history.py). Planning cost grows with every input file and
+    every function Snakemake calls per job, so when all points of the app read the same made
+    files and none has a kept record (the usual case) this is a plain list, else a function
+    of the point."""
     by_key = STUDY.inputs_by_key(app.name)
     shared = {tuple(made_inputs(inputs)) for _point, inputs in by_key.values()}
-    if len(shared) <= 1:
+    kept = {key: state.kept for key, state in SURVEY.states.items() if state.kept and STUDY.point(*key).app == app.name}
+    if len(shared) <= 1 and not kept:
         return list(shared.pop()) if shared else []
-    return lambda wildcards: made_inputs(by_key[(app.name, app.inputs_key(point_of(wildcards)))][1])
+    if len(shared) <= 1:
+        made = list(shared.pop()) if shared else []
+        return per_job(lambda wildcards: [*made, *kept.get((wildcards.study, wildcards.point), ())])
+    return per_job(
+        lambda wildcards: [
+            *made_inputs(by_key[(app.name, app.inputs_key(point_of(wildcards)))][1]),
+            *kept.get((wildcards.study, wildcards.point), ()),
+        ]
+    )
 
 
+@per_job
 def point_json(wildcards):
     """Everything that defines a point; a change reruns it (rerun-trigger params). Under
     `--config retry_failed=true` a failed point gains a retry number, so it reruns
     (scalestudy/launch/retry.py); an ok point never changes."""
-    metrics = LAYOUT.metrics(wildcards.study, wildcards.point)
-    number, failed = retry.planned_retry(metrics, STUDY.retry_failed)
-    if failed is not None:
-        RETRY_ARCHIVES[metrics] = failed
-    return retry.with_retry(point_of(wildcards).to_json(), number)
+    return retry.with_retry(point_of(wildcards).to_json(), SURVEY.state(wildcards.study, wildcards.point).retry)
 
 
 def run_metrics(wildcards):
@@ -162,40 +233,70 @@ def expected_runs(study):
     return [(p.as_record(), LAYOUT.metrics(p.study, p.id)) for p in SWEEP.points_of(study)]
 
 
+def aggregate_inputs(wildcards):
+    """The study's records, except for a report from what has finished: then none (no run job
+    enters the DAG) and `finished_fingerprint` rebuilds the tables as results come in. A table
+    job run in a process of its own (a run block without --force-use-threads) does not know the
+    targets; it reads the records itself, and the main process has planned them."""
+    return [] if report_only() or not workflow.is_main_process else run_metrics(wildcards)
+
+
 def finished_fingerprint(wildcards):
-    """Partial report: which metrics.json exist, and when written (a change rebuilds the tables)."""
+    """Report only: which metrics.json exist, and when written (a change rebuilds the tables)."""
+    if not report_only():
+        return ""
     found = []
     for _record, path in expected_runs(wildcards.study):
         try:
             found.append(f"{path}@{os.stat(path).st_mtime_ns}")
         except FileNotFoundError:
             continue
-    return found
+    return sorted(found)
 
 
 def study_budget(wildcards):
     return SWEEP.studies[wildcards.study].get("budget_su")
 
 
-def slurm_mpi(wildcards):
+def slurm_mpi(point):
     """Slurm plugin: a multi-rank point runs mpirun itself in the allocation (no srun -n1
     wrapper, which would hold the CPUs mpirun's daemons need); one rank needs nothing."""
-    return "mpirun" if point_of(wildcards).ranks > 1 else None
+    return "mpirun" if point.ranks > 1 else None
 
 
-# What every app's run job asks of a batch system (the run rules unpack RUN_RESOURCES); the PBS
-# submit command and the Slurm plugin size each batch job from them.
-RUN_RESOURCES = dict(
-    nodes=lambda wildcards: point_of(wildcards).nodes,
-    ranks_per_node=lambda wildcards: point_of(wildcards).ranks_per_node,
-    gpus_per_node=lambda wildcards: point_of(wildcards).gpus_per_node,
-    tasks=lambda wildcards: point_of(wildcards).ranks,
-    cpus_per_task=lambda wildcards: point_of(wildcards).threads_per_rank,
+# One point at a time per machine when measuring locally (profiles/local sets the limit to 1),
+# and nothing else beside a point being timed: every rule asks for the slot. Given per rule and
+# not as the profile's default-resources, which would also switch on Snakemake's defaults
+# mem_mb and disk_mb, computed from the input files' sizes for every job (most of a large
+# dry run's time).
+LOCAL_STEP = dict(measurement_slot=1)
+# What every app's run job asks of a batch system, as functions of its point; the PBS submit
+# command and the Slurm plugin size each batch job from them.
+POINT_RESOURCES = dict(
+    nodes=lambda point: point.nodes,
+    ranks_per_node=lambda point: point.ranks_per_node,
+    gpus_per_node=lambda point: point.gpus_per_node,
+    tasks=lambda point: point.ranks,
+    cpus_per_task=lambda point: point.threads_per_rank,
     mpi=slurm_mpi,
-    queue=lambda wildcards: CLUSTER.queue_name(point_of(wildcards).gpus_per_node, point_of(wildcards).queue),
+    queue=lambda point: CLUSTER.queue_name(point.gpus_per_node, point.queue),
     # Snakemake's runtime is minutes, rounded up.
-    runtime=lambda wildcards: max(1, -(-point_of(wildcards).walltime_seconds // 60)),
-    walltime_s=lambda wildcards: point_of(wildcards).walltime_seconds,
-    # One point at a time per machine when measuring locally (profile sets the limit).
-    measurement_slot=1,
+    runtime=lambda point: max(1, -(-point.walltime_seconds // 60)),
+    walltime_s=lambda point: point.walltime_seconds,
 )
+
+
+def run_resources(app):
+    """The resources directive of `app`'s run rule. A resource that is the same for every
+    point of the app (the walltime of its studies, often the queue and threads) is a
+    constant; only the others are functions, which Snakemake calls for every job it lists or
+    submits (each call costs more than the value: its signature is read twice)."""
+    points = [point for point in STUDY.points if point.app == app.name]
+    resources = {}
+    for name, of_point in POINT_RESOURCES.items():
+        values = {of_point(point) for point in points}
+        if len(values) == 1:
+            resources[name] = values.pop()
+        else:
+            resources[name] = per_job(lambda wildcards, of_point=of_point: of_point(point_of(wildcards)))
+    return {**resources, **LOCAL_STEP}

@@ -20,6 +20,8 @@ rule plots:
     log:
         LAYOUT.study_log("{study}", "plots"),
     localrule: True
+    resources:
+        **LOCAL_STEP,
     run:
         from scalestudy.plots import plot_from_files
 
@@ -36,10 +38,13 @@ rule report:
         html=LAYOUT.report_html,
         markdown=LAYOUT.report_markdown,
     params:
-        budgets={study: SWEEP.studies[study].get("budget_su") for study in STUDIES},
+        # Sorted: params are compared as text, and reordering the sweep file changes no result.
+        budgets={study: SWEEP.studies[study].get("budget_su") for study in sorted(STUDIES)},
     log:
         LAYOUT.report_log,
     localrule: True
+    resources:
+        **LOCAL_STEP,
     run:
         from scalestudy.report import build_from_files
 

@@ -11,6 +11,27 @@ RUN_POINT_SHELL = (
     " --metrics {output.metrics:q} --log {log:q}"
 )
 
+RUN_RULES = [f"run_{name}" for name in APPS]
+
+
+rule keep_record:
+    # Before a changed (or retried) point reruns: its record, log and launch script are copied to
+    # history/<tag>/ with definition.json, the definition they measured (scalestudy/launch/
+    # history.py). The note is an input of the point's run job, so the point reruns after it,
+    # with or without metadata.
+    output:
+        LAYOUT.kept("{study}", "{point}", "{tag}"),
+    log:
+        LAYOUT.kept("{study}", "{point}", "{tag}", KEEP_LOG),
+    wildcard_constraints:
+        tag="[^/]+",
+    localrule: True
+    resources:
+        **LOCAL_STEP,
+    run:
+        history.keep(output[0], point_of(wildcards), CLUSTER.name, log[0])
+
+
 for APP in APPS.values():
     # Where jobs cannot import what the app needs (HOOMD-blue is not on PyPI), its made inputs
     # are not planned, and every point ends `failed` at once with the reason (the runner
@@ -39,6 +60,6 @@ for APP in APPS.values():
         envmodules:
             *APP_MODULES,
         resources:
-            **RUN_RESOURCES,
+            **run_resources(APP),
         shell:
             RUN_POINT_SHELL

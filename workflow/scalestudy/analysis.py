@@ -39,8 +39,10 @@ from scipy import stats
 
 from .accounting import site_resources
 from .apps import APPS
+from .launch.history import history_of
 from .model.metrics import WALLTIME_USED, Metric
 from .model.paths import study_and_point
+from .model.record import INVALID_RECORD, record_problems
 from .model.steplog import step_log
 
 CONFIDENCE = 0.95
@@ -90,12 +92,39 @@ STATUS_PENDING = "pending"
 # ---------------------------------------------------------------- runs.csv
 
 
-def read_metrics(path: Path) -> dict:
+def read_metrics(path: Path, expected: Mapping | None = None) -> dict:
+    """A run's record, checked against the record schema (scalestudy.model.record): one that
+    cannot be read, or lacks what its status claims (an ok record without its app's primary
+    figure), is a failed run that says so and names the file. `expected`: the point's own
+    columns, where the caller knows them (the app, when the record lost it)."""
+    path = Path(path)
     try:
-        return json.loads(Path(path).read_text())
+        record = json.loads(path.read_text())
     except (OSError, ValueError) as error:
-        # The study and point id from the path, for a record that lost them.
-        return {"status": "failed", "reason": f"metrics.json unreadable: {error}", "point": study_and_point(path)}
+        return invalid_record(path, f"metrics.json unreadable at {path}: {error}", {}, expected)
+    point = record.get("point") if isinstance(record, Mapping) else None
+    app = (point or {}).get("app") if isinstance(point, Mapping) else None
+    app = app or (expected or {}).get("app")
+    problems = record_problems(record, APPS[app].primary_metric if app in APPS else None)
+    if problems:
+        return invalid_record(path, f"metrics.json at {path} {problems[0]}", record, expected)
+    return record
+
+
+def invalid_record(path: Path, reason: str, record, expected: Mapping | None) -> dict:
+    """A failed row for a record that fails the check: what it holds that can be read (its
+    cost, figures kept for the record), the point's columns, and its study and point id from
+    the path (the record may have lost them)."""
+    readable = record if isinstance(record, Mapping) else {}
+    kept = {k: v for k, v in readable.items() if k not in ("point", "figures", "resources") or isinstance(v, Mapping)}
+    point = kept.get("point") or {}
+    kept.update(
+        status="failed",
+        reason=reason,
+        category=INVALID_RECORD,
+        point={**(expected or {}), **point, **study_and_point(path)},
+    )
+    return kept
 
 
 def run_row(metrics: dict, path: Path | None = None) -> dict:
@@ -121,7 +150,18 @@ def run_row(metrics: dict, path: Path | None = None) -> dict:
             row[key] = metrics[key]
     if path is not None:
         row["metrics_path"] = str(path)
+        row.update(remeasured(path))
     return row
+
+
+def remeasured(path: Path) -> dict:
+    """Earlier records of the point, kept when it was measured again (launch.history): how
+    many, and why each was superseded, oldest first ('params.iterations: 50 → 100')."""
+    kept = history_of(path)
+    if not kept:
+        return {}
+    why = [", ".join(entry.get("changes") or []) or str(entry.get("why", "")) for entry in kept]
+    return {"kept_records": len(kept), "remeasured": "; then ".join(why)}
 
 
 def pending_row(record: Mapping, path: Path | None = None) -> dict:
@@ -138,7 +178,7 @@ def aggregate(metrics_paths: Iterable[Path], expected: Iterable[tuple[Mapping, P
     rows = [run_row(read_metrics(Path(p)), Path(p)) for p in metrics_paths]
     for record, path in expected:
         path = Path(path)
-        rows.append(run_row(read_metrics(path), path) if path.is_file() else pending_row(record, path))
+        rows.append(run_row(read_metrics(path, record), path) if path.is_file() else pending_row(record, path))
     return pd.DataFrame(rows)
 
 

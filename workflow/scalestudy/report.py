@@ -403,6 +403,17 @@ def run_blocks(runs: pd.DataFrame) -> list:
     if not pending.empty:
         blocks.append(Heading(3, f"Not run yet ({len(pending)})"))
         blocks.append(Bullets([str(p) for p in pending["point"]]))
+    again = remeasured_runs(runs)
+    if not again.empty:
+        blocks.append(Heading(3, f"Re-measured ({len(again)}): earlier records kept in the point's history/"))
+        blocks.append(
+            Bullets(
+                [
+                    f"{r.get('point', '?')}: {r.get('remeasured') or 'measured again'} ({int(r['kept_records'])} kept)"
+                    for r in again.astype(object).where(again.notna(), None).to_dict("records")
+                ]
+            )
+        )
     provenance = []
     for _, run in runs.iterrows():
         record = {
@@ -413,6 +424,13 @@ def run_blocks(runs: pd.DataFrame) -> list:
         provenance.append(Details(f"{run.get('point', '?')}: {run['status']}", [Pre(json.dumps(record, indent=1))]))
     blocks.append(Details(f"Per-run provenance ({len(runs)} runs)", provenance, in_markdown=False))
     return blocks
+
+
+def remeasured_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Runs of points measured again (their definition changed, or Snakemake reran them)."""
+    if "kept_records" not in runs.columns:
+        return runs.iloc[0:0]
+    return runs[pd.to_numeric(runs["kept_records"], errors="coerce").fillna(0) > 0]
 
 
 def study_blocks(
@@ -427,7 +445,8 @@ def study_blocks(
     counts = runs["status"].value_counts() if not runs.empty and "status" in runs.columns else pd.Series(dtype=int)
     names = (("ok", "succeeded"), ("failed", "failed"), (STATUS_PENDING, "not run yet"))
     state = ", ".join(f"{int(counts.get(s, 0))} {name}" for s, name in names if counts.get(s, 0))
-    blocks.append(Para(f"{len(runs)} runs: {state or 'none'}."))
+    again = len(remeasured_runs(runs)) if not runs.empty else 0
+    blocks.append(Para(f"{len(runs)} runs: {state or 'none'}" + (f"; {again} re-measured" if again else "") + "."))
     table = primary_table(scaling, study)
     if table.empty:
         blocks.append(Para("No run has a figure yet: no scaling table."))

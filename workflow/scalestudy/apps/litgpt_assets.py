@@ -37,12 +37,27 @@ SPECIAL_TOKENS = ["<unk>", "<s>", "</s>"]
 class TinyModelShape:
     """The knobs of the stand-in model; defaults follow FACTS.md (2 layers, 4 heads, 64 wide)."""
 
+    # In the order config/local.yaml lists them (see settings_param).
     n_layer: int = 2
     n_head: int = 4
     n_embd: int = 64
+    intermediate_size: int = 172
     vocab_size: int = 1024
     block_size: int = 256
-    intermediate_size: int = 172
+
+
+# The settings the asset rule reads (config assets.litgpt_tiny), in a fixed order.
+SETTINGS = (*TinyModelShape.__dataclass_fields__, "samples", "seed")
+
+
+def settings_param(settings: dict) -> dict:
+    """The asset rule's settings as a rerun-trigger param: Snakemake compares params as text,
+    so the keys come in a fixed order whatever the YAML's (a sorted rewrite of local.yaml
+    reran the assets and every LitGPT point). The order is the one config/local.yaml has
+    always had, so that the params Snakemake recorded before still match; other keys follow,
+    sorted."""
+    known = [key for key in SETTINGS if key in settings]
+    return {key: settings[key] for key in [*known, *sorted(set(settings) - set(known))]}
 
 
 def alpaca_records(samples: int, seed: int) -> list[dict[str, str]]:

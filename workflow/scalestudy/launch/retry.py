@@ -30,17 +30,35 @@ from pathlib import Path
 
 from ..model.paths import ATTEMPTS, METRICS, STDOUT
 from ..model.point import RETRY_KEY
+from ..model.record import record_problems
+
+UNREADABLE = {"status": "failed", "reason": "metrics.json unreadable"}
 
 
-def failed_record(metrics_path: Path) -> dict | None:
-    """The record of a point that ran and failed (an unreadable record counts as failed)."""
+def read_record(metrics_path: str | Path) -> dict | None:
+    """A point's record as found (None: there is none; an unreadable one reads as failed)."""
     try:
-        record = json.loads(metrics_path.read_text())
+        record = json.loads(Path(metrics_path).read_text())
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
-        return {"status": "failed", "reason": "metrics.json unreadable"}
-    return record if record.get("status") != "ok" else None
+        return dict(UNREADABLE)
+    return record if isinstance(record, dict) else dict(UNREADABLE)
+
+
+def failed_record(metrics_path: Path, primary: str | None = None) -> dict | None:
+    """The record of a point that ran and failed (an unreadable record counts as failed)."""
+    return failed(read_record(metrics_path), primary)
+
+
+def failed(record: dict | None, primary: str | None = None) -> dict | None:
+    """`record` if it is a failed run's: status failed, or (given the app's primary figure)
+    an ok record that does not hold it (scalestudy.model.record)."""
+    if record is None:
+        return None
+    if record.get("status") != "ok" or (primary and record_problems(record, primary)):
+        return record
+    return None
 
 
 def attempt_stamp(record: dict, metrics_path: Path) -> str:
@@ -58,12 +76,18 @@ def attempt_path(metrics_path: Path, record: dict) -> Path:
     return metrics_path.parent / ATTEMPTS / f"{attempt_stamp(record, metrics_path)}.{METRICS}"
 
 
-def planned_retry(metrics_path: str | Path, retry_failed: bool) -> tuple[int, dict | None]:
+def planned_retry(
+    metrics_path: str | Path, retry_failed: bool, record: dict | None = None, primary: str | None = None
+) -> tuple[int, dict | None]:
     """The point's retry number, and the failed record still to archive (None: nothing).
-    Reads only: the archiving itself is `archive`, once the run starts."""
+    `record`: the point's record if already read. Reads only: the archiving itself is
+    `archive`, once the run starts."""
     metrics_path = Path(metrics_path)
     attempts = archived(metrics_path.parent)
-    record = failed_record(metrics_path) if retry_failed else None
+    if retry_failed:
+        record = failed(read_record(metrics_path) if record is None else record, primary)
+    else:
+        record = None
     if record is not None and attempt_path(metrics_path, record) not in attempts:
         return len(attempts) + 1, record
     return len(attempts), None

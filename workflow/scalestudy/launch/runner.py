@@ -25,6 +25,7 @@ from ..config.clusters import Cluster
 from ..config.requests import estimated_service_units, job_request
 from ..model.paths import LAUNCH_SCRIPT, METRICS, REPO_ROOT, STDOUT, Layout
 from ..model.point import Point
+from ..model.record import DEFINITION, definition
 from . import provenance as evidence
 from . import retry
 from .command import allocated_hosts, launch_script, mpirun_command, resolve_launcher, slurm_allocation
@@ -135,20 +136,22 @@ def run_point(
     try:
         return measure(point, run_dir, cluster, log_path, layout or Layout())
     except Exception as error:  # a bug of ours must not lose the point: record it as data
-        metrics = {**new_record(point), "reason": f"scalestudy error: {error!r}", "finished": now()}
+        metrics = {**new_record(point, cluster.name), "reason": f"scalestudy error: {error!r}", "finished": now()}
         metrics["category"] = "scalestudy_error"
         metrics["resources"] = resources(point, cluster, None)
         write_metrics(run_dir, metrics)
         return metrics
 
 
-def new_record(point: Point) -> dict[str, Any]:
-    """The metrics.json of a point before anything is known: failed until shown ok."""
+def new_record(point: Point, cluster: str | None = None) -> dict[str, Any]:
+    """The metrics.json of a point before anything is known: failed until shown ok. It names
+    the definition it measures (planning compares it with the point's current one)."""
     return {
         "status": "failed",
         "reason": None,
         "category": None,
         "point": point.as_record(),
+        DEFINITION: definition(point, cluster),
         "params": dict(point.params),
         "mpi_flags": dict(point.mpi_flags),
         "nccl_env": dict(point.nccl_env),
@@ -182,7 +185,7 @@ def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None
     write_atomically(launch_path, launch_script(argv))
     launch_path.chmod(0o755)
 
-    metrics = {**new_record(point), "started": now(), "provenance": provenance(hosts)}
+    metrics = {**new_record(point, cluster.name), "started": now(), "provenance": provenance(hosts)}
     metrics["attempt"] = 1 + len(retry.archived(run_dir))  # earlier failed attempts are in attempts/
     problems = app.preflight(point)
     if hosts and len(hosts) < point.nodes:

@@ -5,7 +5,8 @@ call these functions with wildcards, e.g. ``layout.run_dir("{study}", "{point}")
 apps (the HOOMD-blue initial state a point reads), the runner, the analysis and the
 report. A results directory may be anywhere (`results_dir:`, e.g. /scratch on Gadi).
 
-    <results>/<study>/runs/<point id>/{metrics.json, stdout.log, launch.sh, batch.log, attempts/}
+    <results>/<study>/runs/<point id>/{metrics.json, stdout.log, launch.sh, batch.log, attempts/, history/}
+    <results>/<study>/runs/<point id>/history/<tag>/{metrics.json, stdout.log, ..., definition.json}
     <results>/<study>/{runs,scaling,variants}.csv, logs/<step>.log
     <results>/assets/...          inputs the workflow makes (stand-in model, initial states)
     <results>/report/{index.html, index.md, report.log, plots/<study>.<kind>.png}
@@ -38,6 +39,11 @@ STDOUT = "stdout.log"
 LAUNCH_SCRIPT = "launch.sh"
 BATCH_LOG = "batch.log"  # the batch job's own output (-o): where Gadi writes its usage block
 ATTEMPTS = "attempts"  # earlier failed attempts of a retried point
+# Earlier records of a point whose definition changed (or that Snakemake reran), one folder
+# each, with the definition they measured (DEFINITION_FILE).
+HISTORY = "history"
+DEFINITION_FILE = "definition.json"
+KEEP_LOG = "keep.log"
 RUNS_SEGMENT = "runs"
 # The plots every study gets (<results>/report/plots/<study>.<kind>.png). Here, not in
 # plots.py, so that planning a DAG never imports matplotlib.
@@ -65,6 +71,15 @@ class Layout:
 
     def stdout(self, study: str, point: str) -> str:
         return f"{self.run_dir(study, point)}/{STDOUT}"
+
+    def history(self, study: str, point: str) -> str:
+        return f"{self.run_dir(study, point)}/{HISTORY}"
+
+    def kept(self, study: str, point: str, tag: str, name: str = DEFINITION_FILE) -> str:
+        """A file of history/<tag>/, where an earlier record of the point is kept when it is
+        superseded (`launch.history`): by default its note (definition.json), written last,
+        which says that the folder is whole."""
+        return f"{self.history(study, point)}/{tag}/{name}"
 
     def table(self, study: str, name: str) -> str:
         return f"{self.results}/{study}/{name}.csv"
