@@ -62,7 +62,7 @@ def test_an_unknown_study_key_is_one_line_not_jsonschemas():
 def test_unknown_asset_keys_are_refused():
     assert problems_of({**pingpong(), "assets": {"litgpt_tiny": {"n_layers": 2}}}) == [
         "assets.litgpt_tiny.n_layers: unknown key; did you mean 'n_layer'? allowed: n_layer, n_head, n_embd, "
-        "vocab_size, block_size, intermediate_size, samples, seed"
+        "intermediate_size, vocab_size, block_size, samples, seed"
     ]
     assert problems_of({**pingpong(), "assets": {"litgpt_tiny": {"n_layer": 0}}}) == [
         "assets.litgpt_tiny.n_layer: 0 is not allowed; use a whole number, at least 1"
