@@ -8,6 +8,7 @@
 
 import copy
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -175,7 +176,9 @@ def test_report_on_a_cluster_profile_submits_nothing(tmp_path):
     command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
                "--profile", str(REPO / "profiles/aspire2a"), "report", "-n",
                "--config", "cluster=aspire2a", f"results_dir={tmp_path / 'results'}"]  # fmt: skip
-    dry = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)
+    # The sweep is loaded before the target is known: a PBS site's project is checked all the same.
+    env = {**os.environ, "PROJECT": "ab12"}
+    dry = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
     assert dry.returncode == 0, dry.stderr[-3000:]
     jobs = job_counts(dry)
     assert jobs["report"] == 1 and not [rule for rule in jobs if rule.startswith("run_")], jobs
