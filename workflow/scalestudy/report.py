@@ -395,7 +395,7 @@ def run_blocks(runs: pd.DataFrame) -> list:
                 ["point", "category", "reason"],
                 [
                     [str(r.get("point", "?")), str(r.get("category") or "–"), str(r.get("reason", ""))]
-                    for _, r in failed.fillna("").iterrows()
+                    for _, r in failed.astype(object).fillna("").iterrows()
                 ],
             )
         )
