@@ -17,7 +17,7 @@ import socket
 from pathlib import Path
 from typing import IO
 
-from ..model.paths import LOCK_NAME
+from ..model.paths import Layout
 
 
 class ResultsBusy(RuntimeError):
@@ -26,7 +26,7 @@ class ResultsBusy(RuntimeError):
 
 def hold(results_dir: str | Path) -> IO[str]:
     """Take the lock (keep the returned handle open for as long as the workflow runs)."""
-    path = Path(results_dir) / LOCK_NAME
+    path = Path(Layout(str(results_dir)).lock)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held open on purpose
     try:

@@ -48,7 +48,6 @@ RUNS_SEGMENT = "runs"
 # The plots every study gets (<results>/report/plots/<study>.<kind>.png). Here, not in
 # plots.py, so that planning a DAG never imports matplotlib.
 PLOT_KINDS = ("metric", "speedup", "efficiency", "variants", "cost")
-TABLES = ("runs", "scaling", "variants")
 LOCK_NAME = ".scalestudy.lock"
 
 
@@ -122,10 +121,6 @@ class Layout:
     def litgpt_tiny(self) -> str:
         """The offline stand-in for Llama-2-7b and its data (local study)."""
         return f"{self.assets}/litgpt-tiny"
-
-
-def run_dir_of(metrics_path: str | Path) -> Path:
-    return Path(metrics_path).parent
 
 
 def study_and_point(metrics_path: str | Path) -> dict[str, str]:
