@@ -16,7 +16,8 @@ def benchmark(name: str, *args: str) -> subprocess.CompletedProcess:
 def test_planning_overhead_runs_and_prints_its_ratio():
     run = benchmark("overhead.py", "--only", "b", "--points", "200", "--repeats", "1")
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "(b) dry run of 200 points" in run.stdout and "(b) ratio " in run.stdout
+    assert "dry run of 200 points" in run.stdout
+    assert "(b) wall ratio " in run.stdout and "(b) CPU ratio " in run.stdout
 
 
 def test_qstat_per_round_runs_and_prints_its_ratio():

@@ -134,6 +134,14 @@ def job_python():
     return sys.executable
 
 
+def python_module_shell(module):
+    """The start of a job's shell command: `python -m module` with the checkout's package first
+    on the path. Written into the command, not given as params: a param is a rerun trigger, so
+    moving the checkout or the venv would rerun every finished point (and every param costs
+    each job of a plan its evaluation)."""
+    return f"PYTHONPATH={shell_word(PACKAGE_DIR)}${{{{PYTHONPATH:+:$PYTHONPATH}}}} {shell_word(job_python())} -m {module}"
+
+
 def jobs_can_import(module, site_modules):
     """Can run jobs import `module`? Under conda, or a site module under env-modules, they get
     it in the job; otherwise they run this interpreter, which is asked."""
@@ -291,7 +299,8 @@ def run_resources(app):
     point of the app (the walltime of its studies, often the queue and threads) is a
     constant; only the others are functions, which Snakemake calls for every job it lists or
     submits (each call costs more than the value: its signature is read twice)."""
-    points = [point for point in STUDY.points if point.app == app.name]
+    # A point's repeats ask for what its first repeat asks for.
+    points = [point for point in STUDY.points if point.app == app.name and point.repeat == 1]
     resources = {}
     for name, of_point in POINT_RESOURCES.items():
         values = {of_point(point) for point in points}
@@ -299,4 +308,6 @@ def run_resources(app):
             resources[name] = values.pop()
         else:
             resources[name] = per_job(lambda wildcards, of_point=of_point: of_point(point_of(wildcards)))
-    return {**resources, **LOCAL_STEP}
+    # The cluster the job was planned for: the submit command refuses a job planned for
+    # another (a resource, not a param: params are rerun triggers).
+    return {**resources, **LOCAL_STEP, "cluster": CLUSTER.name}

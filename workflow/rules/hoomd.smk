@@ -8,9 +8,6 @@ rule hoomd_initial_state:
         protected(LAYOUT.hoomd_state("{particles}", "{rho}", "{dimensions}")),
     log:
         LAYOUT.hoomd_state("{particles}", "{rho}", "{dimensions}", suffix="log"),
-    params:
-        package=PACKAGE_DIR,
-        python=job_python(),
     wildcard_constraints:
         particles=r"[1-9][0-9]*",
         rho=r"[0-9]+\.[0-9]+(e[-+]?[0-9]+)?",
@@ -25,6 +22,5 @@ rule hoomd_initial_state:
         # Not beside a point being timed (the profile sets the limit).
         measurement_slot=1,
     shell:
-        "PYTHONPATH={params.package:q}${{PYTHONPATH:+:$PYTHONPATH}} {params.python:q} -m scalestudy.apps.hoomd_wca"
-        " initial-state --N {wildcards.particles} --rho {wildcards.rho} --dimensions {wildcards.dimensions}"
+        python_module_shell("scalestudy.apps.hoomd_wca") + " initial-state --N {wildcards.particles} --rho {wildcards.rho} --dimensions {wildcards.dimensions}"
         " --output {output:q} > {log:q} 2>&1"

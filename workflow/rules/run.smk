@@ -2,12 +2,11 @@
 # every app is the same job, `python -m scalestudy run-point`, below once. What differs
 # per app is only which studies it matches, its conda environment (envs/<app>.yaml), the
 # site modules of the cluster file's `app_modules.<app>`, and its made inputs.
-# The results directory is written into the command, not made a param: a new param would
-# count as a changed definition of every finished point (params are a rerun trigger).
+# The results directory, cluster and interpreter are written into the command, not made
+# params: params are a rerun trigger, and only the point's definition may rerun it.
 RUN_POINT_SHELL = (
-    "PYTHONPATH={params.package:q}${{PYTHONPATH:+:$PYTHONPATH}} {params.python:q} -m scalestudy run-point"
-    " --point {params.point:q} --walltime-s {resources.walltime_s} --cluster {params.cluster:q}"
-    " --queue {resources.queue:q} --results-dir " + shell_word(LAYOUT.results) + ""
+    python_module_shell("scalestudy run-point") + " --point {params.point:q} --walltime-s {resources.walltime_s}"
+    f" --cluster {shell_word(CLUSTER.name)} --queue {{resources.queue:q}} --results-dir {shell_word(LAYOUT.results)}"
     " --metrics {output.metrics:q} --log {log:q}"
 )
 
@@ -48,11 +47,10 @@ for APP in APPS.values():
             metrics=LAYOUT.metrics("{study}", "{point}"),
         log:
             LAYOUT.stdout("{study}", "{point}"),
+        # The point's definition, the one param (a change reruns it); the rest of the command
+        # is fixed per workflow (python_module_shell).
         params:
             point=point_json,
-            cluster=CLUSTER.name,
-            package=PACKAGE_DIR,
-            python=job_python(),
         wildcard_constraints:
             study=study_pattern(APP.name),
         conda:
