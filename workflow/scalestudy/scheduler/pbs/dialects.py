@@ -42,9 +42,17 @@ class Dialect:
         """What follows `-l`."""
         return ",".join(self.resources(request, project))
 
+    # The resource that asks for hardware threads (None: this spelling has no way to).
+    hyperthread_resource: ClassVar[str | None] = None
+
     def problems(self, point: Point, request: JobRequest) -> list[str]:
         """What the site refuses only because of how the request must be written; one line
         each, naming the study's keys (the queue's own limits: config.requests)."""
+        if request.hyperthreads and not self.hyperthread_resource:
+            return [
+                f"studies.{point.study}.hyperthreads: true, but the PBS dialect {self.name!r} of "
+                f"config/clusters/{self.cluster.name}.yaml has no way to ask for hardware threads; use [false]"
+            ]
         return []
 
     @staticmethod
@@ -58,6 +66,8 @@ class GadiDialect(Dialect):
     may reach from the cluster file."""
 
     name = "gadi"
+    # NCI: `-l other=hyperthread` gives each requested core's two hardware threads.
+    hyperthread_resource = "other=hyperthread"
 
     def resources(self, request: JobRequest, project: str) -> list[str]:
         items = [f"ncpus={request.ncpus}"]
@@ -68,6 +78,8 @@ class GadiDialect(Dialect):
             items.append(f"jobfs={self.cluster.jobfs_gb:g}GB")
         if self.cluster.storage:
             items.append(f"storage={self.cluster.storage.format(project=project)}")
+        if request.hyperthreads:
+            items.append(self.hyperthread_resource)
         return items
 
     def problems(self, point: Point, request: JobRequest) -> list[str]:

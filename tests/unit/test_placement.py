@@ -1,0 +1,211 @@
+"""Process placement axes (hyperthreads, binding, mapping): launch lines per MPI flavour, the
+Gadi request, the refusals at load, and that points which do not choose keep their names."""
+
+import json
+
+import pytest
+from points import batch_point, md_config, pingpong_point
+from scalestudy import study
+from scalestudy.config import clusters
+from scalestudy.config.clusters import MpiLauncher
+from scalestudy.config.requests import job_request, request_problems
+from scalestudy.launch.command import mpirun_command
+from scalestudy.model.errors import SweepError
+from scalestudy.model.point import PLACEMENT_DEFAULTS
+from scalestudy.scheduler.pbs import dialects, submit
+
+OPEN_MPI = MpiLauncher()
+HYDRA = MpiLauncher(flavour="mpich", launcher="mpiexec")
+
+
+def line(p, mpi):
+    return mpirun_command(p, ["app"], {}, mpi)
+
+
+def problems_of(config):
+    with pytest.raises(SweepError) as raised:
+        study.load(config)
+    return raised.value.problems
+
+
+def pp_study(**keys):
+    return {"cluster": "local", "studies": {"pp": {"app": "pingpong", "nodes": [1], "ranks_per_node": [2], **keys}}}
+
+
+# ---------------------------------------------------------------- launch lines
+
+
+@pytest.mark.parametrize(
+    ("placement", "expected"),
+    [
+        ({}, ["--map-by", "ppr:2:node"]),
+        ({"binding": "core"}, ["--map-by", "ppr:2:node", "--bind-to", "core"]),
+        ({"binding": "none"}, ["--map-by", "ppr:2:node", "--bind-to", "none"]),
+        ({"mapping": "spread", "binding": "socket"}, ["--map-by", "socket", "--bind-to", "socket"]),
+        ({"mapping": "ppr:1:socket"}, ["--map-by", "ppr:1:socket"]),
+        ({"hyperthreads": True, "binding": "hwthread"}, ["--map-by", "ppr:2:node", "--bind-to", "hwthread",
+                                                         "--use-hwthread-cpus"]),
+        ({"threads_per_rank": 4, "mapping": "numa", "binding": "core"}, ["--map-by", "numa:PE=4", "--bind-to", "core"]),
+    ],
+)  # fmt: skip
+def test_open_mpi_launch_line_is_exact(placement, expected):
+    assert line(pingpong_point(mpi_flags={}, nccl_env={}, **placement), OPEN_MPI) == [
+        "mpirun", "-np", "2", *expected, "app"
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("placement", "expected"),
+    [
+        ({}, []),
+        ({"binding": "core"}, ["-bind-to", "core"]),
+        ({"binding": "none", "mapping": "spread"}, ["-bind-to", "none", "-map-by", "socket"]),
+        ({"mapping": "ppr:2:node"}, []),  # Hydra's per-node count is -ppn, on every line
+        ({"threads_per_rank": 4}, ["-bind-to", "core:4"]),
+        ({"threads_per_rank": 4, "binding": "hwthread", "mapping": "core"}, ["-bind-to", "hwthread:4", "-map-by",
+                                                                              "core"]),
+        ({"hyperthreads": True, "binding": "socket"}, ["-bind-to", "socket"]),
+    ],
+)  # fmt: skip
+def test_hydra_launch_line_is_exact(placement, expected):
+    assert line(pingpong_point(mpi_flags={}, nccl_env={}, **placement), HYDRA) == [
+        "mpiexec", "-n", "2", "-ppn", "2", *expected, "app"
+    ]  # fmt: skip
+
+
+# ---------------------------------------------------------------- names and definitions
+
+
+def test_points_at_the_default_placement_keep_their_id_and_json():
+    p = pingpong_point()
+    data = json.loads(p.to_json())
+    assert not set(PLACEMENT_DEFAULTS) & set(data)
+    assert p.id == "nodes1-rpn2/mpi-tcp/nccl-no-ib/rep1"
+    assert p.variant == "mpi-tcp/nccl-no-ib"
+
+
+def test_chosen_placement_names_one_segment_and_enters_the_definition():
+    p = pingpong_point(hyperthreads=True, binding="core", mapping="ppr:1:socket")
+    assert p.id == "nodes1-rpn2/mpi-tcp/nccl-no-ib/ht_bind-core_map-ppr-1-socket/rep1"
+    assert p.variant == "mpi-tcp/nccl-no-ib/ht_bind-core_map-ppr-1-socket"
+    data = json.loads(p.to_json())
+    assert (data["hyperthreads"], data["binding"], data["mapping"]) == (True, "core", "ppr:1:socket")
+    assert type(p).from_json(p.to_json(), 60) == p
+    assert p.as_record()["binding"] == "core"
+
+
+def test_a_study_listing_the_default_among_its_values_keeps_its_earlier_points():
+    before = study.load(pp_study()).points
+    after = study.load(pp_study(binding=["default", "core", "none"])).points
+    assert [p.id for p in after[::3]] == [p.id for p in before]
+    assert [p.to_json() for p in after[::3]] == [p.to_json() for p in before]
+    assert [p.id.split("/")[-2] for p in after[:3]] == ["nccl-default", "bind-core", "bind-none"]
+
+
+# ---------------------------------------------------------------- refusals at load
+
+
+def test_a_binding_the_flavour_lacks_is_one_line_naming_the_key():
+    config = md_config(N=4000)
+    config["studies"]["md"]["binding"] = ["default", "cores"]
+    assert problems_of(config) == [
+        "studies.md.binding[1]: 'cores' is not a binding MPICH Hydra is given here; did you mean 'core'? "
+        "allowed for mpich: default, none, hwthread, core, socket, numa"
+    ]
+
+
+def test_a_per_socket_count_is_open_mpi_only():
+    config = md_config(N=4000)
+    config["studies"]["md"]["mapping"] = ["ppr:1:socket"]
+    assert problems_of(config) == [
+        "studies.md.mapping[0]: 'ppr:1:socket': MPICH Hydra has no per-socket rank count; allowed for mpich: "
+        "default, core, socket, numa, hwthread, spread, ppr:N:node"
+    ]
+    assert study.load(pp_study(mapping=["ppr:1:socket"])).points[0].mapping == "ppr:1:socket"
+
+
+def test_an_unknown_mapping_is_one_line():
+    assert problems_of(pp_study(mapping=["scatter"])) == [
+        "studies.pp.mapping[0]: 'scatter' is not a mapping; allowed for openmpi: default, core, socket, numa, "
+        "hwthread, spread, ppr:N:node, ppr:N:socket, ppr:N:numa"
+    ]
+
+
+def test_ppr_per_node_must_place_the_points_ranks():
+    assert problems_of(pp_study(mapping=["ppr:4:node"])) == [
+        "studies.pp.mapping: 'ppr:4:node' places 4 ranks per node, but the point has ranks_per_node=2; "
+        "use ppr:2:node or default"
+    ]
+
+
+def test_open_mpi_threads_bind_to_cores_only():
+    assert problems_of(pp_study(threads_per_rank=2, binding=["none"])) == [
+        "studies.pp.binding[0]: 'none' with threads_per_rank 2: Open MPI reserves cores per rank "
+        "(--map-by ...:PE=N), which binds to them; allowed: default, core, hwthread"
+    ]
+
+
+def test_a_value_listed_twice_is_refused():
+    assert problems_of(pp_study(binding=["core", "core"])) == [
+        "studies.pp.binding: a value is listed twice: ['core', 'core']"
+    ]
+
+
+def test_hyperthreads_are_refused_where_the_cluster_file_has_no_smt(monkeypatch):
+    monkeypatch.setattr(clusters, "detected_threads_per_core", lambda: 1)
+    assert problems_of(pp_study(hyperthreads=[False, True])) == [
+        "studies.pp.hyperthreads: true, but local has no hardware threads to use "
+        "(config/clusters/local.yaml threads_per_core: 1); use [false]"
+    ]
+    aspire = clusters.load("aspire2a")
+    assert request_problems(batch_point(1, hyperthreads=True), aspire) == [
+        "studies.hoomd-wca.hyperthreads: true, but aspire2a has no hardware threads to use "
+        "(config/clusters/aspire2a.yaml threads_per_core: 1); use [false]"
+    ]
+
+
+def test_the_local_machine_is_read_for_smt(tmp_path):
+    siblings = tmp_path / "cpu{cpu}"
+    for cpu in range(512):
+        (tmp_path / f"cpu{cpu}").write_text("0,48\n")
+    assert clusters.detected_threads_per_core(str(siblings)) == 2
+    assert clusters.cpu_list_size("0-3,8") == 5
+    assert clusters.detected_threads_per_core(str(tmp_path / "nosuch{cpu}")) == 1
+
+
+# ---------------------------------------------------------------- Gadi
+
+
+def gadi_qsub(p):
+    gadi = clusters.load("gadi")
+    assert request_problems(p, gadi, dialects.site_rules(gadi)) == []
+    return " ".join(submit.qsub_command(job_request(p, gadi), gadi, project="ab12", log_path="LOG"))
+
+
+def test_gadi_hyperthreads_ask_for_other_hyperthread_and_fit_96_ranks_per_node():
+    assert gadi_qsub(batch_point(2, ranks_per_node=96, hyperthreads=True)) == (
+        "qsub -P ab12 -q normal -l ncpus=96,mem=380GB,walltime=00:15:00,jobfs=10GB,"
+        "storage=scratch/ab12+gdata/ab12,other=hyperthread -N hoomd-wca.n2r96.d.d.r1 -j oe -o LOG"
+    )
+    assert "other=hyperthread" not in gadi_qsub(batch_point(2))
+
+
+def test_gadi_refuses_more_than_two_ranks_per_core_and_96_without_hyperthreads():
+    gadi = clusters.load("gadi")
+    assert request_problems(batch_point(1, ranks_per_node=97, hyperthreads=True), gadi) == [
+        "studies.hoomd-wca: 97 hardware threads per node (ranks_per_node x threads_per_rank) at nodes=1, "
+        "ranks_per_node=97, but a normal job gets 48 of 48 cores x 2 threads (96 at most)"
+    ]
+    assert request_problems(batch_point(1, ranks_per_node=96), gadi) == [
+        "studies.hoomd-wca: 96 cores per node (ranks_per_node x threads_per_rank) at nodes=1, ranks_per_node=96, "
+        "but a normal job gets 48 of 48; hyperthreads: [true] fits up to 2 per core"
+    ]
+
+
+def test_a_pbs_dialect_without_a_hyperthread_resource_refuses_them():
+    smt = clusters.from_mapping({"name": "x", "cores_per_node": 48, "mem_per_node_gb": 190, "threads_per_core": 2})
+    p = batch_point(1, hyperthreads=True)
+    assert request_problems(p, smt, dialects.site_rules(smt)) == [
+        "studies.hoomd-wca.hyperthreads: true, but the PBS dialect 'select' of config/clusters/x.yaml has no way "
+        "to ask for hardware threads; use [false]"
+    ]
