@@ -10,8 +10,10 @@ from scalestudy.config import clusters
 from scalestudy.config.clusters import MpiLauncher
 from scalestudy.config.requests import job_request, request_problems
 from scalestudy.launch.command import mpirun_command
+from scalestudy.launch.provenance import settings_proof
 from scalestudy.model.errors import SweepError
 from scalestudy.model.point import PLACEMENT_DEFAULTS
+from scalestudy.model.rank_probe import cpu_list, parse_cpu_list, topology
 from scalestudy.scheduler.pbs import dialects, submit
 
 OPEN_MPI = MpiLauncher()
@@ -169,7 +171,6 @@ def test_the_local_machine_is_read_for_smt(tmp_path):
     for cpu in range(512):
         (tmp_path / f"cpu{cpu}").write_text("0,48\n")
     assert clusters.detected_threads_per_core(str(siblings)) == 2
-    assert clusters.cpu_list_size("0-3,8") == 5
     assert clusters.detected_threads_per_core(str(tmp_path / "nosuch{cpu}")) == 1
 
 
@@ -209,3 +210,70 @@ def test_a_pbs_dialect_without_a_hyperthread_resource_refuses_them():
         "studies.hoomd-wca.hyperthreads: true, but the PBS dialect 'select' of config/clusters/x.yaml has no way "
         "to ask for hardware threads; use [false]"
     ]
+
+
+# ---------------------------------------------------------------- the binding each rank got
+
+
+def bound(number, cpus, launcher="0-47", cores=1, sockets=1, numa=1, host="n1"):
+    return {"rank": number, "host": host, "pid": 1, "env": {}, "cpus": cpus, "launcher_cpus": launcher,
+            "cores": cores, "sockets": sockets, "numa": numa}  # fmt: skip
+
+
+def test_a_binding_each_rank_got_is_proven_by_its_affinity():
+    p = pingpong_point(mpi_flags={}, nccl_env={}, binding="core")
+    proof = settings_proof(p, [bound(0, "0"), bound(1, "1")], None, "openmpi")
+    assert proof["verified"] is True and proof["bindings"] == "0@n1:0 1@n1:1"
+    hyperthreads = pingpong_point(mpi_flags={}, nccl_env={}, binding="core", hyperthreads=True)
+    assert settings_proof(hyperthreads, [bound(0, "0,48"), bound(1, "1,49")], None, "openmpi")["verified"]
+
+
+def test_a_binding_the_launcher_ignored_is_a_settings_proof_problem():
+    p = pingpong_point(mpi_flags={}, nccl_env={}, binding="core")
+    proof = settings_proof(p, [bound(0, "0"), bound(1, "0-47", cores=24, sockets=2)], None, "openmpi")
+    assert proof["verified"] is False
+    assert proof["problems"] == [
+        "binding core: rank 1 on n1 may run on CPUs 0-47 (24 cores, at most 1 when bound); the launcher did not bind it"
+    ]
+    socket = pingpong_point(mpi_flags={}, nccl_env={}, binding="socket")
+    assert (
+        settings_proof(socket, [bound(0, "0-47", cores=24, sockets=2)] * 2, None, "openmpi")["problems"]
+        == [
+            "binding socket: rank 0 on n1 may run on CPUs 0-47 (2 sockets, at most 1 when bound); the launcher did not "
+            "bind it"
+        ]
+        * 2
+    )
+
+
+def test_binding_none_must_leave_each_rank_the_launchers_cpus():
+    p = pingpong_point(mpi_flags={}, nccl_env={}, binding="none")
+    assert settings_proof(p, [bound(0, "0-47"), bound(1, "0-47")], None, "openmpi")["verified"] is True
+    assert settings_proof(p, [bound(0, "0-47"), bound(1, "1")], None, "mpich")["problems"] == [
+        "binding none: rank 1 on n1 was bound to CPUs 1 of the launcher's 0-47"
+    ]
+
+
+def test_the_default_placement_is_recorded_not_judged_and_old_rank_lines_say_nothing_of_cpus():
+    p = pingpong_point(mpi_flags={}, nccl_env={})
+    assert settings_proof(p, [bound(0, "0-47"), bound(1, "0")], None, "openmpi")["verified"] is True
+    old = {"rank": 0, "host": "n1", "pid": 1, "env": {}}
+    assert (
+        settings_proof(pingpong_point(mpi_flags={}, nccl_env={}, binding="core"), [old, old], None, "openmpi")[
+            "problems"
+        ]
+        == ["binding core: rank 0 on n1 reported no CPU affinity"] * 2
+    )
+
+
+def test_the_probe_writes_cpu_lists_the_kernels_way(tmp_path):
+    assert cpu_list({8, 0, 1, 2, 3}) == "0-3,8" and parse_cpu_list("0-3,8") == {0, 1, 2, 3, 8}
+    for cpu, (package, core, node) in enumerate([(0, 0, 0), (0, 0, 0), (1, 5, 1)]):
+        folder = tmp_path / f"cpu{cpu}"
+        (folder / "topology").mkdir(parents=True)
+        (folder / "topology" / "physical_package_id").write_text(f"{package}\n")
+        (folder / "topology" / "core_id").write_text(f"{core}\n")
+        (folder / f"node{node}").mkdir()
+    assert topology({0, 1}, str(tmp_path)) == {"cores": 1, "sockets": 1, "numa": 1}
+    assert topology({0, 1, 2}, str(tmp_path)) == {"cores": 2, "sockets": 2, "numa": 2}
+    assert topology({7}, str(tmp_path)) == {"cores": None, "sockets": None, "numa": None}

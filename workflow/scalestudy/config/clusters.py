@@ -11,6 +11,7 @@ from typing import Any
 
 from ..model.errors import SweepError, did_you_mean
 from ..model.paths import clusters_dir
+from ..model.rank_probe import parse_cpu_list
 from ..model.timefmt import hms_seconds
 from .files import read_yaml
 from .sweep import MPI_FLAVOURS
@@ -183,21 +184,12 @@ def detected_gpus(environ: Mapping[str, str] = os.environ, gpus_dir: str = NVIDI
     return min(found, listed)
 
 
-def cpu_list_size(text: str) -> int:
-    """How many CPUs a kernel CPU list names ('0,48' -> 2, '0-3' -> 4)."""
-    count = 0
-    for part in filter(None, text.strip().split(",")):
-        first, _, last = part.partition("-")
-        count += int(last or first) - int(first) + 1
-    return count
-
-
 def detected_threads_per_core(siblings: str = THREAD_SIBLINGS) -> int:
     """This machine's hardware threads per core (those sharing the core of a CPU it may run on); 1
     when the kernel does not say."""
     try:
         cpu = min(os.sched_getaffinity(0))
-        return max(1, cpu_list_size(open(siblings.format(cpu=cpu)).read()))
+        return max(1, len(parse_cpu_list(open(siblings.format(cpu=cpu)).read())))
     except (OSError, ValueError):
         return 1
 
