@@ -3,9 +3,11 @@ Gadi request, the refusals at load, and that points which do not choose keep the
 
 import json
 
+import pandas as pd
 import pytest
 from points import batch_point, md_config, pingpong_point
-from scalestudy import study
+from scalestudy import report, study
+from scalestudy.analysis import aggregate, scaling, variants
 from scalestudy.config import clusters
 from scalestudy.config.clusters import MpiLauncher
 from scalestudy.config.requests import job_request, request_problems
@@ -277,3 +279,59 @@ def test_the_probe_writes_cpu_lists_the_kernels_way(tmp_path):
     assert topology({0, 1}, str(tmp_path)) == {"cores": 1, "sockets": 1, "numa": 1}
     assert topology({0, 1, 2}, str(tmp_path)) == {"cores": 2, "sockets": 2, "numa": 2}
     assert topology({7}, str(tmp_path)) == {"cores": None, "sockets": None, "numa": None}
+
+
+# ---------------------------------------------------------------- verdicts and the report
+
+
+def placement_runs(default, core, none):
+    rows = []
+    for binding, values in (("default", default), ("core", core), ("none", none)):
+        for repeat, value in enumerate(values, 1):
+            rows.append(
+                {"study": "s", "app": "lammps", "scaling": "strong", "mpi_flag_set": "default",
+                 "nccl_env_set": "default", "hyperthreads": False, "binding": binding, "mapping": "default",
+                 "variant": "mpi-default/nccl-default" + ("" if binding == "default" else f"/bind-{binding}"),
+                 "nodes": 1, "ranks_per_node": 2, "gpus_per_node": 0, "ranks": 2, "repeat": repeat, "status": "ok",
+                 "steps_per_s": value}
+            )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_placement_verdicts_are_against_the_default_placement_at_the_same_scale():
+    table = variants(scaling(placement_runs([100.0, 101.0, 99.0], [120.0, 121.0, 119.0], [100.0, 104.0, 96.0])))
+    rows = table[table["metric"] == "steps_per_s"].set_index("set")
+    assert set(rows["axis"]) == {"binding"} and set(rows["baseline"]) == {"default"}
+    assert rows.loc["core", "verdict"] == "faster" and rows.loc["core", "ratio"] == pytest.approx(1.2)
+    assert rows.loc["none", "verdict"] == "no measurable difference"
+    assert rows.loc["core", "baseline_variant"] == "mpi-default/nccl-default"
+    assert (rows["n"] == 3).all() and (rows["n_baseline"] == 3).all()
+
+
+def test_records_from_before_placement_ran_at_the_default_placement(tmp_path):
+    old = tmp_path / "old.json"
+    new = tmp_path / "new.json"
+    record = {"status": "failed", "reason": "x", "figures": {}}
+    old.write_text(json.dumps({**record, "point": {"study": "s", "app": "pingpong"}}))
+    new.write_text(json.dumps({**record, "point": pingpong_point(binding="core").as_record()}))
+    runs = aggregate([old, new])
+    assert list(runs["binding"]) == ["default", "core"] and list(runs["hyperthreads"]) == [False, False]
+
+
+def test_the_report_lists_unproven_settings_and_each_ranks_cpus():
+    runs = pd.DataFrame(
+        [
+            {"point": "a/bind-core/rep1", "status": "ok", "binding": "core", "mapping": "default",
+             "hyperthreads": False, "settings_verified": True, "settings_problems": "", "bindings": "0@n1:0 1@n1:1"},
+            {"point": "a/bind-core/rep2", "status": "ok", "binding": "core", "mapping": "default",
+             "hyperthreads": True, "settings_verified": False, "settings_problems": "binding core: rank 1 ...",
+             "bindings": "0@n1:0 1@n1:0-47"},
+        ]
+    )  # fmt: skip
+    heading, unproven, details = report.proof_blocks(runs)
+    assert heading.text.startswith("Settings not proven (1)")
+    assert unproven.rows == [["a/bind-core/rep2", "binding core: rank 1 ..."]]
+    assert details.blocks[0].rows == [
+        ["a/bind-core/rep1", "binding core, mapping default", "yes", "0@n1:0 1@n1:1"],
+        ["a/bind-core/rep2", "binding core, mapping default, hardware threads", "no", "0@n1:0 1@n1:0-47"],
+    ]

@@ -450,7 +450,7 @@ def proof_blocks(runs: pd.DataFrame) -> list:
     if proven.empty:
         return []
     blocks: list = []
-    unproven = proven[~proven["settings_verified"].map(truthy)].to_dict("records")
+    unproven = [r for r in proven.to_dict("records") if not truthy(r.get("settings_verified"))]
     if unproven:
         blocks.append(Heading(3, f"Settings not proven ({len(unproven)}): asked for, but no evidence they took effect"))
         blocks.append(
@@ -458,7 +458,7 @@ def proof_blocks(runs: pd.DataFrame) -> list:
                 ["point", "problems"],
                 [
                     [str(r.get("point", "?")), str(r.get("settings_problems") or "")]
-                    for r in unproven.to_dict("records")
+                    for r in unproven
                 ],
             )
         )
