@@ -456,10 +456,7 @@ def proof_blocks(runs: pd.DataFrame) -> list:
         blocks.append(
             Table(
                 ["point", "problems"],
-                [
-                    [str(r.get("point", "?")), str(r.get("settings_problems") or "")]
-                    for r in unproven
-                ],
+                [[str(r.get("point", "?")), str(r.get("settings_problems") or "")] for r in unproven],
             )
         )
     rows = [
