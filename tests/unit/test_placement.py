@@ -335,3 +335,16 @@ def test_the_report_lists_unproven_settings_and_each_ranks_cpus():
         ["a/bind-core/rep1", "binding core, mapping default", "yes", "0@n1:0 1@n1:1"],
         ["a/bind-core/rep2", "binding core, mapping default, hardware threads", "no", "0@n1:0 1@n1:0-47"],
     ]
+
+
+def test_gadi_whole_nodes_count_hardware_threads():
+    gadi = clusters.load("gadi")
+    thin = batch_point(2, ranks_per_node=48, hyperthreads=True)  # 24 cores per node: PBS would give 1 node
+    assert request_problems(thin, gadi, dialects.site_rules(gadi)) == [
+        "studies.hoomd-wca: ncpus=48 at nodes=2, ranks_per_node=48 is 24 cores per node; Gadi normal jobs past one "
+        "node take whole nodes (ranks_per_node x threads_per_rank = 48 cores, 96 with hyperthreads)"
+    ]
+    assert request_problems(batch_point(2, ranks_per_node=24), gadi, dialects.site_rules(gadi)) == [
+        "studies.hoomd-wca: ncpus=48 at nodes=2, ranks_per_node=24 is 24 cores per node; Gadi normal jobs past one "
+        "node take whole nodes (ranks_per_node x threads_per_rank = 48)"
+    ]

@@ -85,14 +85,21 @@ class GadiDialect(Dialect):
     def problems(self, point: Point, request: JobRequest) -> list[str]:
         # Totals cannot say how the cores spread over the nodes: past one node Gadi gives
         # whole nodes only.
+        # (A multiple of the node's cores spread thinner, e.g. 2 x 24, would be given 1 node.)
         queue = request.queue
-        if request.nodes > 1 and request.ncpus % queue.cores_per_node:
-            return [
-                f"studies.{point.study}: ncpus={request.ncpus} {scale_of(point)} is not a multiple of "
-                f"{queue.cores_per_node}; Gadi {queue.name} jobs past one node take whole nodes "
-                f"(ranks_per_node x threads_per_rank = {queue.cores_per_node})"
-            ]
-        return []
+        if request.nodes == 1 or request.ncpus_per_node >= queue.cores_per_node:
+            return []
+        whole = f"ranks_per_node x threads_per_rank = {queue.cores_per_node}"
+        if point.hyperthreads:
+            whole += f" cores, {queue.cores_per_node * self.cluster.threads_per_core} with hyperthreads"
+        if request.ncpus % queue.cores_per_node:
+            what = f"is not a multiple of {queue.cores_per_node}"
+        else:
+            what = f"is {request.ncpus_per_node} cores per node"
+        return [
+            f"studies.{point.study}: ncpus={request.ncpus} {scale_of(point)} {what}; Gadi {queue.name} jobs past "
+            f"one node take whole nodes ({whole})"
+        ]
 
 
 @registered
