@@ -469,7 +469,9 @@ def proof_blocks(runs: pd.DataFrame) -> list:
         for r in proven.to_dict("records")
     ]
     title = f"Settings proof and the CPUs each rank could run on ({len(rows)} runs)"
-    blocks.append(Details(title, [Table(["point", "placement asked", "proven", "rank@host:CPUs"], rows)]))
+    # Like the per-run provenance: for the page, not for a paper.
+    table = Table(["point", "placement asked", "proven", "rank@host:CPUs"], rows)
+    blocks.append(Details(title, [table], in_markdown=False))
     return blocks
 
 
