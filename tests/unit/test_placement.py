@@ -188,7 +188,7 @@ def gadi_qsub(p):
 def test_gadi_hyperthreads_ask_for_other_hyperthread_and_fit_96_ranks_per_node():
     assert gadi_qsub(batch_point(2, ranks_per_node=96, hyperthreads=True)) == (
         "qsub -P ab12 -q normal -l ncpus=96,mem=380GB,walltime=00:15:00,jobfs=10GB,"
-        "storage=scratch/ab12+gdata/ab12,other=hyperthread -N hoomd-wca.n2r96.d.d.r1 -j oe -o LOG"
+        "storage=scratch/ab12+gdata/ab12,other=hyperthread -N hoomd-wca.n2r96.d.d.ht.r1 -j oe -o LOG"
     )
     assert "other=hyperthread" not in gadi_qsub(batch_point(2))
 

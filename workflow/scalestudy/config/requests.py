@@ -51,15 +51,18 @@ class JobRequest:
 
 def job_name(point: Point) -> str:
     """Short and meaningful in `qstat`: study, nodes and GPUs or ranks per node, MPI set,
-    NCCL set ('d' for default), repeat; e.g. litgpt-full.n2g4.no-ucx-h.d.r1."""
+    NCCL set ('d' for default), placement where chosen, repeat; e.g. litgpt-full.n2g4.no-ucx-h.d.r1,
+    hoomd-wca.n2r96.d.d.ht_bind-core.r1."""
 
     def short(name: str) -> str:
         return "d" if name == "default" else name[:8]
 
     per_node = f"g{point.gpus_per_node}" if point.gpus_per_node else f"r{point.ranks_per_node}"
+    # A placement other than the default, as its directory names it (ht_bind-core): none otherwise.
+    placement = "".join(f".{segment}" for segment in point.placement_segments)
     name = (
         f"{point.study[:16]}.n{point.nodes}{per_node}.{short(point.mpi_flag_set)}.{short(point.nccl_env_set)}"
-        f".r{point.repeat}"
+        f"{placement}.r{point.repeat}"
     )
     # Names are restricted by the sweep schema already; PBS also wants no whitespace.
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)
