@@ -50,3 +50,13 @@ def test_hydra_binding_core_is_recorded_per_rank_for_lammps(tmp_path, repo):
     assert "-bind-to core" in (tmp_path / "run" / "launch.sh").read_text()
     assert [len(parse_cpu_list(r["cpus"])) for r in ranks_of(metrics)] == [1, 1]
     assert metrics["settings_proof"]["verified"] is True, metrics["settings_proof"]["problems"]
+
+
+def test_open_mpi_takes_hardware_threads_as_slots(tmp_path):
+    # The study loader refuses hyperthreads where the cluster file has no SMT; the launch
+    # line itself (--use-hwthread-cpus, bound to one hardware thread each) runs anywhere.
+    metrics = run_point(pingpong_point(hyperthreads=True, binding="hwthread"), tmp_path / "run", clusters.load("local"))
+    assert metrics["status"] == "ok", metrics["reason"]
+    assert "--use-hwthread-cpus" in (tmp_path / "run" / "launch.sh").read_text()
+    assert [len(parse_cpu_list(r["cpus"])) for r in ranks_of(metrics)] == [1, 1]
+    assert metrics["settings_proof"]["verified"] is True, metrics["settings_proof"]["problems"]
