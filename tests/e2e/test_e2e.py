@@ -176,8 +176,8 @@ def test_tables_and_report(study):
     at_two = scaling[(scaling["metric"] == "training_time_s") & (scaling["ranks"] == 2)].iloc[0]
     assert at_two["speedup"] > 0 and at_two["parallel_efficiency"] == pytest.approx(at_two["speedup"] / 2)
     page = (results / "report/index.html").read_text()
-    # Every study has its plots (2 LitGPT, 2 HOOMD, 1 LAMMPS), with or without data.
-    plotted = 5
+    # Every study has its plots (2 LitGPT, 2 HOOMD, 2 LAMMPS), with or without data.
+    plotted = 6
     assert page.count("data:image/png;base64,") == plotted * len(PLOT_KINDS)
     # Per study: the two broken LoRA points, and without HOOMD-blue the two points of each HOOMD study.
     assert "parallel efficiency" in page and page.count("Failed runs (2)") == (1 if HOOMD else 3)
@@ -191,7 +191,7 @@ def test_tables_and_report(study):
 
 def test_the_real_report_loads_every_plot_in_a_browser(study, tmp_path):
     plots, loaded = plots_loaded(study["results"] / "report/index.html", tmp_path)
-    assert plots == loaded == 5 * len(PLOT_KINDS)
+    assert plots == loaded == 6 * len(PLOT_KINDS)
 
 
 def test_finished_points_are_never_rerun(study):
