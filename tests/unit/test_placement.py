@@ -113,7 +113,7 @@ def test_a_binding_the_flavour_lacks_is_one_line_naming_the_key():
     config = md_config(N=4000)
     config["studies"]["md"]["binding"] = ["default", "cores"]
     assert problems_of(config) == [
-        "studies.md.binding[1]: 'cores' is not a binding MPICH Hydra is given here; did you mean 'core'? "
+        "studies.md.binding[1]: 'cores' is not a binding; did you mean 'core'? "
         "allowed for mpich: default, none, hwthread, core, socket, numa"
     ]
 

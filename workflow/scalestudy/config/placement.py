@@ -67,13 +67,11 @@ def study_problems(study: Mapping[str, Any], flavour: str) -> list[str]:
     """The placement axes of one study against its app's MPI flavour; each line starts with
     the key (the caller prefixes studies.<name>.)."""
     problems = []
-    name = FLAVOUR_NAMES.get(flavour, flavour)
     for i, value in enumerate(study.get("binding") or ()):
         if value not in BINDINGS:
             suggestion = did_you_mean(str(value), BINDINGS) or ";"
             problems.append(
-                f"binding[{i}]: {value!r} is not a binding {name} is given here{suggestion} "
-                f"allowed for {flavour}: {', '.join(BINDINGS)}"
+                f"binding[{i}]: {value!r} is not a binding{suggestion} allowed for {flavour}: {', '.join(BINDINGS)}"
             )
         elif study.get("threads_per_rank", 1) > 1 and flavour == "openmpi" and value not in BINDINGS_WITH_PE:
             problems.append(
