@@ -16,7 +16,8 @@ each flavour has and the launcher options they become:
 
 Checked when the study loads, one line per problem naming the key and what is allowed
 (`study_problems` with the app's flavour, `point_problems` per scale, `cluster_problems`
-against the cluster file); `launcher_args` is what scalestudy.launch.command puts on the line.
+against the cluster file); `openmpi_args` and `hydra_args` are what scalestudy.launch.command
+puts on each launcher's line.
 """
 
 from __future__ import annotations
