@@ -14,6 +14,7 @@ import pytest
 import yaml
 from browser import plots_loaded
 from scalestudy.model.paths import PLOT_KINDS
+from scalestudy.model.rank_probe import parse_cpu_list
 
 pytestmark = pytest.mark.e2e
 # Where jobs can import HOOMD-blue (a site module on PYTHONPATH) its points run; elsewhere they say so.
@@ -61,6 +62,7 @@ def study(tmp_path_factory, request):
                 "mpi_flags": ["mpich-nolocal"],
                 "params": {"N": 2000, "warmup_steps": 200, "benchmark_steps": 1000, "repeat": 2},
             },
+            "lammps-placement": {"repeats": 2, "binding": ["default", "core"], "params": {"N": 2000}},
         },
     }
     (workdir / "tiny.yaml").write_text(yaml.safe_dump(overlay))
@@ -99,7 +101,7 @@ def test_dry_run_lists_one_job_per_point(study):
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", study["dry"].stdout + study["dry"].stderr, re.M))
     # full: 1 node x {1, 2} ranks; lora: the same x {default, broken}
     assert counts["run_litgpt"] == "6"
-    assert counts["run_lammps"] == "2"
+    assert counts["run_lammps"] == "6"  # lammps-wca 2, lammps-placement 2 bindings x 2 repeats
     assert counts["run_hoomd"] == "4"
     # The initial states (N = 1000 strong, 500 and 1000 weak) only where jobs can import hoomd.
     assert counts.get("hoomd_initial_state", "0") == ("2" if HOOMD else "0")
@@ -174,8 +176,8 @@ def test_tables_and_report(study):
     at_two = scaling[(scaling["metric"] == "training_time_s") & (scaling["ranks"] == 2)].iloc[0]
     assert at_two["speedup"] > 0 and at_two["parallel_efficiency"] == pytest.approx(at_two["speedup"] / 2)
     page = (results / "report/index.html").read_text()
-    # Every study has its plots (2 LitGPT, 2 HOOMD, 1 LAMMPS), with or without data.
-    plotted = 5
+    # Every study has its plots (2 LitGPT, 2 HOOMD, 2 LAMMPS), with or without data.
+    plotted = 6
     assert page.count("data:image/png;base64,") == plotted * len(PLOT_KINDS)
     # Per study: the two broken LoRA points, and without HOOMD-blue the two points of each HOOMD study.
     assert "parallel efficiency" in page and page.count("Failed runs (2)") == (1 if HOOMD else 3)
@@ -189,7 +191,7 @@ def test_tables_and_report(study):
 
 def test_the_real_report_loads_every_plot_in_a_browser(study, tmp_path):
     plots, loaded = plots_loaded(study["results"] / "report/index.html", tmp_path)
-    assert plots == loaded == 5 * len(PLOT_KINDS)
+    assert plots == loaded == 6 * len(PLOT_KINDS)
 
 
 def test_finished_points_are_never_rerun(study):
@@ -210,3 +212,21 @@ def test_snakemake_report_builds(study):
     result = snakemake(study["repo"], study["dir"], "--report", str(out))
     assert result.returncode == 0, result.stderr[-3000:]
     assert out.stat().st_size > 10_000
+
+
+def test_the_placement_study_records_each_ranks_cpus_and_has_a_verdict(study):
+    runs = pd.read_csv(study["results"] / "lammps-placement/runs.csv")
+    assert set(runs["status"]) == {"ok"} and set(runs["settings_verified"]) == {True}
+    core = runs[runs["binding"] == "core"]
+    # rank@host:CPUs for each of the 2 ranks, one CPU each
+    assert all(len(b.split()) == 2 for b in core["bindings"])
+    assert {len(parse_cpu_list(rank.rsplit(":", 1)[1])) for b in core["bindings"] for rank in b.split()} == {1}
+    assert (
+        "-bind-to core" in next(study["results"].glob("lammps-placement/runs/**/bind-core/rep1/launch.sh")).read_text()
+    )
+    variants = pd.read_csv(study["results"] / "lammps-placement/variants.csv")
+    row = variants[(variants["axis"] == "binding") & (variants["metric"] == "steps_per_s")].iloc[0]
+    assert row["set"] == "core" and row["baseline"] == "default" and row["n"] == row["n_baseline"] == 2
+    assert row["verdict"] in ("faster", "slower", "no measurable difference")
+    page = (study["results"] / "report/index.html").read_text()
+    assert "binding core" in page and "Settings proof and the CPUs each rank could run on" in page

@@ -162,3 +162,14 @@ def test_targets_go_before_configfile_as_the_readme_shows(tmp_path):
     assert re.search(r"^report\s+1$", dry.stdout, re.M)
     readme = (REPO / "README.md").read_text()
     assert "snakemake --profile profiles/local report --configfile my-sweep.yaml" in readme
+
+
+def test_a_placement_the_apps_mpi_lacks_stops_everything_with_one_line(tmp_path):
+    overlay = {"studies": {"lammps-placement": {"mapping": ["default", "ppr:1:socket"]}}}
+    result = snakemake(tmp_path, overlay, "-n")
+    assert result.returncode != 0
+    assert sweep_lines(result) == [
+        "sweep error: studies.lammps-placement.mapping[1]: 'ppr:1:socket': MPICH Hydra has no per-socket rank count; "
+        "allowed for mpich: default, core, socket, numa, hwthread, spread, ppr:N:node"
+    ]
+    assert not (tmp_path / "results").exists()

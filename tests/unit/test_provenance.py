@@ -11,7 +11,13 @@ def rank(number, host="n1", **env):
 def test_every_rank_must_see_every_nccl_variable():
     p = point(nodes=1, ranks_per_node=2, mpi_flags={}, nccl_env={"NCCL_IB_DISABLE": "1"})
     ok = settings_proof(p, [rank(0, NCCL_IB_DISABLE="1"), rank(1, NCCL_IB_DISABLE="1")], None, "openmpi")
-    assert ok == {"verified": True, "problems": [], "ranks_reported": 2, "mca_source": None}
+    assert ok == {
+        "verified": True,
+        "problems": [],
+        "ranks_reported": 2,
+        "mca_source": None,
+        "bindings": "0@n1:? 1@n1:?",
+    }
     lost = settings_proof(p, [rank(0, NCCL_IB_DISABLE="1"), rank(1, "n2")], None, "openmpi")
     assert lost["verified"] is False
     assert lost["problems"] == ["NCCL_IB_DISABLE=1: rank 1 on n2 saw None"]

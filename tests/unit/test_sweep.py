@@ -176,7 +176,10 @@ def test_shipped_sweep_and_local_overlay_are_valid(repo, monkeypatch):
         ("hoomd-wca-weak", 2),
         ("lammps-wca", 1),
         ("lammps-wca", 2),
+        ("lammps-placement", 2),
     }
+    placement = [p for p in local.points if p.study == "lammps-placement"]
+    assert sorted({p.binding for p in placement}) == ["core", "default", "none"] and len(placement) == 9
 
 
 def test_point_round_trips_through_json_and_walltime_is_not_part_of_it():

@@ -37,8 +37,8 @@ def two_cores_no_gpu(monkeypatch):
 
 
 STUDY_KEYS = (
-    "app, scaling, nodes, ranks_per_node, gpus_per_node, threads_per_rank, mpi_flags, nccl_env, repeats, "
-    "walltime, budget_su, queue, params"
+    "app, scaling, nodes, ranks_per_node, gpus_per_node, threads_per_rank, mpi_flags, nccl_env, hyperthreads, "
+    "binding, mapping, repeats, walltime, budget_su, queue, params"
 )
 TOP_KEYS = "cluster, results_dir, retry_failed, partial, assets, mpi_flag_sets, nccl_env_sets, studies"
 

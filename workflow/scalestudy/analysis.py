@@ -18,7 +18,8 @@ Definitions (also printed beside every table and plot):
   the successful scales, and the speedup ceiling 1/f it implies.
 - weak scaling: efficiency T(p0)/T(p) for times, (R(p)/p)/(R(p0)/p0) for
   rates; scaled speedup = efficiency * q.
-- variants: speed ratio of a set against `default` at the same scale (> 1 =
+- variants: speed ratio of a set (or placement: hyperthreads, binding, mapping)
+  against `default` (the launcher's own placement) at the same scale (> 1 =
   faster), with a 95% CI from Welch's t on the log ratio; "faster"/"slower"
   only when the CI excludes 1.
 - cost: service units (SU) per run, from the job's resource-usage record or
@@ -42,6 +43,7 @@ from .apps import APPS
 from .launch.history import history_of
 from .model.metrics import WALLTIME_USED, Metric
 from .model.paths import study_and_point
+from .model.point import PLACEMENT_DEFAULTS
 from .model.record import INVALID_RECORD, record_problems
 from .model.steplog import step_log
 
@@ -67,14 +69,22 @@ DEFINITIONS = {
     "amdahl_fit": "serial fraction f of the least-squares fit 1/S = f + (1 − f)/q; speedup ceiling 1/f",
     "weak_efficiency": "T(p0)/T(p) (times) or (R(p)/p)/(R(p0)/p0) (rates)",
     "scaled_speedup": "weak efficiency · p/p0",
-    "variant_ratio": "speed ratio of a set vs default at the same scale (> 1 faster), 95% CI (Welch t on log ratio);"
-    " a verdict only when the CI excludes 1",
+    "variant_ratio": "speed ratio of a set or placement vs default (the launcher's own placement) at the same scale"
+    " (> 1 faster), 95% CI (Welch t on log ratio); a verdict only when the CI excludes 1",
     "service_units": "SU per run: the job's own record where the site prints one, else charge rate × cores ×"
     " walltime used (marked estimated)",
     "su_per_million": "SU per million units of a rate metric: SU per job-hour × 10⁶ / rate / 3600",
 }
 
-POINT_COLUMNS = ["study", "app", "scaling", "variant", "mpi_flag_set", "nccl_env_set"]
+POINT_COLUMNS = ["study", "app", "scaling", "variant", "mpi_flag_set", "nccl_env_set", *PLACEMENT_DEFAULTS]
+# What a variant is compared along, each against its baseline at the same scale with every
+# other axis held: the MPI and NCCL sets against `default`, the placement fields against the
+# launcher's default placement.
+VARIANT_AXES = (
+    ("MPI flag set", "mpi_flag_set", "default"),
+    ("NCCL env set", "nccl_env_set", "default"),
+    *((name.replace("_", " "), name, default) for name, default in PLACEMENT_DEFAULTS.items()),
+)
 SCALE_COLUMNS = ["nodes", "ranks_per_node", "gpus_per_node", "ranks"]
 # Per-scale means of these resources go into scaling.csv beside every metric.
 RESOURCE_COLUMNS = [
@@ -148,6 +158,12 @@ def run_row(metrics: dict, path: Path | None = None) -> dict:
     for key in ("started", "finished", "exit_code"):
         if key in metrics:
             row[key] = metrics[key]
+    proof = metrics.get("settings_proof")
+    if isinstance(proof, Mapping):
+        # Did what the point asked for (flags, variables, binding) take effect; where each rank ran.
+        row["settings_verified"] = bool(proof.get("verified"))
+        row["settings_problems"] = "; ".join(map(str, proof.get("problems") or []))
+        row["bindings"] = proof.get("bindings") or ""
     if path is not None:
         row["metrics_path"] = str(path)
         row.update(remeasured(path))
@@ -179,7 +195,12 @@ def aggregate(metrics_paths: Iterable[Path], expected: Iterable[tuple[Mapping, P
     for record, path in expected:
         path = Path(path)
         rows.append(run_row(read_metrics(path, record), path) if path.is_file() else pending_row(record, path))
-    return pd.DataFrame(rows)
+    runs = pd.DataFrame(rows)
+    # Records written before placement existed ran at the default placement.
+    for name, default in PLACEMENT_DEFAULTS.items():
+        if name in runs.columns:
+            runs[name] = runs[name].astype(object).where(runs[name].notna(), default)
+    return runs
 
 
 # ---------------------------------------------------------------- statistics of repeats
@@ -406,26 +427,25 @@ def speed_ratio(variant: Mapping, baseline: Mapping, kind: str) -> dict:
     return out
 
 
-def variants(scaling_table: pd.DataFrame, baseline: str = "default") -> pd.DataFrame:
-    """Every MPI flag set and NCCL env set against `baseline`, at each scale, per metric;
-    the other set (and every parameter axis) held fixed."""
+def variants(scaling_table: pd.DataFrame) -> pd.DataFrame:
+    """Every MPI flag set, NCCL env set and placement (VARIANT_AXES) against its baseline, at
+    each scale, per metric; every other axis (sets, placement fields, parameters) held fixed."""
     if scaling_table.empty:
         return pd.DataFrame()
     rows = []
     params = [c for c in scaling_table.columns if c.startswith("param.")]
-    for axis, column, other in (
-        ("MPI flag set", "mpi_flag_set", "nccl_env_set"),
-        ("NCCL env set", "nccl_env_set", "mpi_flag_set"),
-    ):
+    axes = [(axis, column, baseline) for axis, column, baseline in VARIANT_AXES if column in scaling_table.columns]
+    for axis, column, baseline in axes:
         if scaling_table[column].nunique() < 2:
             continue
-        held = ["study", "app", "scaling", other, *params, *SCALE_COLUMNS, "metric"]
+        others = [c for _, c, _ in axes if c != column]
+        held = ["study", "app", "scaling", *others, *params, *SCALE_COLUMNS, "metric"]
         for _, group in scaling_table.groupby(held, dropna=False, sort=True):
-            base = group[group[column] == baseline]
+            base = group[group[column].astype(str) == str(baseline)]
             if base.empty:
                 continue
             base_row = base.iloc[0]
-            for _, row in group[group[column] != baseline].iterrows():
+            for _, row in group[group[column].astype(str) != str(baseline)].iterrows():
                 rows.append(
                     {
                         **{k: row[k] for k in held},

@@ -155,7 +155,10 @@ def plot_variants(variants: pd.DataFrame, table: pd.DataFrame, study: str, path:
     metric = table["metric"].iloc[0]
     rows = variants[(variants["study"] == study) & (variants["metric"] == metric)] if not variants.empty else variants
     if rows.empty:
-        message_plot(path, f"{study}: one MPI flag set and one NCCL env set, so no variant to compare with default.")
+        message_plot(
+            path,
+            f"{study}: one MPI flag set, one NCCL env set and one placement, so no variant to compare with default.",
+        )
         return
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for (axis, name, fixed), group in rows.groupby(["axis", "set", "baseline_variant"]):

@@ -325,7 +325,7 @@ def variant_blocks(variants: pd.DataFrame, table: pd.DataFrame) -> list:
         ["set", "vs", "nodes", "p (ranks)", "speed ratio (> 1 faster)", "95% CI", "n (set / default)", "verdict"],
         [
             [
-                f"{r['axis']} {r['set']}",
+                f"{r['axis']} {choice(r['set'])}",
                 str(r["baseline_variant"]),
                 fmt(r["nodes"]),
                 fmt(r["ranks"]),
@@ -339,7 +339,7 @@ def variant_blocks(variants: pd.DataFrame, table: pd.DataFrame) -> list:
     )
     sentences = [verdict_sentence(r) for _, r in rows.iterrows() if r["verdict"] in ("faster", "slower")]
     label = table["metric_label"].iloc[0]
-    blocks: list = [Heading(3, f"MPI / NCCL variants against default ({label})"), out]
+    blocks: list = [Heading(3, f"MPI / NCCL / placement variants against default ({label})"), out]
     if sentences:
         blocks.append(Bullets(sentences))
     else:
@@ -347,11 +347,16 @@ def variant_blocks(variants: pd.DataFrame, table: pd.DataFrame) -> list:
     return blocks
 
 
+def choice(value) -> str:
+    """A set or placement value as the sweep file writes it (true, not True)."""
+    return str(value).lower() if isinstance(value, bool) or str(value) in ("True", "False") else str(value)
+
+
 def verdict_sentence(row) -> str:
     ratio = row["ratio"]
     times = f"{ratio:.3g}× as fast" if ratio >= 1 else f"{1 / ratio:.3g}× as slow"
     return (
-        f"{row['axis']} {row['set']} is {row['verdict']} than default at {scale_text(row)}: speed ratio of "
+        f"{row['axis']} {choice(row['set'])} is {row['verdict']} than default at {scale_text(row)}: speed ratio of "
         f"{row['metric_label']} {ratio:.3g} ({times}; 95% CI {row['ci_low']:.3g}–{row['ci_high']:.3g}, "
         f"n = {int(row['n'])} vs {int(row['n_baseline'])})."
     )
@@ -414,6 +419,7 @@ def run_blocks(runs: pd.DataFrame) -> list:
                 ]
             )
         )
+    blocks += proof_blocks(runs)
     provenance = []
     for _, run in runs.iterrows():
         record = {
@@ -423,6 +429,49 @@ def run_blocks(runs: pd.DataFrame) -> list:
         }
         provenance.append(Details(f"{run.get('point', '?')}: {run['status']}", [Pre(json.dumps(record, indent=1))]))
     blocks.append(Details(f"Per-run provenance ({len(runs)} runs)", provenance, in_markdown=False))
+    return blocks
+
+
+def placement_text(run: Mapping) -> str:
+    """The placement a run asked for, e.g. 'binding core, mapping default' (+ 'hardware threads')."""
+    if missing(run.get("binding")):
+        return "–"
+    text = f"binding {run.get('binding')}, mapping {run.get('mapping')}"
+    return text + (", hardware threads" if truthy(run.get("hyperthreads")) else "")
+
+
+def proof_blocks(runs: pd.DataFrame) -> list:
+    """Per run: did what it asked for (MPI flags, NCCL variables, binding) take effect, and the
+    CPUs each rank could run on (the rank probe's affinity). Unproven runs are listed openly."""
+    if "settings_verified" not in runs.columns:
+        return []
+    proven = runs[runs["settings_verified"].notna()]
+    proven = proven.astype(object).where(proven.notna(), None)
+    if proven.empty:
+        return []
+    blocks: list = []
+    unproven = [r for r in proven.to_dict("records") if not truthy(r.get("settings_verified"))]
+    if unproven:
+        blocks.append(Heading(3, f"Settings not proven ({len(unproven)}): asked for, but no evidence they took effect"))
+        blocks.append(
+            Table(
+                ["point", "problems"],
+                [[str(r.get("point", "?")), str(r.get("settings_problems") or "")] for r in unproven],
+            )
+        )
+    rows = [
+        [
+            str(r.get("point", "?")),
+            placement_text(r),
+            "yes" if truthy(r.get("settings_verified")) else "no",
+            str(r.get("bindings") or "–"),
+        ]
+        for r in proven.to_dict("records")
+    ]
+    title = f"Settings proof and the CPUs each rank could run on ({len(rows)} runs)"
+    # Like the per-run provenance: for the page, not for a paper.
+    table = Table(["point", "placement asked", "proven", "rank@host:CPUs"], rows)
+    blocks.append(Details(title, [table], in_markdown=False))
     return blocks
 
 

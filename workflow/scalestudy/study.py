@@ -23,7 +23,7 @@ from typing import Any
 
 from .apps import APPS
 from .apps.litgpt_assets import settings_problems as litgpt_assets_problems
-from .config import clusters
+from .config import clusters, placement
 from .config.files import file_problems, is_true
 from .config.requests import RequestRule, sweep_problems
 from .config.sweep import expand, fitting_sets, flag_set_flavour, setting, validate
@@ -108,6 +108,7 @@ def app_problems(config: Mapping[str, Any]) -> list[str]:
                     f"{study['app']!r} runs on {app.mpi_flavour}; sets that fit: "
                     + ", ".join(fitting_sets(config["mpi_flag_sets"], app.mpi_flavour))
                 )
+        problems += [f"{where}.{p}" for p in placement.study_problems(study, app.mpi_flavour)]
         problems += [f"{where}.{p}" for p in app.param_problems(study["params"])]
         problems += [f"{where}.{p}" for p in app.study_problems(study)]
     return problems
@@ -119,6 +120,7 @@ def preflight_problems(points: Iterable[Point]) -> list[str]:
     for point in points:
         for problem in APPS[point.app].preflight(point):
             problems[f"studies.{point.study}.{problem}"] = None
+        problems.update(dict.fromkeys(placement.point_problems(point)))
     return list(problems)
 
 

@@ -1,5 +1,5 @@
 """Facts about the machine a study runs on (config/clusters/<name>.yaml): cores, GPUs and
-memory per node, how many nodes, queues with their limits and charge rates, modules, MPI
+memory per node, hardware threads per core, how many nodes, queues with their limits and charge rates, modules, MPI
 defaults. The local cluster says `auto`: this machine's cores, memory and GPUs."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 
 from ..model.errors import SweepError, did_you_mean
 from ..model.paths import clusters_dir
+from ..model.rank_probe import parse_cpu_list
 from ..model.timefmt import hms_seconds
 from .files import read_yaml
 from .sweep import MPI_FLAVOURS
@@ -19,6 +20,8 @@ SCHEDULERS = ("none", "pbspro", "slurm")
 CHARGE_UNITS = ("core_hour", "gpu_hour")
 # NVIDIA's driver lists one folder per GPU here (no subprocess, no CUDA needed to count).
 NVIDIA_GPUS_DIR = "/proc/driver/nvidia/gpus"
+# The kernel lists the hardware threads that share a CPU's core here (e.g. "0,48" or "0-1").
+THREAD_SIBLINGS = "/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,9 @@ class Cluster:
     mem_per_node_gb: float
     charge_rate: float | None
     mpi: MpiLauncher = field(default_factory=MpiLauncher)
+    # Hardware threads per core (SMT): 1 refuses `hyperthreads: true`; more lets a node run
+    # up to this many ranks per core when a point asks for hardware threads.
+    threads_per_core: int = 1
     # How many nodes a job may span; None: as many as the queues' limits allow (one machine: 1).
     nodes: int | None = None
     # Launchers of other MPI flavours, for apps built against them (config: mpi.<flavour>).
@@ -178,6 +184,16 @@ def detected_gpus(environ: Mapping[str, str] = os.environ, gpus_dir: str = NVIDI
     return min(found, listed)
 
 
+def detected_threads_per_core(siblings: str = THREAD_SIBLINGS) -> int:
+    """This machine's hardware threads per core (those sharing the core of a CPU it may run on); 1
+    when the kernel does not say."""
+    try:
+        cpu = min(os.sched_getaffinity(0))
+        return max(1, len(parse_cpu_list(open(siblings.format(cpu=cpu)).read())))
+    except (OSError, ValueError):
+        return 1
+
+
 def queue_from_mapping(name: str, data: Mapping[str, Any], cluster: Mapping[str, Any]) -> Queue:
     def get(key: str, default: Any = None) -> Any:
         return data.get(key, cluster.get(key, default))
@@ -201,11 +217,13 @@ def from_mapping(data: Mapping[str, Any]) -> Cluster:
     cores = data.get("cores_per_node", "auto")
     memory = data.get("mem_per_node_gb", "auto")
     gpus = data.get("gpus_per_node", 0)
+    threads = data.get("threads_per_core", 1)
     data = {
         **data,
         "cores_per_node": (os.cpu_count() or 1) if cores == "auto" else int(cores),
         "mem_per_node_gb": round(physical_memory_gb(), 1) if memory == "auto" else float(memory),
         "gpus_per_node": detected_gpus() if gpus == "auto" else int(gpus),
+        "threads_per_core": detected_threads_per_core() if threads == "auto" else int(threads),
     }
     mpi = dict(data.get("mpi") or {})
     others = {flavour: mpi.pop(flavour) for flavour in MPI_FLAVOURS if isinstance(mpi.get(flavour), Mapping)}
@@ -219,6 +237,7 @@ def from_mapping(data: Mapping[str, Any]) -> Cluster:
         mem_per_node_gb=data["mem_per_node_gb"],
         charge_rate=None if data.get("charge_rate") is None else float(data["charge_rate"]),
         mpi=MpiLauncher(**mpi),
+        threads_per_core=data["threads_per_core"],
         nodes=None if data.get("nodes") is None else int(data["nodes"]),
         queues=queues,
         default_queue=data.get("default_queue"),
@@ -245,6 +264,8 @@ def problems_of(cluster: Cluster) -> list[str]:
     problems = []
     if cluster.scheduler not in SCHEDULERS:
         problems.append(f"{where}: scheduler {cluster.scheduler!r} is not known; allowed: {', '.join(SCHEDULERS)}")
+    if cluster.threads_per_core < 1:
+        problems.append(f"{where}: threads_per_core {cluster.threads_per_core}; use 1 (no SMT) or more, or auto")
     for key in ("default_queue", "default_gpu_queue"):
         name = getattr(cluster, key)
         if cluster.queues and name and name not in cluster.queues:

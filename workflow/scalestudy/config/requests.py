@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ..model.errors import did_you_mean
 from ..model.point import Point
 from ..model.timefmt import hms
+from . import placement
 from .clusters import Cluster, Queue
 
 
@@ -32,6 +33,8 @@ class JobRequest:
     walltime_s: int
     # What the point itself runs with: the batch walltime adds the cluster's margin.
     point_walltime_s: int
+    # Ranks on hardware threads: the site must be asked for them (Gadi: other=hyperthread).
+    hyperthreads: bool = False
 
     @property
     def ncpus(self) -> int:
@@ -48,23 +51,35 @@ class JobRequest:
 
 def job_name(point: Point) -> str:
     """Short and meaningful in `qstat`: study, nodes and GPUs or ranks per node, MPI set,
-    NCCL set ('d' for default), repeat; e.g. litgpt-full.n2g4.no-ucx-h.d.r1."""
+    NCCL set ('d' for default), placement where chosen, repeat; e.g. litgpt-full.n2g4.no-ucx-h.d.r1,
+    hoomd-wca.n2r96.d.d.ht_bind-core.r1."""
 
     def short(name: str) -> str:
         return "d" if name == "default" else name[:8]
 
     per_node = f"g{point.gpus_per_node}" if point.gpus_per_node else f"r{point.ranks_per_node}"
+    # A placement other than the default, as its directory names it (ht_bind-core): none otherwise.
+    placement = "".join(f".{segment}" for segment in point.placement_segments)
     name = (
         f"{point.study[:16]}.n{point.nodes}{per_node}.{short(point.mpi_flag_set)}.{short(point.nccl_env_set)}"
-        f".r{point.repeat}"
+        f"{placement}.r{point.repeat}"
     )
     # Names are restricted by the sweep schema already; PBS also wants no whitespace.
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
+def cores_used_by(point: Point, cluster: Cluster) -> int:
+    """Cores per node the point's ranks and threads occupy: on hardware threads (a cluster
+    with SMT), threads_per_core of them share a core."""
+    used = point.ranks_per_node * point.threads_per_rank
+    if point.hyperthreads and cluster.threads_per_core > 1:
+        return math.ceil(used / cluster.threads_per_core)
+    return used
+
+
 def job_request(point: Point, cluster: Cluster) -> JobRequest:
     queue = cluster.queue(cluster.queue_name(point.gpus_per_node, point.queue))
-    cores_used = point.ranks_per_node * point.threads_per_rank
+    cores_used = cores_used_by(point, cluster)
     if point.gpus_per_node and queue.cores_per_gpu:
         # Queues that tie cores to GPUs (gpuvolta: 12 per GPU): ask for exactly that.
         ncpus_per_node = queue.cores_per_gpu * point.gpus_per_node
@@ -87,6 +102,7 @@ def job_request(point: Point, cluster: Cluster) -> JobRequest:
         mem_per_node_gb=max(1, math.floor(mem_per_node)),
         walltime_s=point.walltime_seconds + cluster.walltime_margin_s,
         point_walltime_s=point.walltime_seconds,
+        hyperthreads=point.hyperthreads,
     )
 
 
@@ -119,10 +135,12 @@ def request_problems(point: Point, cluster: Cluster, rules: Iterable[RequestRule
             f"{where}.queue: {point.queue!r}, but {cluster.name} has no queues "
             f"(config/clusters/{cluster.name}.yaml); remove queue"
         ]
+    problems = placement.cluster_problems(point, cluster.name, cluster.threads_per_core)
+    if problems:
+        return problems
     request = job_request(point, cluster)
     queue = request.queue
-    problems = []
-    cores_used = point.ranks_per_node * point.threads_per_rank
+    cores_used = cores_used_by(point, cluster)
     if cluster.nodes is not None and point.nodes > cluster.nodes:
         machine, fix = (
             ("is one machine", "use nodes: [1]")
@@ -149,10 +167,24 @@ def request_problems(point: Point, cluster: Cluster, rules: Iterable[RequestRule
     if not cluster.mpi.oversubscribe and (
         cores_used > request.ncpus_per_node or request.ncpus_per_node > queue.cores_per_node
     ):
-        problems.append(
-            f"{where}: {cores_used} cores per node (ranks_per_node x threads_per_rank) {scale}, but a "
-            f"{queue.name} job gets {min(request.ncpus_per_node, queue.cores_per_node)} of {queue.cores_per_node}"
-        )
+        got = min(request.ncpus_per_node, queue.cores_per_node)
+        if point.hyperthreads:
+            threads = cluster.threads_per_core
+            problems.append(
+                f"{where}: {point.ranks_per_node * point.threads_per_rank} hardware threads per node "
+                f"(ranks_per_node x threads_per_rank) {scale}, but a {queue.name} job gets {got} of "
+                f"{queue.cores_per_node} cores x {threads} threads ({queue.cores_per_node * threads} at most)"
+            )
+        else:
+            problems.append(
+                f"{where}: {cores_used} cores per node (ranks_per_node x threads_per_rank) {scale}, but a "
+                f"{queue.name} job gets {got} of {queue.cores_per_node}"
+                + (
+                    f"; hyperthreads: [true] fits up to {cluster.threads_per_core} per core"
+                    if cluster.threads_per_core > 1
+                    else ""
+                )
+            )
     limit = queue.max_walltime_s(request.ncpus, request.ngpus)
     size = f"{request.ngpus} GPUs" if queue.gpus_per_node else f"{request.ncpus} ncpus"
     if limit == 0:

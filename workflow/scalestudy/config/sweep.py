@@ -293,9 +293,10 @@ def expand_study(name: str, study: Mapping[str, Any], config: Mapping[str, Any])
         for name in study["mpi_flags"]
     }
     nccl_env = {name: {k: str(v) for k, v in config["nccl_env_sets"][name].items()} for name in study["nccl_env"]}
+    placements = list(itertools.product(study["hyperthreads"], study["binding"], study["mapping"]))
     points = []
-    for combo, nodes, per_node, mpi_set, nccl_set in itertools.product(
-        resolved_params, study["nodes"], per_node_values, study["mpi_flags"], study["nccl_env"]
+    for combo, nodes, per_node, mpi_set, nccl_set, (hyperthreads, binding, mapping) in itertools.product(
+        resolved_params, study["nodes"], per_node_values, study["mpi_flags"], study["nccl_env"], placements
     ):
         resolved = resolved_params[combo]
         for repeat in range(1, study["repeats"] + 1):
@@ -317,6 +318,9 @@ def expand_study(name: str, study: Mapping[str, Any], config: Mapping[str, Any])
                     mpi_flags=mpi_flags[mpi_set],
                     nccl_env=nccl_env[nccl_set],
                     queue=study.get("queue"),
+                    hyperthreads=hyperthreads,
+                    binding=binding,
+                    mapping=mapping,
                 )
             )
     return points

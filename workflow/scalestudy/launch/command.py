@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..config import placement
 from ..config.clusters import MpiLauncher
 from ..model.paths import REPO_ROOT
 from ..model.point import Point
@@ -93,10 +94,8 @@ def mpirun_command(
     """The launch command in the launcher's own dialect (Open MPI's mpirun or MPICH's Hydra mpiexec)."""
     if mpi.flavour == "mpich":
         return hydra_command(point, rank_argv, rank_env, mpi, hosts)
-    per_node = f"ppr:{point.ranks_per_node}:node"
-    if point.threads_per_rank > 1:
-        per_node += f":PE={point.threads_per_rank}"
-    argv = [mpi.launcher, "-np", str(point.ranks), "--map-by", per_node]
+    # --map-by (ppr:R:node unless the point maps otherwise), --bind-to, --use-hwthread-cpus.
+    argv = [mpi.launcher, "-np", str(point.ranks), *placement.openmpi_args(point)]
     if hosts:
         argv += ["--host", host_slots(point, hosts)]
     if mpi.oversubscribe:
@@ -123,8 +122,7 @@ def hydra_command(
     argv = [mpi.launcher, "-n", str(point.ranks), "-ppn", str(point.ranks_per_node)]
     if hosts:
         argv += ["-hosts", host_slots(point, hosts)]
-    if point.threads_per_rank > 1:
-        argv += ["-bind-to", f"core:{point.threads_per_rank}"]
+    argv += placement.hydra_args(point)  # -bind-to (core:T for threads), -map-by
     for name, value in {**rank_env, **point.mpi_flags, **point.nccl_env}.items():
         argv += ["-genv", name, value]
     argv += list(mpi.extra_args)

@@ -9,8 +9,10 @@ by rank 0 to mca-params.txt at MPI_Init), the NCCL version NCCL printed.
 `settings_proof(...)` compares that evidence with what the point asked for. An Open MPI
 parameter that no component registered had no effect (Open MPI accepts `--mca
 coll_hcoll_enable 1` silently where hcoll is absent); a variable a rank did not see
-never reached it. metrics.json `settings_proof.verified` is false when anything the
-point asked for is missing from the proof, and `settings_proof.problems` says what.
+never reached it. A binding is proven by each rank's own CPU affinity (the rank probe's,
+beside its launcher's): a rank left free on every CPU was not bound. metrics.json
+`settings_proof.verified` is false when anything the point asked for is missing from the
+proof, and `settings_proof.problems` says what; `settings_proof.bindings` where each rank ran.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ..model import rank_probe
-from ..model.rank_probe import rank_lines
+from ..model.point import DEFAULT_PLACEMENT
+from ..model.rank_probe import parse_cpu_list, rank_lines
 
 PROBE_PATH = str(Path(rank_probe.__file__).resolve())
 MCA_PARAMS_FILE = "mca-params.txt"
@@ -174,9 +177,54 @@ def settings_proof(
                     problems.append(
                         f"{name}={value}: rank {rank['rank']} on {rank['host']} saw {rank['env'].get(name)!r}"
                     )
+    problems += binding_problems(point, ranks)
     return {
         "verified": not problems,
         "problems": problems,
         "ranks_reported": len(ranks),
+        "bindings": bindings_text(ranks),
         "mca_source": "mpi_show_mca_params" if flavour == "openmpi" and mca_registered is not None else None,
     }
+
+
+# How many of each object a rank bound to `binding` may span (per thread of the rank for
+# core and hwthread), and the probe's count of it.
+BINDING_SPAN = {"hwthread": "cpus", "core": "cores", "socket": "sockets", "numa": "numa"}
+
+
+def binding_problems(point, ranks: list[dict[str, Any]]) -> list[str]:
+    """Did each rank get the binding the point asked for? The rank probe's affinity against its
+    launcher's (which no binding restricts): `none` must leave a rank all of it; `core` must
+    confine a rank to threads_per_rank cores (hwthread: CPUs; socket, numa: one). A binding
+    the launcher ignored (a rank free on every CPU) is a problem, like an MCA flag without effect.
+    The default placement (the launcher's own choice) is recorded, not judged."""
+    binding = point.binding
+    if binding == DEFAULT_PLACEMENT:
+        return []
+    problems = []
+    for rank in ranks:
+        where = f"rank {rank.get('rank')} on {rank.get('host')}"
+        cpus, launcher = rank.get("cpus"), rank.get("launcher_cpus")
+        if cpus is None:
+            problems.append(f"binding {binding}: {where} reported no CPU affinity")
+            continue
+        if binding == "none":
+            if launcher is not None and cpus != launcher:
+                problems.append(f"binding none: {where} was bound to CPUs {cpus} of the launcher's {launcher}")
+            continue
+        span = BINDING_SPAN[binding]
+        most = point.threads_per_rank if span in ("cpus", "cores") else 1
+        seen = len(parse_cpu_list(cpus)) if span == "cpus" else rank.get(span)
+        if seen is None:
+            problems.append(f"binding {binding}: {where} may run on CPUs {cpus}, but their {span} are unknown")
+        elif seen > most:
+            problems.append(
+                f"binding {binding}: {where} may run on CPUs {cpus} ({seen} {span}, at most {most} when bound); "
+                "the launcher did not bind it"
+            )
+    return problems
+
+
+def bindings_text(ranks: list[dict[str, Any]]) -> str:
+    """Where each rank may run, one 'rank@host:CPUs' each, e.g. '0@n1:0 1@n1:1'."""
+    return " ".join(f"{r.get('rank')}@{r.get('host')}:{r.get('cpus', '?')}" for r in ranks)

@@ -20,6 +20,16 @@ SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 HOW_RUN_FIELDS = frozenset({"walltime", "queue"})
 # The key of the retry number in a retried point's JSON (scalestudy.launch.retry).
 RETRY_KEY = "retry"
+# Process placement (hardware threads as slots, binding, mapping): each field's value when a
+# study does not choose, i.e. what the launcher does by itself. A point at these values has no
+# placement segment in its id and none of these keys in its JSON, so points of studies written
+# before placement existed keep their directories and definitions.
+DEFAULT_PLACEMENT = "default"
+PLACEMENT_DEFAULTS: Mapping[str, Any] = {
+    "hyperthreads": False,
+    "binding": DEFAULT_PLACEMENT,
+    "mapping": DEFAULT_PLACEMENT,
+}
 
 
 def axis_segment(name: str, value: Any) -> str:
@@ -49,6 +59,11 @@ class Point:
     # The batch queue (None: the cluster's default for CPU or GPU points). Like the
     # walltime, it is how the point is run, not what it measures.
     queue: str | None = None
+    # Placement axes (PLACEMENT_DEFAULTS: the launcher's own choice); their spelling per MPI
+    # flavour is scalestudy.config.placement's.
+    hyperthreads: bool = False
+    binding: str = DEFAULT_PLACEMENT
+    mapping: str = DEFAULT_PLACEMENT
 
     @property
     def ranks(self) -> int:
@@ -64,9 +79,26 @@ class Point:
                 f"nodes{self.nodes}-{per_node}",
                 f"mpi-{self.mpi_flag_set}",
                 f"nccl-{self.nccl_env_set}",
+                *self.placement_segments,
                 f"rep{self.repeat}",
             ]
         )
+
+    @property
+    def placement(self) -> dict[str, Any]:
+        """The placement fields that differ from the launcher's default ({} for most points)."""
+        return {name: getattr(self, name) for name, value in PLACEMENT_DEFAULTS.items() if getattr(self, name) != value}
+
+    @property
+    def placement_segments(self) -> list[str]:
+        """One path segment naming the placement, e.g. 'ht_bind-core_map-ppr-2-socket'; none at
+        the default placement (directories of points that do not choose stay as they were)."""
+        placement = self.placement
+        if not placement:
+            return []
+        parts = ["ht"] if placement.get("hyperthreads") else []
+        parts += [f"{word}-{placement[name]}".replace(":", "-") for name, word in PLACEMENT_WORDS if name in placement]
+        return ["_".join(parts)]
 
     @property
     def axis_segments(self) -> list[str]:
@@ -75,7 +107,9 @@ class Point:
     @property
     def variant(self) -> str:
         """Everything but scale and repeat: the curve this point belongs to."""
-        return "/".join([*self.axis_segments, f"mpi-{self.mpi_flag_set}", f"nccl-{self.nccl_env_set}"])
+        return "/".join(
+            [*self.axis_segments, f"mpi-{self.mpi_flag_set}", f"nccl-{self.nccl_env_set}", *self.placement_segments]
+        )
 
     @property
     def combination(self) -> tuple[str, tuple[Any, ...]]:
@@ -94,7 +128,8 @@ class Point:
         # Field by field, not dataclasses.asdict: its deep copy dominated 10,000-point dry runs
         # (and the field names once: dataclasses.fields() per call was a tenth of a dry run's
         # own share).
-        data = {name: getattr(self, name) for name in DEFINING_FIELDS}
+        data = {name: getattr(self, name) for name in ALWAYS_DEFINING}
+        data.update(self.placement)  # only where chosen: a point at the default keeps its JSON
         return json.dumps(data, sort_keys=True, default=dict)
 
     @classmethod
@@ -122,13 +157,21 @@ class Point:
             "mpi_flag_set": self.mpi_flag_set,
             "nccl_env_set": self.nccl_env_set,
             "repeat": self.repeat,
+            "hyperthreads": self.hyperthreads,
+            "binding": self.binding,
+            "mapping": self.mapping,
         }
         record.update({f"param.{name}": self.params[name] for name in self.axes})
         return record
 
 
+# How the placement fields name themselves in a path segment (hyperthreads: "ht").
+PLACEMENT_WORDS = (("binding", "bind"), ("mapping", "map"))
+
 # What defines a point's result: every field but how it is run (Point.to_json).
 DEFINING_FIELDS = tuple(f.name for f in dataclasses.fields(Point) if f.name not in HOW_RUN_FIELDS)
+# Those in every point's JSON; the placement fields join only where they differ from the default.
+ALWAYS_DEFINING = tuple(name for name in DEFINING_FIELDS if name not in PLACEMENT_DEFAULTS)
 
 
 @dataclass(frozen=True)

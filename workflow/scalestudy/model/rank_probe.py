@@ -4,12 +4,16 @@
 
 prints one line per rank before the app starts,
 
-    scalestudy-rank {"rank": 0, "size": 2, "host": "n1", "pid": 123, "env": {...}}
+    scalestudy-rank {"rank": 0, "size": 2, "host": "n1", "pid": 123, "env": {...},
+                     "cpus": "0", "cores": 1, "sockets": 1, "numa": 1, "launcher_cpus": "0-1", ...}
 
-with the host the rank runs on (SLURMD_NODENAME if set, else the host name) and the
-OMPI_*/NCCL_*/... variables it was given: the record of which hosts ran and the proof
-that a flag set's variables reached every rank. Then it exec()s the command, so the
-app keeps this process (same pid, same environment) and nothing else changes.
+with the host the rank runs on (SLURMD_NODENAME if set, else the host name), the
+OMPI_*/NCCL_*/... variables it was given, and the CPUs it may run on (its affinity, and
+how many cores, sockets and NUMA nodes they span) beside those of the process that started
+it (the launcher's daemon, which no binding restricts): the record of which hosts ran, the
+proof that a flag set's variables reached every rank, and of the binding each rank got.
+Then it exec()s the command, so the app keeps this process (same pid, same environment)
+and nothing else changes.
 A stand-alone script (standard library only) run by path: it needs nothing on
 PYTHONPATH on the compute nodes. `rank_lines` reads the lines back (provenance, apps).
 """
@@ -41,6 +45,8 @@ ENV_PREFIXES = (
 )
 # Open MPI bookkeeping that says nothing about the user's settings.
 ENV_NOISE = ("OMPI_MCA_PREFIXES",)
+# Where Linux describes each CPU (its core, package, NUMA node).
+CPU_SYSFS = "/sys/devices/system/cpu"
 RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
 SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
 
@@ -64,6 +70,58 @@ def seen_environment(also: tuple[str, ...] = ()) -> dict[str, str]:
     }
 
 
+def cpu_list(cpus) -> str:
+    """CPU numbers in the kernel's list form: {0, 1, 2, 3, 8} -> '0-3,8'."""
+    ranges: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
+
+
+def parse_cpu_list(text: str) -> set[int]:
+    """The kernel's CPU list form back to numbers: '0-3,8' -> {0, 1, 2, 3, 8}."""
+    cpus: set[int] = set()
+    for part in filter(None, text.strip().split(",")):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+def topology(cpus, root: str = CPU_SYSFS) -> dict[str, int | None]:
+    """How many cores (package and core id), sockets (packages) and NUMA nodes `cpus` span;
+    None where the kernel does not say."""
+    cores, sockets, numa = set(), set(), set()
+    try:
+        for cpu in cpus:
+            folder = os.path.join(root, f"cpu{cpu}")
+            with open(os.path.join(folder, "topology", "physical_package_id")) as package:
+                socket_id = package.read().strip()
+            with open(os.path.join(folder, "topology", "core_id")) as core:
+                cores.add((socket_id, core.read().strip()))
+            sockets.add(socket_id)
+            numa.update(name for name in os.listdir(folder) if name.startswith("node") and name[4:].isdigit())
+    except (OSError, ValueError):
+        return {"cores": None, "sockets": None, "numa": None}
+    return {"cores": len(cores), "sockets": len(sockets), "numa": len(numa) or None}
+
+
+def affinity() -> dict:
+    """The CPUs this rank may run on and those of its parent (the launcher's daemon)."""
+    try:
+        mine = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        return {}
+    found = {"cpus": cpu_list(mine), **topology(mine)}
+    try:
+        found["launcher_cpus"] = cpu_list(os.sched_getaffinity(os.getppid()))
+    except OSError:
+        found["launcher_cpus"] = None
+    return found
+
+
 def report(also: tuple[str, ...] = ()) -> dict:
     return {
         "rank": first_int(RANK_VARIABLES),
@@ -71,6 +129,7 @@ def report(also: tuple[str, ...] = ()) -> dict:
         "host": host_name(),
         "pid": os.getpid(),
         "env": seen_environment(also),
+        **affinity(),
     }
 
 

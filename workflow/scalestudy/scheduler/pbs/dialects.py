@@ -42,9 +42,17 @@ class Dialect:
         """What follows `-l`."""
         return ",".join(self.resources(request, project))
 
+    # The resource that asks for hardware threads (None: this spelling has no way to).
+    hyperthread_resource: ClassVar[str | None] = None
+
     def problems(self, point: Point, request: JobRequest) -> list[str]:
         """What the site refuses only because of how the request must be written; one line
         each, naming the study's keys (the queue's own limits: config.requests)."""
+        if request.hyperthreads and not self.hyperthread_resource:
+            return [
+                f"studies.{point.study}.hyperthreads: true, but the PBS dialect {self.name!r} of "
+                f"config/clusters/{self.cluster.name}.yaml has no way to ask for hardware threads; use [false]"
+            ]
         return []
 
     @staticmethod
@@ -58,6 +66,8 @@ class GadiDialect(Dialect):
     may reach from the cluster file."""
 
     name = "gadi"
+    # NCI: `-l other=hyperthread` gives each requested core's two hardware threads.
+    hyperthread_resource = "other=hyperthread"
 
     def resources(self, request: JobRequest, project: str) -> list[str]:
         items = [f"ncpus={request.ncpus}"]
@@ -68,19 +78,28 @@ class GadiDialect(Dialect):
             items.append(f"jobfs={self.cluster.jobfs_gb:g}GB")
         if self.cluster.storage:
             items.append(f"storage={self.cluster.storage.format(project=project)}")
+        if request.hyperthreads:
+            items.append(self.hyperthread_resource)
         return items
 
     def problems(self, point: Point, request: JobRequest) -> list[str]:
         # Totals cannot say how the cores spread over the nodes: past one node Gadi gives
         # whole nodes only.
+        # (A multiple of the node's cores spread thinner, e.g. 2 x 24, would be given 1 node.)
         queue = request.queue
-        if request.nodes > 1 and request.ncpus % queue.cores_per_node:
-            return [
-                f"studies.{point.study}: ncpus={request.ncpus} {scale_of(point)} is not a multiple of "
-                f"{queue.cores_per_node}; Gadi {queue.name} jobs past one node take whole nodes "
-                f"(ranks_per_node x threads_per_rank = {queue.cores_per_node})"
-            ]
-        return []
+        if request.nodes == 1 or request.ncpus_per_node >= queue.cores_per_node:
+            return []
+        whole = f"ranks_per_node x threads_per_rank = {queue.cores_per_node}"
+        if point.hyperthreads:
+            whole += f" cores, {queue.cores_per_node * self.cluster.threads_per_core} with hyperthreads"
+        if request.ncpus % queue.cores_per_node:
+            what = f"is not a multiple of {queue.cores_per_node}"
+        else:
+            what = f"is {request.ncpus_per_node} cores per node"
+        return [
+            f"studies.{point.study}: ncpus={request.ncpus} {scale_of(point)} {what}; Gadi {queue.name} jobs past "
+            f"one node take whole nodes ({whole})"
+        ]
 
 
 @registered
