@@ -57,7 +57,11 @@ def study_overhead(workdir: Path, max_steps: int) -> None:
     params = {"checkpoint_dir": str(assets / "checkpoint"), "data_path": str(assets / "alpaca.json"),
               "max_steps": max_steps}  # fmt: skip
     # Only the LitGPT studies: the others (HOOMD-blue where it is not installed) are not what is timed.
-    shipped = yaml.safe_load((REPO / "config/sweep.yaml").read_text())["studies"]
+    shipped = {
+        name
+        for file in ("config/sweep.yaml", "config/local.yaml")
+        for name in yaml.safe_load((REPO / file).read_text())["studies"]
+    }
     overlay = {
         "results_dir": str(results),
         "studies": {
