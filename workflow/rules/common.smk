@@ -308,6 +308,7 @@ def run_resources(app):
             resources[name] = values.pop()
         else:
             resources[name] = per_job(lambda wildcards, of_point=of_point: of_point(point_of(wildcards)))
-    # The cluster the job was planned for: the submit command refuses a job planned for
-    # another (a resource, not a param: params are rerun triggers).
-    return {**resources, **LOCAL_STEP, "cluster": CLUSTER.name}
+    # The cluster the job was planned for: the PBS submit command refuses a job planned for
+    # another. A resource, not a param (params are rerun triggers); not named `cluster`, which
+    # Snakemake's Slurm plugin passes to sbatch as --clusters.
+    return {**resources, **LOCAL_STEP, "planned_cluster": CLUSTER.name}

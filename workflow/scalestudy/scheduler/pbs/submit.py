@@ -88,7 +88,7 @@ def submit(jobscript: Path, cluster_name: str, qsub: str = "qsub", environ: Mapp
     line per problem when the site would reject the job."""
     properties = job_properties(jobscript)
     params, resources = properties.get("params") or {}, properties.get("resources") or {}
-    planned_for = resources.get("cluster") or cluster_name
+    planned_for = resources.get("planned_cluster") or cluster_name
     if planned_for != cluster_name:
         # `--config k=v` on the command line replaces the profile's `config: [cluster=...]`.
         raise SubmitRefused(
