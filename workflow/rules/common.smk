@@ -98,7 +98,7 @@ onstart:
 
 def points_to_rerun():
     """metrics.json -> why, of every finished point Snakemake is about to rerun: whatever the
-    reason (one of its own too: the interpreter's path, an input made again, --forcerun), the
+    reason (one of its own too: an input made again, --forcerun), the
     record is kept before the first job starts (launch/history.py)."""
     dag = workflow.dag
     return {job.output.metrics: str(dag.reason(job)) for job in dag.needrun_jobs() if job.rule.name in RUN_RULES}
