@@ -59,3 +59,23 @@ rule report:
             params.budgets,
             log[0],
         )
+
+
+# `snakemake ... compare --config compare_baseline=PATH`: this results directory's studies
+# against a baseline (another results directory, or a published record); runs no point.
+rule compare:
+    input:
+        compare_inputs,
+    output:
+        **compare_outputs(LAYOUT.compare_dir),
+    params:
+        baseline=lambda wildcards: compare_baseline(),
+    log:
+        LAYOUT.compare_log,
+    localrule: True
+    resources:
+        **LOCAL_STEP,
+    run:
+        from scalestudy.compare import compare_from_files
+
+        compare_from_files(params.baseline, LAYOUT.results, STUDIES, LAYOUT.compare_dir, log[0])

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 Kind = Literal["rate", "time", "size"]
+# The direction of each kind: a rate is better higher, a time lower; a size has none.
+HIGHER_IS_BETTER: dict[str, bool] = {"rate": True, "time": False}
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,17 @@ class Metric:
     # A rate that grows with the problem size (tokens/s, particle-steps/s): weak-scaling
     # efficiency divides it by p/p0. One that does not (time steps/s) is compared as is.
     extensive: bool = True
+
+    @property
+    def higher_is_better(self) -> bool | None:
+        """The figure's direction, from its kind: a rate is better higher, a time lower; a
+        size has none. Speed ratios (variants, study against study) read it from here."""
+        return HIGHER_IS_BETTER.get(self.kind)
+
+    @property
+    def direction(self) -> str:
+        """The direction in words, as tables name it."""
+        return {True: "higher is better", False: "lower is better"}.get(self.higher_is_better, "no direction")
 
     @property
     def scaled(self) -> bool:
