@@ -122,8 +122,9 @@ def test_bad_sides_and_thresholds_are_one_line(tmp_path):
 
 
 def test_the_trimmed_mean_drops_the_fastest_and_the_slowest():
-    plain, trimmed = summarize([1.0, 10.0, 11.0, 12.0, 100.0]), summarize(
-        [1.0, 10.0, 11.0, 12.0, 100.0], estimator="trimmed_mean"
+    plain, trimmed = (
+        summarize([1.0, 10.0, 11.0, 12.0, 100.0]),
+        summarize([1.0, 10.0, 11.0, 12.0, 100.0], estimator="trimmed_mean"),
     )
     assert plain["mean"] == pytest.approx(26.8) and trimmed["mean"] == pytest.approx(11.0)
     assert trimmed["n"] == 5 and trimmed["n_used"] == 3 and trimmed["ci95"] < plain["ci95"]

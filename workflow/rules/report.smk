@@ -37,6 +37,7 @@ rule report:
     output:
         html=LAYOUT.report_html,
         markdown=LAYOUT.report_markdown,
+        provenance=[LAYOUT.provenance(study) for study in STUDIES],
     params:
         # Sorted: params are compared as text, and reordering the sweep file changes no result.
         budgets={study: SWEEP.studies[study].get("budget_su") for study in sorted(STUDIES)},
@@ -58,6 +59,7 @@ rule report:
             output.markdown,
             params.budgets,
             log[0],
+            output.provenance,
         )
 
 
