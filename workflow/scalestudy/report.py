@@ -26,9 +26,11 @@ from .model.steplog import step_log
 from .model.timefmt import hms
 from .plots import missing_plots, primary_table
 
-# Up to this many runs a study's provenance is also on the page (each run's is about 1 KB,
-# plus 0.7 KB per rank); the side file always has it.
-INLINE_PROVENANCE_RUNS = 200
+# Up to this much a study's provenance is also on the page (each run's is about 1 KB, plus
+# 0.7 KB per rank: 10,000 runs made a page of tens of MB); the side file always has it.
+INLINE_PROVENANCE_BYTES = 1_000_000
+# What a run's provenance record holds, on the page and in the side file.
+PROVENANCE_KEYS = ("point", "status", "reason", "params", "mpi_flags", "nccl_env", "provenance", "started", "finished")
 # Up to this many failed runs are listed one by one; more are grouped by category and reason.
 INLINE_FAILURES = 50
 
@@ -432,8 +434,7 @@ def cost_lines(table: pd.DataFrame, budget_su: float | None) -> list[str]:
 
 def provenance_records(runs: pd.DataFrame) -> list[dict]:
     """Each run's status, settings and provenance, as the side file and the page show them."""
-    keys = [k for k in ("point", "status", "reason", "params", "mpi_flags", "nccl_env", "provenance", "started",
-                        "finished") if k in runs.columns]  # fmt: skip
+    keys = [k for k in PROVENANCE_KEYS if k in runs.columns]
     records = []
     for run in runs[keys].to_dict("records"):
         records.append(
@@ -447,10 +448,25 @@ def provenance_records(runs: pd.DataFrame) -> list[dict]:
 
 
 def write_provenance(runs: pd.DataFrame, path: Path) -> None:
-    """The side file: one JSON line per run."""
+    """The side file: one JSON line per run, the same keys as on the page. The JSON columns of
+    runs.csv (written by analysis.run_row) are spliced in as they are: parsing and writing
+    again 10,000 runs' provenance would cost seconds."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps(record, sort_keys=True, default=str) for record in provenance_records(runs)]
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    keys = [k for k in PROVENANCE_KEYS if k in runs.columns]
+    with path.open("w", encoding="utf-8") as out:
+        for run in runs[keys].itertuples(index=False, name=None):
+            fields = []
+            for key, value in zip(keys, run, strict=True):
+                if missing(value) or value == "":
+                    continue
+                json_text = isinstance(value, str) and value.startswith("{")
+                fields.append(f"{json.dumps(key)}: {value if json_text else json.dumps(value, default=str)}")
+            out.write("{" + ", ".join(fields) + "}\n")
+
+
+def provenance_bytes(runs: pd.DataFrame) -> int:
+    keys = [k for k in PROVENANCE_KEYS if k in runs.columns]
+    return int(sum(runs[k].astype(str).str.len().sum() for k in keys))
 
 
 def provenance_link_blocks(runs: pd.DataFrame, link: str | None) -> list:
@@ -485,7 +501,7 @@ def run_blocks(runs: pd.DataFrame, provenance_link: str | None = None) -> list:
             )
         )
     blocks += provenance_link_blocks(runs, provenance_link)
-    if len(runs) <= INLINE_PROVENANCE_RUNS:
+    if provenance_bytes(runs) <= INLINE_PROVENANCE_BYTES:
         provenance = [
             Details(f"{record.pop('point', '?')}: {record.get('status')}", [Pre(json.dumps(record, indent=1))])
             for record in provenance_records(runs)
