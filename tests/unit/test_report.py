@@ -118,3 +118,24 @@ def test_error_bars_stop_at_zero():
     bars = clipped_at_zero(np.array([1.0, 5.0, np.nan]), np.array([3.0, 1.0, 0.0]))
     assert bars[0].tolist()[:2] == [1.0, 1.0] and bars[1].tolist()[:2] == [3.0, 1.0]
     assert doubling([1, 2, 4, 8]) and doubling([48, 96]) and not doubling([1, 2, 3]) and not doubling([4])
+
+
+def test_a_large_studys_provenance_is_only_in_the_side_file(tmp_path, monkeypatch):
+    import json
+
+    from pages import md_runs
+    from scalestudy import report
+
+    runs = md_runs()
+    runs["provenance"] = '{"hosts": ["n1"], "ranks": [{"rank": 0, "env": {"A": "1"}}]}'
+    runs.loc[0, "reason"] = 'a reason with "quotes" and a | pipe'
+    side = tmp_path / "provenance/md.jsonl"
+    report.write_provenance(runs, side)
+    lines = [json.loads(line) for line in side.read_text().splitlines()]
+    assert len(lines) == len(runs) and lines[0]["reason"] == 'a reason with "quotes" and a | pipe'
+    assert lines[1]["provenance"]["ranks"][0]["env"] == {"A": "1"} and lines[1]["point"] == runs["point"][1]
+    monkeypatch.setattr(report, "INLINE_PROVENANCE_BYTES", 1000)
+    page = report.to_html(report.run_blocks(runs, "provenance/md.jsonl"))
+    assert "href='provenance/md.jsonl'" in page and "<details>" not in page
+    monkeypatch.setattr(report, "INLINE_PROVENANCE_BYTES", 10**7)
+    assert report.to_html(report.run_blocks(runs, "provenance/md.jsonl")).count("<details>") == len(runs) + 1
