@@ -222,9 +222,11 @@ def curve_changes(table: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
                 else None
             )
             if not (missing(f0) and missing(f1)):
+                slowdown = any(not missing(f) and f >= 1 for f in (f0, f1))
                 amdahl.append(
                     f"{name}: Amdahl serial fraction f = {fmt(f0)} (baseline) → {fmt(f1)} (candidate), "
-                    f"over the {len(group)} scales both have ({DEFINITIONS['amdahl_fit']})."
+                    f"over the {len(group)} scales both have ({DEFINITIONS['amdahl_fit']})"
+                    + ("; f ≥ 1: more ranks made it slower, a slowdown, not a serial fraction." if slowdown else ".")
                 )
     return rows, amdahl
 

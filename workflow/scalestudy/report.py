@@ -554,12 +554,10 @@ def all_failed_blocks(study: str, runs: pd.DataFrame, why: tuple[str, str]) -> l
     apps = sorted(set(runs["app"].dropna())) if "app" in runs.columns else []
     fixes = [fix for app in apps if app in APPS and (fix := APPS[app].how_to_fix(reason))]
     fixes = fixes or ["Fix what the reason names, then rerun the failed points with `--config retry_failed=true`."]
+    every = "Its one run failed: " if len(runs) == 1 else f"All {len(runs)} runs failed for one reason: "
     return [
         Heading(2, study),
-        Para(
-            f"All {len(runs)} runs failed for one reason: {reason}" + (f" ({category})." if category else "."),
-            "summary",
-        ),  # fmt: skip
+        Para(f"{every}{reason}" + (f" ({category})." if category else "."), "summary"),
         Para("How to fix: " + " ".join(fixes)),
     ]
 
