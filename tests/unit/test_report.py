@@ -139,3 +139,15 @@ def test_a_large_studys_provenance_is_only_in_the_side_file(tmp_path, monkeypatc
     assert "href='provenance/md.jsonl'" in page and "<details>" not in page
     monkeypatch.setattr(report, "INLINE_PROVENANCE_BYTES", 10**7)
     assert report.to_html(report.run_blocks(runs, "provenance/md.jsonl")).count("<details>") == len(runs) + 1
+
+
+def test_one_scale_draws_no_speedup_or_efficiency_box():
+    from pages import md_runs
+    from scalestudy.analysis import scaling, variants
+    from scalestudy.plots import missing_plots
+
+    runs = md_runs()
+    table = scaling(runs[runs["ranks"] == 2])
+    why = missing_plots(table, variants(table), "md")
+    assert why["speedup"] == why["efficiency"] == "one scale succeeded (p = 2), so nothing to scale against"
+    assert "metric" not in why and "variants" not in why

@@ -54,6 +54,10 @@ def missing_plots(scaling: pd.DataFrame, variants: pd.DataFrame, study: str) -> 
         state = "no run finished yet" if not table.empty and (table["n_failed"] == 0).all() else "no successful run"
         return {kind: state for kind in PLOT_KINDS}
     why = {}
+    scales = sorted({int(r) for r in table.loc[table["n"] > 0, "ranks"]})
+    if len(scales) == 1:
+        for kind in ("speedup", "efficiency"):
+            why[kind] = f"one scale succeeded (p = {scales[0]}), so nothing to scale against"
     metric = table["metric"].iloc[0]
     compared = (
         variants[(variants["study"] == study) & (variants["metric"] == metric)] if not variants.empty else variants
@@ -123,7 +127,6 @@ def plot_study(
         return
     label = f"{table['metric_label'].iloc[0]} [{table['unit'].iloc[0]}]"
     ranks = sorted(int(r) for r in table["ranks"].unique())
-    weak = table["scaling"].iloc[0] == "weak"
     note = repeats_note(table)
     palette = dict(
         zip(sorted(table["variant"].unique()), sns.color_palette(n_colors=table["variant"].nunique()), strict=True)
@@ -139,6 +142,18 @@ def plot_study(
     subtitle = f"{estimator} ± 95% CI (Student t; no bar when n = 1; cut at 0, which no figure goes below); {note}"
     finish(ax, fig, out["metric"], f"{study}: {label} vs ranks", subtitle, label, ranks)
 
+    if "speedup" not in missing:
+        plot_speedup(table, study, out, palette, ranks, label, note)
+    if "efficiency" not in missing:
+        plot_efficiency(table, study, out, palette, ranks, label, note)
+    if "variants" not in missing:
+        plot_variants(variants, table, study, Path(out["variants"]), ranks)
+    if "cost" not in missing:
+        plot_cost(table, study, Path(out["cost"]), budget_su)
+
+
+def plot_speedup(table, study, out, palette, ranks, label, note) -> None:
+    weak = table["scaling"].iloc[0] == "weak"
     fig, ax = plt.subplots(figsize=(7, 4.5))
     column, name = ("scaled_speedup", "scaled speedup") if weak else ("speedup", "speedup")
     for variant, rows in table.groupby("variant"):
@@ -159,6 +174,9 @@ def plot_study(
     definition = DEFINITIONS["scaled_speedup" if weak else "speedup"]
     finish(ax, fig, out["speedup"], f"{study}: {name} of {label}", f"{definition}; {note}", name, ranks)
 
+
+def plot_efficiency(table, study, out, palette, ranks, label, note) -> None:
+    weak = table["scaling"].iloc[0] == "weak"
     fig, ax = plt.subplots(figsize=(7, 4.5))
     column, name = (
         ("weak_efficiency", "weak-scaling efficiency") if weak else ("parallel_efficiency", "parallel efficiency")
@@ -171,11 +189,6 @@ def plot_study(
     mark_missing(ax, table)
     definition = DEFINITIONS["weak_efficiency" if weak else "parallel_efficiency"]
     finish(ax, fig, out["efficiency"], f"{study}: {name} of {label}", f"{definition}; {note}", name, ranks)
-
-    if "variants" not in missing:
-        plot_variants(variants, table, study, Path(out["variants"]), ranks)
-    if "cost" not in missing:
-        plot_cost(table, study, Path(out["cost"]), budget_su)
 
 
 def clipped_at_zero(y: np.ndarray, err: np.ndarray) -> np.ndarray:

@@ -660,6 +660,8 @@ def largest_scale_cells(table: pd.DataFrame) -> list[str]:
     figure = (f"{top['metric_label']} [{top['unit']}] {estimator_name(table)}: {mean_ci(top)} "
               f"at {scale_text(top)}{variant}")  # fmt: skip
     column, name = ("weak_efficiency", "weak") if top["scaling"] == "weak" else ("parallel_efficiency", "parallel")
+    if ok["ranks"].nunique() == 1:
+        return [figure, "– (one scale: nothing to scale against)"]
     return [figure, f"{fmt(get(top, column))} ({name})"]
 
 
