@@ -40,6 +40,7 @@ table{border-collapse:collapse;font-size:0.85em;margin:0.5em 0}
 td,th{border:1px solid #ccc;padding:3px 7px;text-align:right;vertical-align:top}
 th{background:#f0f0f0}
 td:first-child{text-align:left}
+.overview td{text-align:left}
 .summary{font-weight:bold}
 .defs{background:#f7f7f7;padding:0.5em 1em;font-size:0.9em}
 .plots img{width:49%;margin:2px 0;border:1px solid #ddd}
