@@ -80,7 +80,7 @@ def test_compare_names_the_slowed_points_slower_and_exits_1(studies, tmp_path):
     # Each side's latency is the trimmed mean of 5 runs (3 kept), named on the page.
     assert set(table["estimator_baseline"]) == {"trimmed_mean"} and set(table["n_used_candidate"]) == {3}
     markdown = Path(compare_outputs(tmp_path)["markdown"]).read_text()
-    assert "trimmed mean (MLPerf: fastest and slowest run dropped)" in markdown
+    assert "Figures marked 'trimmed' are trimmed means" in markdown and "(n=5 trimmed)" in markdown
 
 
 def test_without_a_threshold_it_exits_0_and_the_target_writes_the_same(studies):

@@ -130,3 +130,15 @@ def test_the_trimmed_mean_drops_the_fastest_and_the_slowest():
     assert trimmed["n"] == 5 and trimmed["n_used"] == 3 and trimmed["ci95"] < plain["ci95"]
     # Fewer than 3: nothing to drop.
     assert summarize([1.0, 3.0], estimator="trimmed_mean")["mean"] == pytest.approx(2.0)
+
+
+def test_sides_summarized_differently_are_named(tmp_path):
+    base = tmp_path / "base"
+    layout = Layout(str(base))
+    table = runs(seed=1)
+    write_table(table, layout.table("md", "runs"))
+    write_table(scaling(table, estimator="trimmed_mean"), layout.table("md", "scaling"))
+    cand = results(tmp_path, "cand", runs(seed=2))
+    compare(base, cand, tmp_path / "out")
+    markdown = (tmp_path / "out/index.md").read_text()
+    assert "(n=4 trimmed)" in markdown and "summarize their repeats differently in md" in markdown

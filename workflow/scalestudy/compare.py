@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .analysis import DEFINITIONS, ESTIMATOR_NAMES, MEAN, SCALE_COLUMNS, read_table, scaling, speed_ratio, write_table
+from .analysis import DEFINITIONS, MEAN, SCALE_COLUMNS, read_table, scaling, speed_ratio, write_table
 from .model.errors import SweepError
 from .model.metrics import DECLARED, HIGHER_IS_BETTER
 from .model.paths import Layout, compare_outputs
@@ -334,15 +334,19 @@ def points_table(rows: pd.DataFrame) -> Table:
 
 
 def estimator_note(table: pd.DataFrame) -> str | None:
-    used = set()
-    for side in (BASELINE, CANDIDATE):
-        column = f"estimator_{side}"
-        if column in table.columns:
-            used |= {str(e) for e in table[column].dropna()}
-    if used - {MEAN}:
-        names = "; ".join(f"{e}: {ESTIMATOR_NAMES.get(e, e)}" for e in sorted(used))
-        return f"Estimators used (marked 'trimmed' in the tables): {names}. {DEFINITIONS['trimmed mean']}."
-    return None
+    """Which figures are trimmed means, and a warning where the two sides used different estimators."""
+    sides = [f"estimator_{side}" for side in (BASELINE, CANDIDATE)]
+    if not set(sides) <= set(table.columns):
+        return None
+    estimators = table[sides].fillna(MEAN).astype(str)
+    if (estimators == MEAN).all().all():
+        return None
+    note = f"Figures marked 'trimmed' are trimmed means: {DEFINITIONS['trimmed mean']}."
+    differ = table.loc[estimators[sides[0]] != estimators[sides[1]], "study"].unique()
+    if len(differ):
+        note += (f" The two sides summarize their repeats differently in {', '.join(map(str, differ))} "
+                 "(estimator: in the sweep): their ratios compare a mean with a trimmed mean.")  # fmt: skip
+    return note
 
 
 def blocks_of(base: Side, cand: Side, table: pd.DataFrame, threshold: float | None) -> list:
