@@ -5,7 +5,14 @@ records are kept in history/), so the rest of the candidate is the baseline's ow
 compare must call the slowed points "slower" and every other one "no measurable
 difference", and `--fail-slower` must exit 1. The repeats are five, summarized with the
 trimmed mean: one run of a latency slowed by a neighbour's job on this shared machine is
-dropped, as MLPerf drops the fastest and the slowest."""
+dropped, as MLPerf drops the fastest and the slowest.
+
+A ping-pong's latency on a machine whose cores other jobs share is not a measurement: a
+rank descheduled mid round trip turns 1 us into milliseconds, in two runs of five or more.
+The baseline's `fabric` set is Open MPI's defaults, so its runs must agree with each other;
+where they do not (the fastest four more than 10x apart), the baseline is measured again
+(two tries), and the verdicts are not checked, saying so, if the machine never quietens
+(the command line and the target are, whatever the figures)."""
 
 import shutil
 import subprocess
@@ -21,6 +28,9 @@ from scalestudy.model.paths import Layout, compare_outputs
 pytestmark = pytest.mark.e2e
 
 STUDY = "pp"
+TRIES = 2
+# The fastest four of five runs of one setting within this factor: none was descheduled for long.
+QUIET = 10
 
 
 def sweep(results: Path, fabric: dict) -> dict:
@@ -52,18 +62,29 @@ def studies(tmp_path_factory, request):
     yaml_base, yaml_cand = workdir / "base.yaml", workdir / "cand.yaml"
     yaml_base.write_text(yaml.safe_dump(sweep(base, {})))
     yaml_cand.write_text(yaml.safe_dump(sweep(cand, {"btl": "self,tcp"})))
-    first = snakemake(repo, workdir, yaml_base)
-    assert first.returncode == 0, first.stderr[-3000:]
+    for _attempt in range(TRIES):
+        shutil.rmtree(base, ignore_errors=True)
+        first = snakemake(repo, workdir, yaml_base)
+        assert first.returncode == 0, first.stderr[-3000:]
+        runs = pd.read_csv(base / STUDY / "runs.csv")
+        latencies = sorted(runs.loc[runs["mpi_flag_set"] == "fabric", "latency_us"])
+        noisy = None
+        if latencies[-2] > QUIET * latencies[0]:
+            noisy = f"this machine is too busy to time a ping-pong: the baseline's latencies {latencies} us"
+        else:
+            break
     shutil.copytree(base, cand)
     second = snakemake(repo, workdir, yaml_cand)
     assert second.returncode == 0, second.stderr[-3000:]
-    return {"repo": repo, "dir": workdir, "base": base, "cand": cand, "yaml_cand": yaml_cand, "second": second}
+    return {"repo": repo, "dir": workdir, "base": base, "cand": cand, "yaml_cand": yaml_cand, "noisy": noisy}
 
 
 def test_compare_names_the_slowed_points_slower_and_exits_1(studies, tmp_path):
     # Only the redefined set's five points reran (the rest were the baseline's, copied).
     kept = list((studies["cand"] / STUDY / "runs").glob("**/history/*/definition.json"))
     assert len(kept) == 5 and all("mpi-fabric" in str(path) for path in kept)
+    if studies["noisy"]:
+        pytest.skip(studies["noisy"])
     run = compare_command(str(studies["base"]), str(studies["cand"]), "--out", str(tmp_path), "--fail-slower", "5%")
     assert run.returncode == 1, run.stdout + run.stderr
     lines = run.stdout.splitlines()
@@ -86,6 +107,11 @@ def test_compare_names_the_slowed_points_slower_and_exits_1(studies, tmp_path):
 def test_without_a_threshold_it_exits_0_and_the_target_writes_the_same(studies):
     run = compare_command(str(studies["base"]), str(studies["cand"]), "--out", str(studies["dir"] / "plain"))
     assert run.returncode == 0, run.stderr
+    # The unchanged point is the baseline's own runs: never anything but no measurable difference.
+    assert (
+        "pp mpi-default/nccl-default at 1 node (p = 2): one-way latency at the smallest message (half the mean "
+        "round trip): no measurable difference." in run.stdout
+    )
     # The same, as the Snakemake target of the candidate's workflow; it runs no point.
     target = snakemake(studies["repo"], studies["dir"], studies["yaml_cand"], "--config",
                        f"compare_baseline={studies['base']}", "--", "compare")  # fmt: skip
@@ -95,10 +121,13 @@ def test_without_a_threshold_it_exits_0_and_the_target_writes_the_same(studies):
     outputs = compare_outputs(layout.compare_dir)
     assert Path(outputs["html"]).is_file() and Path(outputs["csv"]).is_file()
     log = Path(layout.compare_log).read_text()
-    assert "pp mpi-fabric/nccl-default at 1 node (p = 2)" in log and " slower: " in log
+    assert "pp mpi-fabric/nccl-default at 1 node (p = 2)" in log
+    assert studies["noisy"] or " slower: " in log
 
 
-def test_the_target_without_a_baseline_says_what_to_give(studies):
-    run = snakemake(studies["repo"], studies["dir"], studies["yaml_cand"], "-n", "compare")
+def test_the_target_without_a_baseline_says_what_to_give(tmp_path, repo):
+    config = tmp_path / "cand.yaml"
+    config.write_text(yaml.safe_dump(sweep(tmp_path / "cand", {"btl": "self,tcp"})))
+    run = snakemake(repo, tmp_path, config, "-n", "compare")
     assert run.returncode != 0
     assert "compare_baseline: not given; the compare target needs --config compare_baseline=PATH" in run.stderr
