@@ -264,12 +264,12 @@ def compare_baseline():
     baseline = config.get("compare_baseline")
     if not baseline:
         stop_on(["compare_baseline: not given; the compare target needs --config compare_baseline=PATH "
-                 "(a results directory, or a published record .csv)"])  # fmt: skip
+                 "(a results directory)"])  # fmt: skip
     return str(baseline)
 
 
 def compare_inputs(wildcards):
-    """This results directory's tables, and the baseline's (its runs.csv per study, or the record)."""
+    """This results directory's tables, and the baseline's (its runs.csv per study)."""
     baseline = Path(compare_baseline())
     found = [str(baseline)] if baseline.is_file() else sorted(str(p) for p in baseline.glob("*/runs.csv"))
     return [LAYOUT.table(study, name) for study in STUDIES for name in ("runs", "scaling")] + found
