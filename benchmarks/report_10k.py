@@ -1,15 +1,17 @@
 """How long does the report of a 10,000-run study take, and how large is its page?
 
 A study of N runs (default 10,000: 5 scales x 4 MPI flag sets x 5 NCCL env sets x 100
-repeats, 1% failed) is written as runs.csv with provenance shaped like a real run's
-(about 1 KB per run and 0.7 KB per rank: the rank probe's line of every rank). Then the
-three steps behind `snakemake report`, timed one by one, in this process:
+repeats, 1% failed) is written as one metrics.json per run, with provenance shaped like a
+real run's (about 1 KB per run and 0.7 KB per rank: the rank probe's line of every rank).
+Then the four steps behind `snakemake report`, timed one by one, in this process:
 
+    runs.csv                     analysis.write_runs_table       (rule aggregate: every record read)
     scaling.csv + variants.csv   analysis.write_scaling_tables   (rule scaling)
     five plots                   plots.plot_from_files           (rule plots)
     index.html + index.md        report.build_from_files         (rule report; provenance side file)
 
-Targets: the three together < 15 s on 2 cores; index.html < 5 MB.
+Targets: the four together < 15 s on 2 cores; index.html < 5 MB. (Snakemake's own planning
+of a 10,000-point study is benchmarks/overhead.py's.)
 
 Run from the repository root with the venv active:
     python benchmarks/report_10k.py                  # 10,000 runs
@@ -32,7 +34,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-from scalestudy.analysis import write_scaling_tables, write_table  # noqa: E402
+from scalestudy.analysis import POINT_COLUMNS, SCALE_COLUMNS, write_runs_table, write_scaling_tables  # noqa: E402
 from scalestudy.model.paths import PLOT_KINDS, Layout  # noqa: E402
 from scalestudy.plots import plot_from_files  # noqa: E402
 from scalestudy.report import build_from_files  # noqa: E402
@@ -120,6 +122,28 @@ def study_runs(total: int, seed: int = 0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def write_records(table: pd.DataFrame, layout: Layout) -> list[tuple[dict, Path]]:
+    """One metrics.json per run, as the runner writes them; (point columns, path) per run."""
+    columns = [*POINT_COLUMNS, *SCALE_COLUMNS, "point", "repeat", "threads_per_rank", "param.N"]
+    expected = []
+    for row in table.to_dict("records"):
+        point = {c: row[c] for c in columns}
+        path = Path(layout.metrics(STUDY, row["point"]))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        ok = row["status"] == "ok"
+        record = {
+            "status": row["status"], "reason": row["reason"] or None, "category": row["category"] or None,
+            "point": point, "params": json.loads(row["params"]), "mpi_flags": json.loads(row["mpi_flags"]),
+            "nccl_env": {}, "figures": {"steps_per_s": row["steps_per_s"]} if ok else {},
+            "resources": {c: row[c] for c in ("walltime_used_s", "cores_allocated", "service_units",
+                                              "service_units_source")},
+            "provenance": json.loads(row["provenance"]), "started": row["started"], "finished": row["finished"],
+        }  # fmt: skip
+        path.write_text(json.dumps(record))
+        expected.append((point, path))
+    return expected
+
+
 def timed(what: str, function, *args, **kwargs) -> float:
     start = time.perf_counter()
     function(*args, **kwargs)
@@ -137,12 +161,13 @@ def main(argv: list[str] | None = None) -> int:
         layout = Layout(str(args.keep or Path(scratch) / "results"))
         runs_csv = Path(layout.table(STUDY, "runs"))
         table = study_runs(args.runs)
-        write_table(table, runs_csv)
-        print(f"runs.csv of {len(table):,} runs: {runs_csv.stat().st_size / 1e6:.1f} MB "
-              f"({(table['status'] == 'failed').sum()} failed)")  # fmt: skip
+        expected = write_records(table, layout)
+        print(f"{len(table):,} records ({(table['status'] == 'failed').sum()} failed) under {layout.results}")
+        seconds = timed("runs.csv", write_runs_table, expected, runs_csv)
+        print(f"  (runs.csv: {runs_csv.stat().st_size / 1e6:.1f} MB)")
         scaling_csv, variants_csv = layout.table(STUDY, "scaling"), layout.table(STUDY, "variants")
         plots = {kind: layout.plot(STUDY, kind) for kind in PLOT_KINDS}
-        seconds = timed("scaling.csv + variants.csv", write_scaling_tables, runs_csv, scaling_csv, variants_csv)
+        seconds += timed("scaling.csv + variants.csv", write_scaling_tables, runs_csv, scaling_csv, variants_csv)
         seconds += timed("five plots", plot_from_files, scaling_csv, variants_csv, STUDY, plots)
         seconds += timed(
             "index.html + index.md + provenance side file",
