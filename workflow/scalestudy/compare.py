@@ -31,7 +31,7 @@ import pandas as pd
 
 from .analysis import DEFINITIONS, MEAN, SCALE_COLUMNS, read_table, scaling, speed_ratio, write_table
 from .model.errors import SweepError
-from .model.metrics import DECLARED, HIGHER_IS_BETTER
+from .model.metrics import DECLARED, HIGHER_IS_BETTER, direction
 from .model.paths import Layout, compare_outputs
 from .model.steplog import step_log
 from .published import read_record, record_scaling
@@ -167,7 +167,7 @@ def points(base: pd.DataFrame, cand: pd.DataFrame) -> pd.DataFrame:
             a, b = row.pop(f"{column}_baseline", None), row.pop(f"{column}_candidate", None)
             row[column] = b if not missing(b) else a
         kind = direction_kind(row["metric"], row["kind"])
-        row["direction"] = {True: "higher is better", False: "lower is better"}.get(HIGHER_IS_BETTER.get(kind), "")
+        row["direction"] = direction(kind)
         row.update(ratio=math.nan, ci_low=math.nan, ci_high=math.nan, verdict=row["present"])
         if row["present"] == BOTH and kind in HIGHER_IS_BETTER:
             stats = {side: {s: row.get(f"{s}_{side}") for s in STATS} for side in (BASELINE, CANDIDATE)}
@@ -178,7 +178,14 @@ def points(base: pd.DataFrame, cand: pd.DataFrame) -> pd.DataFrame:
         rows.append(row)
     table = pd.DataFrame(rows)
     order = [c for c in keys if c != "metric"]
-    return table.sort_values([*order, "primary", "metric"], ascending=[True] * len(order) + [False, True])
+    return table.sort_values(
+        [*order, "primary", "metric"], ascending=[True] * len(order) + [False, True], key=numbers_as_numbers
+    ).reset_index(drop=True)
+
+
+def numbers_as_numbers(column: pd.Series) -> pd.Series:
+    """Sort the scale columns (text, as keys) by their value: 2 before 16."""
+    return pd.to_numeric(column, errors="coerce") if column.name in SCALE_COLUMNS else column
 
 
 def slower_beyond(table: pd.DataFrame, threshold: float) -> pd.DataFrame:

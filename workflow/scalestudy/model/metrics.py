@@ -36,12 +36,17 @@ class Metric:
     @property
     def direction(self) -> str:
         """The direction in words, as tables name it."""
-        return {True: "higher is better", False: "lower is better"}.get(self.higher_is_better, "no direction")
+        return direction(self.kind)
 
     @property
     def scaled(self) -> bool:
         """Rates and times get speedup and efficiency; sizes (memory) are only reported."""
         return self.kind in ("rate", "time")
+
+
+def direction(kind: str) -> str:
+    """A kind's direction in words: 'higher is better', 'lower is better' or 'no direction'."""
+    return {True: "higher is better", False: "lower is better"}.get(HIGHER_IS_BETTER.get(kind), "no direction")
 
 
 DECLARED: dict[str, Metric] = {}
