@@ -54,7 +54,10 @@ def test_an_unchanged_pair_gives_no_verdict_but_no_measurable_difference(tmp_pat
     assert len(primary(table)) == 6 and failing.empty
     markdown = (tmp_path / "out/index.md").read_text()
     assert "6 no measurable difference" in markdown and "Nothing: the same modules" in markdown
-    assert set(compare_outputs(tmp_path / "out")) == {"html", "markdown", "csv"}
+    assert set(compare_outputs(tmp_path / "out")) == {"html", "markdown", "csv", "plot"}
+    # The ratios' plot, on the page once.
+    assert "![ratios.png](ratios.png)" in markdown and (tmp_path / "out/ratios.png").stat().st_size > 10_000
+    assert (tmp_path / "out/index.html").read_text().count("data:image/png;base64,") == 1
     assert len(pd.read_csv(compare_outputs(tmp_path / "out")["csv"])) == len(table)
 
 
@@ -106,6 +109,8 @@ def test_a_published_record_is_a_baseline(tmp_path):
     table, _ = compare(record, record, tmp_path / "out", study="hoomd-wca")
     # One run per scale in a record: no CI, so no verdict either way.
     assert set(primary(table)["verdict"]) == {"too few repeats for a verdict (need n ≥ 2 each)"}
+    # Ratios without CIs still plot (as points); the page shows the plot.
+    assert "![ratios.png](ratios.png)" in (tmp_path / "out/index.md").read_text()
     assert "no provenance" not in (tmp_path / "out/index.md").read_text()
 
 

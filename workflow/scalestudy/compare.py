@@ -34,8 +34,9 @@ from .model.errors import SweepError
 from .model.metrics import DECLARED, HIGHER_IS_BETTER, direction
 from .model.paths import Layout, compare_outputs
 from .model.steplog import step_log
+from .plots import message_plot, plot_ratios
 from .published import read_record, record_scaling
-from .report import Bullets, Heading, Para, Table, fmt, missing, scale_text, write_page
+from .report import Bullets, Heading, Image, Para, Table, fmt, missing, scale_text, write_page
 
 BASELINE, CANDIDATE = "baseline", "candidate"
 BOTH, ONLY_BASELINE, ONLY_CANDIDATE = "both", "baseline only", "candidate only"
@@ -52,6 +53,7 @@ PROVENANCE_KEYS = {
     "python packages (sha256 of the pip freeze list)": lambda p: p.get("python_packages_sha256"),
     "workflow commit": lambda p: p.get("workflow_commit"),
 }
+VERDICTS_HEADING = Heading(2, "Verdicts of the primary figures")
 RATIO_DEFINITION = (
     "candidate / baseline at the same study, curve, scale and figure (> 1: the candidate is faster), 95% CI "
     "(Welch t on the log ratio, as the MPI flag-set verdicts); a verdict only when the CI excludes 1"
@@ -383,10 +385,7 @@ def blocks_of(base: Side, cand: Side, table: pd.DataFrame, threshold: float | No
     note = estimator_note(table)
     if note:
         blocks.append(Para(note))
-    blocks += [
-        Heading(2, "Verdicts of the primary figures"),
-        Bullets([verdict_line(r) for r in primary.to_dict("records")]),
-    ]
+    blocks += [VERDICTS_HEADING, Bullets([verdict_line(r) for r in primary.to_dict("records")])]
     blocks += [Heading(2, "Every figure"), points_table(shared)]
     rows, amdahl = curve_changes(table)
     blocks.append(Heading(2, "Whole curves"))
@@ -446,8 +445,14 @@ def compare(
     table = points(base.scaling, cand.scaling)
     outputs = compare_outputs(out_dir)
     write_table(table, outputs["csv"])
-    write_page(blocks_of(base, cand, table, threshold), "scalestudy: baseline against candidate",
-               Path(outputs["html"]), Path(outputs["markdown"]))  # fmt: skip
+    blocks = blocks_of(base, cand, table, threshold)
+    plot = Path(outputs["plot"])
+    if plot_ratios(table, plot, f"speed ratio {RATIO_DEFINITION}"):
+        blocks.insert(blocks.index(VERDICTS_HEADING) + 2, [Image(plot, plot.name)])
+    else:
+        # The rule's output, and no empty box on the page: the file says why.
+        message_plot(plot, "No point has a speed ratio (no successful run on one side, or one run only).")
+    write_page(blocks, "scalestudy: baseline against candidate", Path(outputs["html"]), Path(outputs["markdown"]))
     failing = slower_beyond(table, threshold) if threshold is not None else table.iloc[0:0]
     return table, failing
 

@@ -266,3 +266,34 @@ def finish(ax, fig, path: Path, title: str, subtitle: str, ylabel: str, ranks: l
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def plot_ratios(points: pd.DataFrame, path: Path | str, definition: str) -> bool:
+    """Two runs of the same studies compared (scalestudy.compare): the speed ratio candidate /
+    baseline of each point's primary figure with its 95% CI, on a log axis (twice as fast and
+    twice as slow are the same distance from 1). False, and no file, when no point has a ratio."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    rows = points[points["primary"].astype(bool) & points["ratio"].notna()] if not points.empty else points
+    if rows.empty:
+        return False
+    names = [f"{r['study']} {r['mpi_flag_set']}/{r['nccl_env_set']} p={r['ranks']}" for _, r in rows.iterrows()]
+    ratio = rows["ratio"].to_numpy(float)
+    low = np.nan_to_num(ratio - rows["ci_low"].to_numpy(float))
+    high = np.nan_to_num(rows["ci_high"].to_numpy(float) - ratio)
+    colours = rows["verdict"].map({"faster": "green", "slower": "red"}).fillna("grey").tolist()
+    fig, ax = plt.subplots(figsize=(7, 1.5 + 0.35 * len(rows)))
+    y = np.arange(len(rows))
+    ax.errorbar(ratio, y, xerr=[low, high], fmt="none", ecolor="black", capsize=3)
+    ax.scatter(ratio, y, c=colours, zorder=3)
+    ax.axvline(1.0, color="k", linestyle="--")
+    ax.set_xscale("log")
+    ax.set_yticks(y, names, fontsize=7)
+    ax.invert_yaxis()
+    counts = sorted({int(n) for n in pd.concat([rows["n_baseline"], rows["n_candidate"]]).dropna()})
+    subtitle = f"{definition}; n = {', '.join(map(str, counts))} run(s) per side; red slower, green faster"
+    ax.set_title("speed ratio candidate / baseline, primary figures\n" + textwrap.fill(subtitle, 90), fontsize=9)
+    ax.set_xlabel("speed ratio (> 1: the candidate is faster; log axis)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True

@@ -10,7 +10,7 @@ report. A results directory may be anywhere (`results_dir:`, e.g. /scratch on Ga
     <results>/<study>/{runs,scaling,variants}.csv, logs/<step>.log
     <results>/assets/...          inputs the workflow makes (stand-in model, initial states)
     <results>/report/{index.html, index.md, report.log, plots/<study>.<kind>.png, provenance/<study>.jsonl}
-    <results>/compare/{index.html, index.md, compare.csv, compare.log}   (the compare target)
+    <results>/compare/{index.html, index.md, compare.csv, ratios.png, compare.log}   (the compare target)
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ RUNS_SEGMENT = "runs"
 # plots.py, so that planning a DAG never imports matplotlib.
 PLOT_KINDS = ("metric", "speedup", "efficiency", "variants", "cost")
 LOCK_NAME = ".scalestudy.lock"
-# A comparison of two studies' results: the page, its Markdown twin, the table.
-COMPARE_FILES = {"html": "index.html", "markdown": "index.md", "csv": "compare.csv"}
+# A comparison of two studies' results: the page, its Markdown twin, the table, the ratios' plot.
+COMPARE_FILES = {"html": "index.html", "markdown": "index.md", "csv": "compare.csv", "plot": "ratios.png"}
 
 
 @dataclass(frozen=True)
