@@ -31,3 +31,10 @@ def test_hoomd_reference_ratio_starts():
     run = benchmark("hoomd_reference_ratio.py", "--help")
     assert run.returncode == 0, run.stderr[-3000:]
     assert "--harness-dir" in run.stdout
+
+
+def test_report_of_many_runs_runs_and_prints_its_ratios():
+    run = benchmark("report_10k.py", "--runs", "200")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "report of 200 runs:" in run.stdout and "(target 15 s; ratio " in run.stdout
+    assert "index.html:" in run.stdout and "(target 5 MB; ratio " in run.stdout

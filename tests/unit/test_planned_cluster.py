@@ -16,6 +16,11 @@ def jobscript(tmp_path, resources):
 
 def test_a_job_planned_for_another_cluster_is_refused_before_qsub(tmp_path):
     with pytest.raises(SubmitRefused) as refused:
-        submit(jobscript(tmp_path, {"planned_cluster": "local"}), "gadi", qsub="/nonexistent/qsub", environ={"PROJECT": "ab12"})
+        submit(
+            jobscript(tmp_path, {"planned_cluster": "local"}),
+            "gadi",
+            qsub="/nonexistent/qsub",
+            environ={"PROJECT": "ab12"},
+        )
     (problem,) = refused.value.problems
     assert "planned this job for 'local'" in problem and "cluster=gadi" in problem

@@ -16,7 +16,9 @@ def test_the_published_table_is_on_the_page_and_in_markdown(record_page):
     assert "| 1 | 48 | 21.54 | 00:00:55 | 423 | 1.00 | 0.021 | 1.00 | 1.000 |" in markdown
     assert "516% (impossible)" in markdown and "contradicts itself" in markdown and "S/cores" in markdown
     page = record_page.read_text()
-    assert page.count("data:image/png;base64,") == len(PLOT_KINDS)
+    # One flag set and no service units in a record: those two plots are a line, not empty boxes.
+    assert page.count("data:image/png;base64,") == len(PLOT_KINDS) - 2
+    assert "Not drawn: the variants plot: one MPI flag set, one NCCL env set and one placement" in page
     assert "holds ≥ 70% efficiency up to 16 nodes (p = 768)" in page
 
 
@@ -81,3 +83,71 @@ def test_amdahl_line_names_a_slowdown_instead_of_a_ceiling_below_one():
     assert "more ranks made it slower" in line and "ceiling 1/f" not in line
     (line,) = amdahl_lines(table.assign(amdahl_serial_fraction=0.25, amdahl_max_speedup=4.0))
     assert "speedup ceiling 1/f = 4" in line
+
+
+def test_the_overview_comes_first_and_an_all_failed_study_is_one_line_and_a_fix(tmp_path):
+    from pages import overview_page
+
+    page = overview_page(tmp_path / "results")
+    markdown = (page.parent / "index.md").read_text()
+    overview = markdown[markdown.index("## Overview") : markdown.index("## md")]
+    md_row = next(line for line in overview.splitlines() if line.startswith("| [md](#md)"))
+    # The trimmed mean is named where it is used; the 10% faster set is the best variant.
+    assert "| lammps | strong | p = 1, 2, 4 |" in md_row and "trimmed mean" in md_row and "(n=5)" in md_row
+    assert "MPI flag set fast faster: 1.1× at 1 node (p = 4)" in md_row and "| 30 / 0 / 0 |" in md_row
+    hoomd_row = next(line for line in overview.splitlines() if line.startswith("| [hoomd-wca](#hoomd-wca)"))
+    assert "every run failed: hoomd not installed" in hoomd_row and "| 0 / 4 / 0 |" in hoomd_row
+    # Its section: the reason and how to fix it, no plots, no per-run table.
+    section = markdown[markdown.index("## hoomd-wca") : markdown.index("## Definitions")]
+    assert "All 4 runs failed for one reason: hoomd not installed" in section and "--sdm conda" in section
+    assert "LAMMPS twin" in section and "](plots/" not in section and "Failed runs" not in section
+    # The trimmed mean in the HPC table's header; one flag-set plot line, no empty cost box.
+    assert "trimmed mean (MLPerf: fastest and slowest run dropped) ± 95% CI (n)" in markdown
+    assert "Not drawn: the cost plot: no service units recorded" in markdown
+    assert markdown.count("](plots/md.") == 4 and "plots/hoomd-wca." not in markdown
+    # Provenance: a side file per study, linked from the page; small studies also inline.
+    side = page.parent / "provenance/md.jsonl"
+    assert len(side.read_text().splitlines()) == 30 and "](provenance/md.jsonl)" in markdown
+    assert "href='provenance/md.jsonl'" in page.read_text()
+
+
+def test_error_bars_stop_at_zero():
+    import numpy as np
+    from scalestudy.plots import clipped_at_zero, doubling
+
+    bars = clipped_at_zero(np.array([1.0, 5.0, np.nan]), np.array([3.0, 1.0, 0.0]))
+    assert bars[0].tolist()[:2] == [1.0, 1.0] and bars[1].tolist()[:2] == [3.0, 1.0]
+    assert doubling([1, 2, 4, 8]) and doubling([48, 96]) and not doubling([1, 2, 3]) and not doubling([4])
+
+
+def test_a_large_studys_provenance_is_only_in_the_side_file(tmp_path, monkeypatch):
+    import json
+
+    from pages import md_runs
+    from scalestudy import report
+
+    runs = md_runs()
+    runs["provenance"] = '{"hosts": ["n1"], "ranks": [{"rank": 0, "env": {"A": "1"}}]}'
+    runs.loc[0, "reason"] = 'a reason with "quotes" and a | pipe'
+    side = tmp_path / "provenance/md.jsonl"
+    report.write_provenance(runs, side)
+    lines = [json.loads(line) for line in side.read_text().splitlines()]
+    assert len(lines) == len(runs) and lines[0]["reason"] == 'a reason with "quotes" and a | pipe'
+    assert lines[1]["provenance"]["ranks"][0]["env"] == {"A": "1"} and lines[1]["point"] == runs["point"][1]
+    monkeypatch.setattr(report, "INLINE_PROVENANCE_BYTES", 1000)
+    page = report.to_html(report.run_blocks(runs, "provenance/md.jsonl"))
+    assert "href='provenance/md.jsonl'" in page and "<details>" not in page
+    monkeypatch.setattr(report, "INLINE_PROVENANCE_BYTES", 10**7)
+    assert report.to_html(report.run_blocks(runs, "provenance/md.jsonl")).count("<details>") == len(runs) + 1
+
+
+def test_one_scale_draws_no_speedup_or_efficiency_box():
+    from pages import md_runs
+    from scalestudy.analysis import scaling, variants
+    from scalestudy.plots import missing_plots
+
+    runs = md_runs()
+    table = scaling(runs[runs["ranks"] == 2])
+    why = missing_plots(table, variants(table), "md")
+    assert why["speedup"] == why["efficiency"] == "one scale succeeded (p = 2), so nothing to scale against"
+    assert "metric" not in why and "variants" not in why

@@ -47,6 +47,7 @@ rule scaling:
         ),
     params:
         budget_su=study_budget,
+        estimator=study_estimator,
     log:
         LAYOUT.study_log("{study}", "scaling"),
     localrule: True
@@ -55,4 +56,6 @@ rule scaling:
     run:
         from scalestudy.analysis import write_scaling_tables
 
-        write_scaling_tables(input[0], output.scaling, output.variants, params.budget_su, log[0])
+        write_scaling_tables(
+            input[0], output.scaling, output.variants, params.budget_su, log[0], params.estimator
+        )

@@ -17,7 +17,7 @@ from scalestudy.apps import APPS  # noqa: E402
 from scalestudy.config.files import file_problems  # noqa: E402
 from scalestudy.launch import history, locking, retry  # noqa: E402
 from scalestudy.model.errors import SweepError  # noqa: E402
-from scalestudy.model.paths import DEFAULT_SWEEP, KEEP_LOG, PLOT_KINDS  # noqa: E402
+from scalestudy.model.paths import DEFAULT_SWEEP, KEEP_LOG, PLOT_KINDS, compare_outputs  # noqa: E402
 from scalestudy.scheduler import site  # noqa: E402
 
 try:  # see per_job
@@ -70,12 +70,12 @@ RESULTS_LOCK = []
 
 
 def report_only():
-    """`snakemake report` (or `--config partial=true`): the report from the runs that have
-    finished; no point runs. Known once the DAG is planned (the targets are not known while
+    """`snakemake report` or `compare` (or `--config partial=true`): the report (or the
+    comparison) from the runs that have finished; no point runs. Known once the DAG is planned (the targets are not known while
     this file is read)."""
     settings = workflow.dag_settings
     targets = set(settings.targets) if settings is not None else set()
-    return STUDY.partial or (bool(targets) and targets <= {"report"})
+    return STUDY.partial or (bool(targets) and targets <= {"report", "compare"})
 
 
 onstart:
@@ -264,6 +264,28 @@ def finished_fingerprint(wildcards):
 
 def study_budget(wildcards):
     return SWEEP.studies[wildcards.study].get("budget_su")
+
+
+def compare_baseline():
+    """The compare target's baseline (`--config compare_baseline=PATH`); without one, one line
+    and nothing runs."""
+    baseline = config.get("compare_baseline")
+    if not baseline:
+        stop_on(["compare_baseline: not given; the compare target needs --config compare_baseline=PATH "
+                 "(a results directory)"])  # fmt: skip
+    return str(baseline)
+
+
+def compare_inputs(wildcards):
+    """This results directory's tables, and the baseline's (its runs.csv per study)."""
+    baseline = Path(compare_baseline())
+    found = [str(baseline)] if baseline.is_file() else sorted(str(p) for p in baseline.glob("*/runs.csv"))
+    return [LAYOUT.table(study, name) for study in STUDIES for name in ("runs", "scaling")] + found
+
+
+def study_estimator(wildcards):
+    """mean or trimmed_mean (the schema's default is filled in)."""
+    return SWEEP.studies[wildcards.study]["estimator"]
 
 
 def slurm_mpi(point):

@@ -37,6 +37,7 @@ rule report:
     output:
         html=LAYOUT.report_html,
         markdown=LAYOUT.report_markdown,
+        provenance=[LAYOUT.provenance(study) for study in STUDIES],
     params:
         # Sorted: params are compared as text, and reordering the sweep file changes no result.
         budgets={study: SWEEP.studies[study].get("budget_su") for study in sorted(STUDIES)},
@@ -58,4 +59,25 @@ rule report:
             output.markdown,
             params.budgets,
             log[0],
+            output.provenance,
         )
+
+
+# `snakemake ... compare --config compare_baseline=PATH`: this results directory's studies
+# against a baseline (another results directory, or a published record); runs no point.
+rule compare:
+    input:
+        compare_inputs,
+    output:
+        **compare_outputs(LAYOUT.compare_dir),
+    params:
+        baseline=lambda wildcards: compare_baseline(),
+    log:
+        LAYOUT.compare_log,
+    localrule: True
+    resources:
+        **LOCAL_STEP,
+    run:
+        from scalestudy.compare import compare_from_files
+
+        compare_from_files(params.baseline, LAYOUT.results, STUDIES, LAYOUT.compare_dir, log[0])

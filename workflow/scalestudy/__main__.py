@@ -3,6 +3,7 @@
     python -m scalestudy run-point --point JSON --walltime-s S --cluster NAME --queue Q --results-dir DIR \
         --metrics FILE --log FILE
     python -m scalestudy published RECORD.csv --out DIR   # a published table, regenerated
+    python -m scalestudy compare BASELINE CANDIDATE --out DIR [--fail-slower 5%] [--study NAME]
 
 It always exits 0 once metrics.json is written: a failed run is data, not a
 failed Snakemake job. It exits 1 only when metrics.json cannot be written at all
@@ -35,12 +36,24 @@ def main(argv: list[str] | None = None) -> int:
     record = commands.add_parser("published", help="regenerate a published scaling table from its record (CSV)")
     record.add_argument("record", help="CSV: nodes, cores_per_node, steps_per_s, walltime_used[, ...]")
     record.add_argument("--out", required=True, help="folder for index.html, index.md and plots/")
+    against = commands.add_parser("compare", help="two results directories (or a published record and one), compared")
+    against.add_argument("baseline", help="a results directory, or a published record (.csv)")
+    against.add_argument("candidate", help="a results directory")
+    against.add_argument("--out", required=True, help="folder for index.html, index.md and compare.csv")
+    against.add_argument(
+        "--fail-slower",
+        metavar="PCT",
+        help="exit 1 when a point's primary figure is slower with its whole 95%% CI below 1 - PCT (e.g. 5%%)",
+    )
+    against.add_argument("--study", help="compare this study only (a published record stands for it)")
     args = parser.parse_args(argv)
     if args.command == "published":
         from .published import write_page
 
         print(f"scalestudy: {write_page(args.record, args.out)}")
         return 0
+    if args.command == "compare":
+        return compare_command(args)
     run_dir = Path(args.metrics).parent
     point = Point.from_json(args.point, args.walltime_s, args.queue or None)
     try:
@@ -52,6 +65,30 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     outcome = metrics["status"] + (f" ({metrics['reason']})" if metrics["reason"] else "")
     print(f"scalestudy: {run_dir}: {outcome}")
+    return 0
+
+
+def compare_command(args) -> int:
+    """Every primary verdict on stdout, the page in --out; 1 when --fail-slower trips, 2 on bad input."""
+    from .compare import CompareError, compare, parse_threshold, summary_lines
+    from .model.paths import compare_outputs
+
+    try:
+        threshold = parse_threshold(args.fail_slower) if args.fail_slower is not None else None
+        table, failing = compare(args.baseline, args.candidate, args.out, threshold, args.study)
+    except CompareError as error:
+        print(f"scalestudy compare: {error}", file=sys.stderr)
+        return 2
+    for line in summary_lines(table):
+        print(line)
+    print(f"scalestudy: {compare_outputs(args.out)['html']}")
+    if len(failing):
+        print(
+            f"scalestudy compare: {len(failing)} point(s) slower by more than {threshold:.0%} (whole 95% CI "
+            f"below {1 - threshold:.3g})",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

@@ -6,7 +6,9 @@ Definitions (also printed beside every table and plot):
 - p: total MPI ranks (nodes x ranks per node; one rank per GPU on GPU runs);
   p0: the smallest p of the curve with at least one successful run; q = p/p0.
 - repeats: mean, sample standard deviation, 95% confidence interval of the
-  mean (Student t, n - 1 degrees of freedom), n = successful repeats; a run is
+  mean (Student t, n - 1 degrees of freedom), n = successful repeats; with a
+  study's `estimator: trimmed_mean` (MLPerf's rule) the fastest and the slowest
+  run are dropped first (n >= 3) and the statistics are those of the rest; a run is
   flagged as an outlier when its modified z-score |0.6745 (x - median) / MAD|
   exceeds 3.5 (Iglewicz & Hoaglin; needs n >= 3), with the MAD taken as at
   least 1% of the median. Outliers are flagged, not dropped.
@@ -41,7 +43,7 @@ from scipy import stats
 from .accounting import site_resources
 from .apps import APPS
 from .launch.history import history_of
-from .model.metrics import WALLTIME_USED, Metric
+from .model.metrics import HIGHER_IS_BETTER, WALLTIME_USED, Metric
 from .model.paths import study_and_point
 from .model.point import PLACEMENT_DEFAULTS
 from .model.record import INVALID_RECORD, record_problems
@@ -56,8 +58,16 @@ MAD_FLOOR = 0.01
 # Cut-off of the one-sentence summary: "parallel efficiency stays >= 70% up to ...".
 GOOD_EFFICIENCY = 0.7
 
+# How a point's repeats become its figure (a study's `estimator:`; the schema holds the default).
+MEAN, TRIMMED_MEAN = "mean", "trimmed_mean"
+ESTIMATOR_NAMES = {MEAN: "mean", TRIMMED_MEAN: "trimmed mean (MLPerf: fastest and slowest run dropped)"}
+
 DEFINITIONS = {
     "mean ± CI (n)": "mean of the n successful repeats ± half-width of its 95% confidence interval (Student t)",
+    "trimmed mean": (
+        "estimator: trimmed_mean (MLPerf's rule): the fastest and the slowest successful run dropped (n ≥ 3), "
+        "the mean ± 95% CI of the rest; n counts every successful repeat"
+    ),
     "outlier": (
         "modified z-score |0.6745 (x − median)/MAD| > 3.5 among the repeats (n ≥ 3; MAD ≥ 1% of the median); "
         "flagged, kept"
@@ -206,17 +216,22 @@ def aggregate(metrics_paths: Iterable[Path], expected: Iterable[tuple[Mapping, P
 # ---------------------------------------------------------------- statistics of repeats
 
 
-def summarize(values: Iterable[float], confidence: float = CONFIDENCE) -> dict:
-    """n, mean, sample std and the Student-t confidence interval of the mean."""
-    x = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+def summarize(values: Iterable[float], confidence: float = CONFIDENCE, estimator: str = MEAN) -> dict:
+    """n, mean, sample std and the Student-t confidence interval of the mean. With
+    `trimmed_mean` (n >= 3) the lowest and highest value are dropped first: mean, std and CI
+    are those of the rest, whose count is `n_used` (n stays the successful repeats)."""
+    x = np.sort(np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float))
     n = int(x.size)
-    out = {"n": n, "mean": np.nan, "std": np.nan, "ci95": np.nan, "ci_low": np.nan, "ci_high": np.nan}
-    if n == 0:
+    if estimator == TRIMMED_MEAN and n >= 3:
+        x = x[1:-1]
+    used = int(x.size)
+    out = {"n": n, "n_used": used, "mean": np.nan, "std": np.nan, "ci95": np.nan, "ci_low": np.nan, "ci_high": np.nan}
+    if used == 0:
         return out
     out["mean"] = float(x.mean())
-    if n > 1:
+    if used > 1:
         out["std"] = float(x.std(ddof=1))
-        half = float(stats.t.ppf(0.5 + confidence / 2, n - 1) * out["std"] / math.sqrt(n))
+        half = float(stats.t.ppf(0.5 + confidence / 2, used - 1) * out["std"] / math.sqrt(used))
         out.update(ci95=half, ci_low=out["mean"] - half, ci_high=out["mean"] + half)
     return out
 
@@ -254,11 +269,13 @@ def scaling(
     budget_su: float | None = None,
     metrics: Mapping[str, list[Metric]] | None = None,
     primary: Mapping[str, str] | None = None,
+    estimator: str = MEAN,
 ) -> pd.DataFrame:
     """Statistics, speedup, efficiency and cost per curve, scale and metric (long format).
 
     `metrics`/`primary` (by app name) default to the registered apps'; a published record
-    of an app this checkout does not have passes its own."""
+    of an app this checkout does not have passes its own. `estimator`: the study's
+    (`mean` or `trimmed_mean`), named in every row."""
     if runs.empty or "app" not in runs.columns:
         return pd.DataFrame()
     frames = []
@@ -273,7 +290,7 @@ def scaling(
         for metric in app_metrics:
             if metric.name not in group.columns or group[metric.name].notna().sum() == 0:
                 continue
-            table = curve_table(group, dict(zip(keys, curve, strict=True)), metric)
+            table = curve_table(group, dict(zip(keys, curve, strict=True)), metric, estimator)
             table["primary"] = metric.name == primary_name
             frames.append(table)
     if not frames:
@@ -282,7 +299,7 @@ def scaling(
     return add_cost_choices(table, budget_su)
 
 
-def curve_table(group: pd.DataFrame, curve: dict, metric: Metric) -> pd.DataFrame:
+def curve_table(group: pd.DataFrame, curve: dict, metric: Metric, estimator: str = MEAN) -> pd.DataFrame:
     ok = group[(group["status"] == "ok") & group[metric.name].notna()]
     rows = []
     for scale, at_scale in group.groupby(SCALE_COLUMNS, sort=True):
@@ -297,7 +314,8 @@ def curve_table(group: pd.DataFrame, curve: dict, metric: Metric) -> pd.DataFram
             "metric_label": metric.label,
             "unit": metric.unit,
             "kind": metric.kind,
-            **summarize(values),
+            **summarize(values, estimator=estimator),
+            "estimator": estimator,
             "n_failed": int((statuses == "failed").sum() + ((statuses == "ok") & at_scale[metric.name].isna()).sum()),
             "n_pending": int((statuses == STATUS_PENDING).sum()),
             "n_outliers": int(outliers.sum()),
@@ -398,17 +416,29 @@ def add_cost_choices(table: pd.DataFrame, budget_su: float | None) -> pd.DataFra
 # ---------------------------------------------------------------- variants.csv
 
 
+def used_count(row: Mapping) -> int:
+    """The values a point's figure rests on: n_used (a trimmed mean drops two), else n."""
+    used = row.get("n_used")
+    return int(row["n"]) if used is None or (isinstance(used, float) and math.isnan(used)) else int(used)
+
+
+VERDICTS = ("faster", "slower", "no measurable difference")
+TOO_FEW = "too few repeats for a verdict (need n ≥ 2 each)"
+NO_RUN = "no successful run to compare"
+
+
 def speed_ratio(variant: Mapping, baseline: Mapping, kind: str) -> dict:
     """How many times faster `variant` is than `baseline` (> 1 faster), with a 95% CI from
-    Welch's t on the log ratio (delta method: se^2 = s1^2/(n1 m1^2) + s0^2/(n0 m0^2))."""
-    m1, s1, n1 = variant["mean"], variant["std"], int(variant["n"])
-    m0, s0, n0 = baseline["mean"], baseline["std"], int(baseline["n"])
-    out = {"ratio": np.nan, "ci_low": np.nan, "ci_high": np.nan, "verdict": "no successful run to compare"}
+    Welch's t on the log ratio (delta method: se^2 = s1^2/(n1 m1^2) + s0^2/(n0 m0^2)). The
+    direction is the figure's kind's (model.metrics.HIGHER_IS_BETTER)."""
+    m1, s1, n1 = variant["mean"], variant["std"], used_count(variant)
+    m0, s0, n0 = baseline["mean"], baseline["std"], used_count(baseline)
+    out = {"ratio": np.nan, "ci_low": np.nan, "ci_high": np.nan, "verdict": NO_RUN}
     if n1 == 0 or n0 == 0 or not (m1 > 0 and m0 > 0):
         return out
-    out["ratio"] = m1 / m0 if kind == "rate" else m0 / m1
+    out["ratio"] = m1 / m0 if HIGHER_IS_BETTER[kind] else m0 / m1
     if n1 < 2 or n0 < 2:
-        out["verdict"] = "too few repeats for a verdict (need n ≥ 2 each)"
+        out["verdict"] = TOO_FEW
         return out
     v1, v0 = s1**2 / (n1 * m1**2), s0**2 / (n0 * m0**2)
     se = math.sqrt(v1 + v0)
@@ -459,6 +489,7 @@ def variants(scaling_table: pd.DataFrame) -> pd.DataFrame:
                         "baseline_variant": base_row["variant"],
                         "n": int(row["n"]),
                         "n_baseline": int(base_row["n"]),
+                        "estimator": row.get("estimator", MEAN),
                         **speed_ratio(row, base_row, row["kind"]),
                     }
                 )
@@ -478,11 +509,16 @@ def write_runs_table(expected: Iterable[tuple[Mapping, Path]], out: str | Path, 
 
 
 def write_scaling_tables(
-    runs_csv: str | Path, scaling_out: str | Path, variants_out: str | Path, budget_su=None, log=None
+    runs_csv: str | Path,
+    scaling_out: str | Path,
+    variants_out: str | Path,
+    budget_su=None,
+    log=None,
+    estimator: str = MEAN,
 ) -> None:
     """The scaling rule's entry: scaling.csv and variants.csv from runs.csv."""
     with step_log(log) as note:
-        table = scaling(read_table(runs_csv), budget_su=budget_su)
+        table = scaling(read_table(runs_csv), budget_su=budget_su, estimator=estimator)
         write_table(table, scaling_out)
         compared = variants(table)
         write_table(compared, variants_out)

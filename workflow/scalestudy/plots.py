@@ -45,6 +45,33 @@ def primary_table(scaling: pd.DataFrame, study: str) -> pd.DataFrame:
     return chosen if not chosen.empty else table[table["metric"] == table["metric"].iloc[0]]
 
 
+def missing_plots(scaling: pd.DataFrame, variants: pd.DataFrame, study: str) -> dict[str, str]:
+    """kind -> why the study's plot of that kind has nothing to draw. Such a plot is a file
+    with that one line (the plots rule's output); the report says the line instead of
+    showing an empty box."""
+    table = primary_table(scaling, study)
+    if table.empty or (table["n"] == 0).all():
+        state = "no run finished yet" if not table.empty and (table["n_failed"] == 0).all() else "no successful run"
+        return {kind: state for kind in PLOT_KINDS}
+    why = {}
+    scales = sorted({int(r) for r in table.loc[table["n"] > 0, "ranks"]})
+    if len(scales) == 1:
+        for kind in ("speedup", "efficiency"):
+            why[kind] = f"one scale succeeded (p = {scales[0]}), so nothing to scale against"
+    metric = table["metric"].iloc[0]
+    compared = (
+        variants[(variants["study"] == study) & (variants["metric"] == metric)] if not variants.empty else variants
+    )
+    if compared.empty:
+        why["variants"] = "one MPI flag set, one NCCL env set and one placement, so no variant to compare with default"
+    elif compared["ratio"].notna().sum() == 0:
+        why["variants"] = "no set other than default has a successful run at a scale where default has one"
+    su = table["su_per_run"] if "su_per_run" in table.columns else pd.Series(np.nan, index=table.index)
+    if ((table["n"] > 0) & su.notna()).sum() == 0 or "walltime_used_s" not in table.columns:
+        why["cost"] = "no service units recorded (no charge rate on this cluster)"
+    return why
+
+
 def message_plot(path: Path, message: str) -> None:
     fig, ax = plt.subplots(figsize=(7, 1.6))
     ax.text(0.5, 0.5, textwrap.fill(message, 70), ha="center", va="center")
@@ -93,14 +120,13 @@ def plot_study(
     for path in out.values():
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     table = primary_table(scaling, study)
-    if table.empty or (table["n"] == 0).all():
-        state = "no run finished yet" if not table.empty and (table["n_failed"] == 0).all() else "no successful run"
-        for kind in PLOT_KINDS:
-            message_plot(Path(out[kind]), f"{study}: {state}, so no {kind} plot.")
+    missing = missing_plots(scaling, variants, study)
+    for kind, why in missing.items():
+        message_plot(Path(out[kind]), f"{study}: {why}, so no {kind} plot.")
+    if len(missing) == len(PLOT_KINDS):
         return
     label = f"{table['metric_label'].iloc[0]} [{table['unit'].iloc[0]}]"
     ranks = sorted(int(r) for r in table["ranks"].unique())
-    weak = table["scaling"].iloc[0] == "weak"
     note = repeats_note(table)
     palette = dict(
         zip(sorted(table["variant"].unique()), sns.color_palette(n_colors=table["variant"].nunique()), strict=True)
@@ -110,11 +136,24 @@ def plot_study(
     for variant, rows in table.groupby("variant"):
         x, y = curve(rows, "mean")
         err = rows.sort_values("ranks")["ci95"].fillna(0).to_numpy(float)
-        ax.errorbar(x, y, yerr=err, marker="o", capsize=4, label=variant, color=palette[variant])
+        ax.errorbar(x, y, yerr=clipped_at_zero(y, err), marker="o", capsize=4, label=variant, color=palette[variant])
     mark_missing(ax, table)
-    subtitle = f"mean ± 95% CI (Student t; no bar when n = 1); {note}"
+    estimator = "trimmed mean (fastest and slowest run dropped)" if trimmed(table) else "mean"
+    subtitle = f"{estimator} ± 95% CI (Student t; no bar when n = 1; cut at 0, which no figure goes below); {note}"
     finish(ax, fig, out["metric"], f"{study}: {label} vs ranks", subtitle, label, ranks)
 
+    if "speedup" not in missing:
+        plot_speedup(table, study, out, palette, ranks, label, note)
+    if "efficiency" not in missing:
+        plot_efficiency(table, study, out, palette, ranks, label, note)
+    if "variants" not in missing:
+        plot_variants(variants, table, study, Path(out["variants"]), ranks)
+    if "cost" not in missing:
+        plot_cost(table, study, Path(out["cost"]), budget_su)
+
+
+def plot_speedup(table, study, out, palette, ranks, label, note) -> None:
+    weak = table["scaling"].iloc[0] == "weak"
     fig, ax = plt.subplots(figsize=(7, 4.5))
     column, name = ("scaled_speedup", "scaled speedup") if weak else ("speedup", "speedup")
     for variant, rows in table.groupby("variant"):
@@ -129,11 +168,15 @@ def plot_study(
                 ax.plot(q * p0, 1 / (serial + (1 - serial) / q), ":", color=palette[variant],
                         label=f"Amdahl fit f = {serial:.3g} ({variant})")  # fmt: skip
     mark_missing(ax, table)
-    # Log-log: ideal speedup is a straight line.
-    ax.set_yscale("log", base=2)
+    # Log-log where scales double: ideal speedup is a straight line.
+    if doubling(ranks):
+        ax.set_yscale("log", base=2)
     definition = DEFINITIONS["scaled_speedup" if weak else "speedup"]
     finish(ax, fig, out["speedup"], f"{study}: {name} of {label}", f"{definition}; {note}", name, ranks)
 
+
+def plot_efficiency(table, study, out, palette, ranks, label, note) -> None:
+    weak = table["scaling"].iloc[0] == "weak"
     fig, ax = plt.subplots(figsize=(7, 4.5))
     column, name = (
         ("weak_efficiency", "weak-scaling efficiency") if weak else ("parallel_efficiency", "parallel efficiency")
@@ -147,19 +190,20 @@ def plot_study(
     definition = DEFINITIONS["weak_efficiency" if weak else "parallel_efficiency"]
     finish(ax, fig, out["efficiency"], f"{study}: {name} of {label}", f"{definition}; {note}", name, ranks)
 
-    plot_variants(variants, table, study, Path(out["variants"]), ranks)
-    plot_cost(table, study, Path(out["cost"]), budget_su)
+
+def clipped_at_zero(y: np.ndarray, err: np.ndarray) -> np.ndarray:
+    """Asymmetric bars: a figure (a time, a rate) is never below zero, so the lower bar stops
+    there even where mean - CI does not (n = 2 gives wide intervals)."""
+    return np.vstack([np.minimum(err, np.nan_to_num(np.maximum(y, 0))), err])
+
+
+def trimmed(table: pd.DataFrame) -> bool:
+    return "estimator" in table.columns and (table["estimator"] == "trimmed_mean").any()
 
 
 def plot_variants(variants: pd.DataFrame, table: pd.DataFrame, study: str, path: Path, ranks: list[int]) -> None:
     metric = table["metric"].iloc[0]
-    rows = variants[(variants["study"] == study) & (variants["metric"] == metric)] if not variants.empty else variants
-    if rows.empty:
-        message_plot(
-            path,
-            f"{study}: one MPI flag set, one NCCL env set and one placement, so no variant to compare with default.",
-        )
-        return
+    rows = variants[(variants["study"] == study) & (variants["metric"] == metric)]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for (axis, name, fixed), group in rows.groupby(["axis", "set", "baseline_variant"]):
         group = group.sort_values("ranks")
@@ -173,14 +217,13 @@ def plot_variants(variants: pd.DataFrame, table: pd.DataFrame, study: str, path:
     label = table["metric_label"].iloc[0]
     counts = sorted(set(rows["n"]) | set(rows["n_baseline"]))
     subtitle = f"{DEFINITIONS['variant_ratio']}; n = {', '.join(map(str, counts))} run(s) per side"
+    if trimmed(table):
+        subtitle += "; of trimmed means (fastest and slowest run dropped)"
     finish(ax, fig, path, f"{study}: speed ratio vs default ({label})", subtitle, "speed ratio (> 1 faster)", ranks)
 
 
 def plot_cost(table: pd.DataFrame, study: str, path: Path, budget_su=None) -> None:
-    costed = table[(table["n"] > 0) & table.get("su_per_run", pd.Series(np.nan, index=table.index)).notna()]
-    if costed.empty or "walltime_used_s" not in costed.columns:
-        message_plot(path, f"{study}: no service units recorded (no charge rate on this cluster), so no cost plot.")
-        return
+    costed = table[(table["n"] > 0) & table["su_per_run"].notna()]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for variant, rows in costed.groupby("variant"):
         rows = rows.sort_values("ranks")
@@ -204,11 +247,18 @@ def plot_cost(table: pd.DataFrame, study: str, path: Path, budget_su=None) -> No
     plt.close(fig)
 
 
+def doubling(ranks: list[int]) -> bool:
+    """Scales that double (1, 2, 4, 8 ranks; 48, 96, 192) are evenly spaced on a log axis;
+    others (1, 2, 3) are read better on a linear one."""
+    return len(ranks) > 1 and all(b == 2 * a for a, b in zip(ranks, ranks[1:], strict=False))
+
+
 def finish(ax, fig, path: Path, title: str, subtitle: str, ylabel: str, ranks: list[int]) -> None:
     ax.set_title(f"{title}\n" + textwrap.fill(subtitle, 90), fontsize=9)
     ax.set_xlabel("p = MPI ranks (nodes x ranks per node)")
     ax.set_ylabel(ylabel)
-    ax.set_xscale("log", base=2)
+    if doubling(ranks):
+        ax.set_xscale("log", base=2)
     # Label the scales that ran, as plain numbers (not 2^k).
     ax.set_xticks(ranks, [str(r) for r in ranks])
     ax.minorticks_off()
@@ -216,3 +266,34 @@ def finish(ax, fig, path: Path, title: str, subtitle: str, ylabel: str, ranks: l
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def plot_ratios(points: pd.DataFrame, path: Path | str, definition: str) -> bool:
+    """Two runs of the same studies compared (scalestudy.compare): the speed ratio candidate /
+    baseline of each point's primary figure with its 95% CI, on a log axis (twice as fast and
+    twice as slow are the same distance from 1). False, and no file, when no point has a ratio."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    rows = points[points["primary"].astype(bool) & points["ratio"].notna()] if not points.empty else points
+    if rows.empty:
+        return False
+    names = [f"{r['study']} {r['mpi_flag_set']}/{r['nccl_env_set']} p={r['ranks']}" for _, r in rows.iterrows()]
+    ratio = rows["ratio"].to_numpy(float)
+    low = np.nan_to_num(ratio - rows["ci_low"].to_numpy(float))
+    high = np.nan_to_num(rows["ci_high"].to_numpy(float) - ratio)
+    colours = rows["verdict"].map({"faster": "green", "slower": "red"}).fillna("grey").tolist()
+    fig, ax = plt.subplots(figsize=(7, 1.5 + 0.35 * len(rows)))
+    y = np.arange(len(rows))
+    ax.errorbar(ratio, y, xerr=[low, high], fmt="none", ecolor="black", capsize=3)
+    ax.scatter(ratio, y, c=colours, zorder=3)
+    ax.axvline(1.0, color="k", linestyle="--")
+    ax.set_xscale("log")
+    ax.set_yticks(y, names, fontsize=7)
+    ax.invert_yaxis()
+    counts = sorted({int(n) for n in pd.concat([rows["n_baseline"], rows["n_candidate"]]).dropna()})
+    subtitle = f"{definition}; n = {', '.join(map(str, counts))} run(s) per side; red slower, green faster"
+    ax.set_title("speed ratio candidate / baseline, primary figures\n" + textwrap.fill(subtitle, 90), fontsize=9)
+    ax.set_xlabel("speed ratio (> 1: the candidate is faster; log axis)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return True

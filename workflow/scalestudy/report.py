@@ -1,6 +1,9 @@
 """The report: one self-contained HTML page (plots embedded) and its Markdown twin,
-built from the same blocks. Per study: a one-sentence summary, a table in the shape
-HPC teams publish, variant verdicts, cost, plots, failures and per-run provenance."""
+built from the same blocks. First an overview (one row per study, linking to its
+section); then per study: a one-sentence summary, a table in the shape HPC teams publish,
+variant verdicts, cost, plots, failures and per-run provenance (inline for a small study;
+always in a side file, one JSON line per run, that the page links to). A study whose
+every run failed for one reason is one short section: the reason and how to fix it."""
 
 from __future__ import annotations
 
@@ -16,11 +19,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from .analysis import DEFINITIONS, GOOD_EFFICIENCY, STATUS_PENDING, read_table
+from .analysis import DEFINITIONS, ESTIMATOR_NAMES, GOOD_EFFICIENCY, MEAN, STATUS_PENDING, read_table
+from .apps import APPS
 from .model.paths import PLOT_KINDS
 from .model.steplog import step_log
 from .model.timefmt import hms
-from .plots import primary_table
+from .plots import missing_plots, primary_table
+
+# Up to this much a study's provenance is also on the page (each run's is about 1 KB, plus
+# 0.7 KB per rank: 10,000 runs made a page of tens of MB); the side file always has it.
+INLINE_PROVENANCE_BYTES = 1_000_000
+# What a run's provenance record holds, on the page and in the side file.
+PROVENANCE_KEYS = ("point", "status", "reason", "params", "mpi_flags", "nccl_env", "provenance", "started", "finished")
+# Up to this many failed runs are listed one by one; more are grouped by category and reason.
+INLINE_FAILURES = 50
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px;color:#222}
@@ -28,6 +40,7 @@ table{border-collapse:collapse;font-size:0.85em;margin:0.5em 0}
 td,th{border:1px solid #ccc;padding:3px 7px;text-align:right;vertical-align:top}
 th{background:#f0f0f0}
 td:first-child{text-align:left}
+.overview td{text-align:left}
 .summary{font-weight:bold}
 .defs{background:#f7f7f7;padding:0.5em 1em;font-size:0.9em}
 .plots img{width:49%;margin:2px 0;border:1px solid #ddd}
@@ -49,9 +62,18 @@ window.addEventListener('load', function () {
 
 
 @dataclass
+class Link:
+    """A cell or a line that links: to a study's section ('#study') or a side file."""
+
+    text: str
+    href: str
+
+
+@dataclass
 class Table:
     headers: list[str]
-    rows: list[list[str]]
+    rows: list[list[str | Link]]
+    css: str = ""
 
 
 @dataclass
@@ -78,6 +100,7 @@ class Heading:
 class Para:
     text: str
     css: str = ""
+    link: Link | None = None
 
 
 @dataclass
@@ -90,6 +113,16 @@ class Pre:
     text: str
 
 
+def cell_html(value: str | Link) -> str:
+    if isinstance(value, Link):
+        return f"<a href='{html.escape(value.href)}'>{html.escape(value.text)}</a>"
+    return html.escape(value)
+
+
+def cell_markdown(value: str | Link) -> str:
+    return f"[{md_cell(value.text)}]({value.href})" if isinstance(value, Link) else md_cell(value)
+
+
 def to_html(blocks: Sequence) -> str:
     parts = []
     for block in blocks:
@@ -98,13 +131,15 @@ def to_html(blocks: Sequence) -> str:
             parts.append(f"<h{block.level}{anchor}>{html.escape(block.text)}</h{block.level}>")
         elif isinstance(block, Para):
             css = f" class='{block.css}'" if block.css else ""
-            parts.append(f"<p{css}>{html.escape(block.text)}</p>")
+            link = f" {cell_html(block.link)}" if block.link else ""
+            parts.append(f"<p{css}>{html.escape(block.text)}{link}</p>")
         elif isinstance(block, Bullets):
             parts.append("<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in block.items) + "</ul>")
         elif isinstance(block, Table):
             head = "".join(f"<th>{html.escape(h)}</th>" for h in block.headers)
-            body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in block.rows)
-            parts.append(f"<table><tr>{head}</tr>{body}</table>")
+            body = "".join("<tr>" + "".join(f"<td>{cell_html(c)}</td>" for c in r) + "</tr>" for r in block.rows)
+            css = f" class='{block.css}'" if block.css else ""
+            parts.append(f"<table{css}><tr>{head}</tr>{body}</table>")
         elif isinstance(block, Image):
             data = base64.b64encode(Path(block.path).read_bytes()).decode()
             parts.append(f'<img alt="{html.escape(block.alt)}" src="data:image/png;base64,{data}">')
@@ -127,13 +162,14 @@ def to_markdown(blocks: Sequence, base: Path) -> str:
         if isinstance(block, Heading):
             parts.append("#" * block.level + " " + block.text)
         elif isinstance(block, Para):
-            parts.append(f"**{block.text}**" if block.css == "summary" else block.text)
+            text = block.text + (f" {cell_markdown(block.link)}" if block.link else "")
+            parts.append(f"**{text}**" if block.css == "summary" else text)
         elif isinstance(block, Bullets):
             parts.append("\n".join(f"- {i}" for i in block.items))
         elif isinstance(block, Table):
             lines = ["| " + " | ".join(map(md_cell, block.headers)) + " |"]
             lines.append("|" + "|".join("---" for _ in block.headers) + "|")
-            lines += ["| " + " | ".join(map(md_cell, r)) + " |" for r in block.rows]
+            lines += ["| " + " | ".join(map(cell_markdown, r)) + " |" for r in block.rows]
             parts.append("\n".join(lines))
         elif isinstance(block, Image):
             parts.append(f"![{block.alt}]({os.path.relpath(block.path, base)})")
@@ -178,6 +214,12 @@ def mean_ci(row) -> str:
         return "not run yet" if row.get("n_failed", 0) == 0 and row.get("n_pending", 0) > 0 else "no successful run"
     ci = f" ± {fmt(row['ci95'], 2)}" if not missing(row.get("ci95")) else ""
     return f"{fmt(row['mean'])}{ci} (n={int(row['n'])})"
+
+
+def estimator_name(table: pd.DataFrame) -> str:
+    """How the table's figures were made from the repeats: 'mean', or the trimmed mean named."""
+    used = set(table["estimator"].dropna()) if "estimator" in table.columns else set()
+    return ESTIMATOR_NAMES[sorted(used - {MEAN})[0]] if used - {MEAN} else ESTIMATOR_NAMES[MEAN]
 
 
 def truthy(value) -> bool:
@@ -258,7 +300,7 @@ def hpc_table(table: pd.DataFrame) -> Table:
             columns.append((name, lambda r, c=column: fmt(get(r, c), 4)))
     if "walltime_used_s" in table.columns:
         columns.append(("walltime used (hh:mm:ss)", lambda r: duration(get(r, "walltime_used_s"))))
-    columns.append((f"{table['metric_label'].iloc[0]} [{unit}] mean ± 95% CI (n)", mean_ci))
+    columns.append((f"{table['metric_label'].iloc[0]} [{unit}] {estimator_name(table)} ± 95% CI (n)", mean_ci))
     if weak:
         columns += [
             ("scaled speedup", lambda r: fmt(get(r, "scaled_speedup"))),
@@ -322,7 +364,16 @@ def variant_blocks(variants: pd.DataFrame, table: pd.DataFrame) -> list:
     if rows.empty:
         return []
     out = Table(
-        ["set", "vs", "nodes", "p (ranks)", "speed ratio (> 1 faster)", "95% CI", "n (set / default)", "verdict"],
+        [
+            "set",
+            "vs",
+            "nodes",
+            "p (ranks)",
+            f"speed ratio (> 1 faster), {estimator_name(table)}",
+            "95% CI",
+            "n (set / default)",
+            "verdict",
+        ],  # fmt: skip
         [
             [
                 f"{r['axis']} {choice(r['set'])}",
@@ -387,23 +438,59 @@ def cost_lines(table: pd.DataFrame, budget_su: float | None) -> list[str]:
     return lines
 
 
-def run_blocks(runs: pd.DataFrame) -> list:
-    """Failures (with category and reason), points not run yet, and every run's provenance."""
+def provenance_records(runs: pd.DataFrame) -> list[dict]:
+    """Each run's status, settings and provenance, as the side file and the page show them."""
+    keys = [k for k in PROVENANCE_KEYS if k in runs.columns]
+    records = []
+    for run in runs[keys].to_dict("records"):
+        records.append(
+            {
+                key: json.loads(value) if isinstance(value, str) and value.startswith("{") else value
+                for key, value in run.items()
+                if not missing(value) and value != ""
+            }
+        )
+    return records
+
+
+def write_provenance(runs: pd.DataFrame, path: Path) -> None:
+    """The side file: one JSON line per run, the same keys as on the page. The JSON columns of
+    runs.csv (written by analysis.run_row) are spliced in as they are: parsing and writing
+    again 10,000 runs' provenance would cost seconds."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    keys = [k for k in PROVENANCE_KEYS if k in runs.columns]
+    with path.open("w", encoding="utf-8") as out:
+        for run in runs[keys].itertuples(index=False, name=None):
+            fields = []
+            for key, value in zip(keys, run, strict=True):
+                if missing(value) or value == "":
+                    continue
+                json_text = isinstance(value, str) and value.startswith("{")
+                fields.append(f"{json.dumps(key)}: {value if json_text else json.dumps(value, default=str)}")
+            out.write("{" + ", ".join(fields) + "}\n")
+
+
+def provenance_bytes(runs: pd.DataFrame) -> int:
+    keys = [k for k in PROVENANCE_KEYS if k in runs.columns]
+    return int(sum(runs[k].astype(str).str.len().sum() for k in keys))
+
+
+def provenance_link_blocks(runs: pd.DataFrame, link: str | None) -> list:
+    if not link:
+        return []
+    return [Para(f"Per-run provenance ({len(runs)} runs, one JSON line each):", link=Link(link, link))]
+
+
+def run_blocks(runs: pd.DataFrame, provenance_link: str | None = None) -> list:
+    """Failures (with category and reason), points not run yet, and every run's provenance:
+    on the page for a small study, and in the side file `provenance_link` names."""
     blocks: list = []
     if runs.empty or "status" not in runs.columns:
         return blocks
     failed = runs[runs["status"] == "failed"]
     if not failed.empty:
         blocks.append(Heading(3, f"Failed runs ({len(failed)}): excluded from the figures, shown as x in the plots"))
-        blocks.append(
-            Table(
-                ["point", "category", "reason"],
-                [
-                    [str(r.get("point", "?")), str(r.get("category") or "–"), str(r.get("reason", ""))]
-                    for _, r in failed.astype(object).fillna("").iterrows()
-                ],
-            )
-        )
+        blocks.append(failure_table(failed))
     pending = runs[runs["status"] == STATUS_PENDING]
     if not pending.empty:
         blocks.append(Heading(3, f"Not run yet ({len(pending)})"))
@@ -420,15 +507,13 @@ def run_blocks(runs: pd.DataFrame) -> list:
             )
         )
     blocks += proof_blocks(runs)
-    provenance = []
-    for _, run in runs.iterrows():
-        record = {
-            key: json.loads(run[key]) if isinstance(run.get(key), str) and run[key].startswith("{") else run.get(key)
-            for key in ("status", "reason", "params", "mpi_flags", "nccl_env", "provenance", "started", "finished")
-            if not missing(run.get(key)) and run.get(key) != ""
-        }
-        provenance.append(Details(f"{run.get('point', '?')}: {run['status']}", [Pre(json.dumps(record, indent=1))]))
-    blocks.append(Details(f"Per-run provenance ({len(runs)} runs)", provenance, in_markdown=False))
+    blocks += provenance_link_blocks(runs, provenance_link)
+    if provenance_bytes(runs) <= INLINE_PROVENANCE_BYTES:
+        provenance = [
+            Details(f"{record.pop('point', '?')}: {record.get('status')}", [Pre(json.dumps(record, indent=1))])
+            for record in provenance_records(runs)
+        ]
+        blocks.append(Details(f"Per-run provenance ({len(runs)} runs)", provenance, in_markdown=False))
     return blocks
 
 
@@ -475,11 +560,56 @@ def proof_blocks(runs: pd.DataFrame) -> list:
     return blocks
 
 
+def failure_table(failed: pd.DataFrame) -> Table:
+    """One row per failed run; beyond INLINE_FAILURES, one row per category and reason."""
+    failed = failed.astype(object).fillna("")
+    for column in ("point", "category", "reason"):
+        if column not in failed.columns:
+            failed[column] = ""
+    if len(failed) <= INLINE_FAILURES:
+        rows = [[str(r.get("point", "?")), str(r.get("category") or "–"), str(r.get("reason", ""))]
+                for r in failed.to_dict("records")]  # fmt: skip
+        return Table(["point", "category", "reason"], rows)
+    rows = []
+    for (category, reason), group in failed.groupby(["category", "reason"], sort=True):
+        points = list(group["point"].astype(str))
+        shown = ", ".join(points[:3]) + (f" and {len(points) - 3} more" if len(points) > 3 else "")
+        rows.append([str(len(group)), str(category or "–"), str(reason), shown])
+    return Table(["runs", "category", "reason", "points"], rows)
+
+
 def remeasured_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """Runs of points measured again (their definition changed, or Snakemake reran them)."""
     if "kept_records" not in runs.columns:
         return runs.iloc[0:0]
     return runs[pd.to_numeric(runs["kept_records"], errors="coerce").fillna(0) > 0]
+
+
+def run_counts(runs: pd.DataFrame) -> dict[str, int]:
+    counts = runs["status"].value_counts() if not runs.empty and "status" in runs.columns else pd.Series(dtype=int)
+    return {status: int(counts.get(status, 0)) for status in ("ok", "failed", STATUS_PENDING)}
+
+
+def one_reason(runs: pd.DataFrame) -> tuple[str, str] | None:
+    """(category, reason) when every run of the study failed for the same reason."""
+    if runs.empty or "status" not in runs.columns or not (runs["status"] == "failed").all():
+        return None
+    found = {(str(r.get("category") or ""), str(r.get("reason") or "")) for r in runs.to_dict("records")}
+    return found.pop() if len(found) == 1 else None
+
+
+def all_failed_blocks(study: str, runs: pd.DataFrame, why: tuple[str, str]) -> list:
+    """A study whose every run failed for one reason: the reason, and how to fix it."""
+    category, reason = why
+    apps = sorted(set(runs["app"].dropna())) if "app" in runs.columns else []
+    fixes = [fix for app in apps if app in APPS and (fix := APPS[app].how_to_fix(reason))]
+    fixes = fixes or ["Fix what the reason names, then rerun the failed points with `--config retry_failed=true`."]
+    every = "Its one run failed: " if len(runs) == 1 else f"All {len(runs)} runs failed for one reason: "
+    return [
+        Heading(2, study),
+        Para(f"{every}{reason}" + (f" ({category})." if category else "."), "summary"),
+        Para("How to fix: " + " ".join(fixes)),
+    ]
 
 
 def study_blocks(
@@ -489,11 +619,15 @@ def study_blocks(
     variants: pd.DataFrame,
     plots: Sequence[Path],
     budget_su: float | None = None,
+    provenance_link: str | None = None,
 ) -> list:
+    why = one_reason(runs)
+    if why is not None:
+        return all_failed_blocks(study, runs, why) + provenance_link_blocks(runs, provenance_link)
     blocks: list = [Heading(2, study)]
-    counts = runs["status"].value_counts() if not runs.empty and "status" in runs.columns else pd.Series(dtype=int)
+    counts = run_counts(runs)
     names = (("ok", "succeeded"), ("failed", "failed"), (STATUS_PENDING, "not run yet"))
-    state = ", ".join(f"{int(counts.get(s, 0))} {name}" for s, name in names if counts.get(s, 0))
+    state = ", ".join(f"{counts[s]} {name}" for s, name in names if counts[s])
     again = len(remeasured_runs(runs)) if not runs.empty else 0
     blocks.append(Para(f"{len(runs)} runs: {state or 'none'}" + (f"; {again} re-measured" if again else "") + "."))
     table = primary_table(scaling, study)
@@ -506,9 +640,7 @@ def study_blocks(
         blocks += [Para(line) for line in amdahl_lines(table)]
         blocks += variant_blocks(variants, table)
         blocks += [Heading(3, "Cost"), Bullets(cost_lines(table, budget_su))]
-    images = [Image(p, Path(p).name) for p in plots if Path(p).is_file()]
-    if images:
-        blocks.append(images)
+    blocks += plot_blocks(study, scaling, variants, plots)
     if not table.empty:
         others = scaling[(scaling["study"] == study) & (scaling["metric"] != table["metric"].iloc[0])]
         details = []
@@ -516,8 +648,102 @@ def study_blocks(
             details += [Heading(4, f"{rows['metric_label'].iloc[0]} [{rows['unit'].iloc[0]}]"), hpc_table(rows)]
         if details:
             blocks.append(Details("Other metrics", details))
-    blocks += run_blocks(runs)
+    blocks += run_blocks(runs, provenance_link)
     return blocks
+
+
+def plot_blocks(study: str, scaling: pd.DataFrame, variants: pd.DataFrame, plots: Sequence[Path]) -> list:
+    """The plots that have something to draw; one line for those that do not."""
+    why = missing_plots(scaling, variants, study)
+    kinds = {f"{study}.{kind}.png": kind for kind in PLOT_KINDS}
+    images = [Image(p, Path(p).name) for p in plots if Path(p).is_file() and kinds.get(Path(p).name) not in why]
+    blocks: list = [images] if images else []
+    if len(why) == len(PLOT_KINDS):
+        blocks.append(Para(f"No plots: {next(iter(why.values()))}."))
+    elif why:
+        blocks.append(
+            Para("Not drawn: " + "; ".join(f"the {kind} plot: {reason}" for kind, reason in why.items()) + ".")
+        )
+    return blocks
+
+
+# ---------------------------------------------------------------- the overview
+
+
+def overview_row(study: str, runs: pd.DataFrame, scaling: pd.DataFrame, variants: pd.DataFrame) -> list:
+    counts = run_counts(runs)
+    app = str(runs["app"].dropna().iloc[0]) if "app" in runs.columns and runs["app"].notna().any() else "–"
+    kind = str(runs["scaling"].dropna().iloc[0]) if "scaling" in runs.columns and runs["scaling"].notna().any() else "–"
+    cells = [Link(study, f"#{study}"), app, kind, scales_run(runs)]
+    why = one_reason(runs)
+    table = primary_table(scaling, study)
+    if why is not None:
+        cells += [f"every run failed: {why[1]}", "–", "–"]
+    elif table.empty or (table["n"] == 0).all():
+        cells += ["no successful run" if counts["failed"] else "not run yet", "–", "–"]
+    else:
+        cells += largest_scale_cells(table) + [best_variant(variants, table)]
+    return cells + [f"{counts['ok']} / {counts['failed']} / {counts[STATUS_PENDING]}"]
+
+
+def scales_run(runs: pd.DataFrame) -> str:
+    """The scales with a finished run (p, and nodes where more than one)."""
+    if runs.empty or "ranks" not in runs.columns:
+        return "–"
+    done = runs[runs["status"] != STATUS_PENDING] if "status" in runs.columns else runs
+    ranks = sorted({int(r) for r in done["ranks"].dropna()})
+    nodes = sorted({int(n) for n in done["nodes"].dropna()}) if "nodes" in done.columns else []
+    if not ranks:
+        return "none yet"
+    text = "p = " + ", ".join(map(str, ranks))
+    return text + (f" ({', '.join(map(str, nodes))} nodes)" if len(nodes) > 1 else "")
+
+
+def largest_scale_cells(table: pd.DataFrame) -> list[str]:
+    """The primary figure at the largest successful scale (of the default variant where it
+    ran), and the parallel (or weak) efficiency there."""
+    ok = table[table["n"] > 0]
+    default = ok[ok["variant"] == "mpi-default/nccl-default"]
+    ok = default if not default.empty else ok
+    top = ok.sort_values(["ranks", "variant"]).iloc[-1]
+    variant = "" if table["variant"].nunique() == 1 else f", {top['variant']}"
+    figure = (f"{top['metric_label']} [{top['unit']}] {estimator_name(table)}: {mean_ci(top)} "
+              f"at {scale_text(top)}{variant}")  # fmt: skip
+    column, name = ("weak_efficiency", "weak") if top["scaling"] == "weak" else ("parallel_efficiency", "parallel")
+    if ok["ranks"].nunique() == 1:
+        return [figure, "– (one scale: nothing to scale against)"]
+    return [figure, f"{fmt(get(top, column))} ({name})"]
+
+
+def best_variant(variants: pd.DataFrame, table: pd.DataFrame) -> str:
+    """The largest measurable gain of an MPI flag set, NCCL env set or placement over default, if any."""
+    alone = "one MPI flag set, one NCCL env set and one placement"
+    if variants.empty:
+        return alone
+    rows = variants[(variants["study"] == table["study"].iloc[0]) & (variants["metric"] == table["metric"].iloc[0])]
+    if rows.empty:
+        return alone
+    faster = rows[rows["verdict"] == "faster"]
+    if not faster.empty:
+        best = faster.loc[faster["ratio"].idxmax()]
+        return f"{best['axis']} {choice(best['set'])} faster: {best['ratio']:.3g}× at {scale_text(best)}"
+    slower = rows[rows["verdict"] == "slower"]
+    if not slower.empty:
+        names = sorted(set(slower["axis"] + " " + slower["set"].map(choice)))
+        return f"none faster; {', '.join(names)} slower somewhere"
+    if (rows["verdict"] == "no measurable difference").any():
+        return "no measurable difference from default"
+    return str(rows["verdict"].iloc[0])
+
+
+def overview_blocks(runs: Mapping[str, pd.DataFrame], scaling, variants) -> list:
+    headers = ["study", "app", "scaling", "scales run", "primary figure at the largest scale (n)", "efficiency there",
+               "best variant vs default (MPI/NCCL set, placement)", "runs ok / failed / not run"]  # fmt: skip
+    rows = [
+        overview_row(study, runs[study], scaling.get(study, pd.DataFrame()), variants.get(study, pd.DataFrame()))
+        for study in runs
+    ]
+    return [Heading(2, "Overview"), Table(headers, rows, css="overview")]
 
 
 def definition_blocks() -> list:
@@ -551,9 +777,16 @@ def build(
     out_html: Path,
     out_md: Path | None = None,
     budgets: Mapping[str, float | None] | None = None,
+    provenance: Mapping[str, Path] | None = None,
 ) -> None:
-    blocks: list = []
+    """The page: the overview, then each study's section. `provenance`: study -> the side file
+    its runs' provenance is written to (the page links to it)."""
+    blocks: list = overview_blocks(runs, scaling, variants)
     for study in runs:
+        link = None
+        if provenance and study in provenance:
+            write_provenance(runs[study], Path(provenance[study]))
+            link = os.path.relpath(provenance[study], Path(out_html).parent)
         blocks += study_blocks(
             study,
             runs[study],
@@ -561,6 +794,7 @@ def build(
             variants.get(study, pd.DataFrame()),
             plots.get(study, []),
             (budgets or {}).get(study),
+            link,
         )
     write_page(blocks + definition_blocks(), "scalestudy report", out_html, out_md)
 
@@ -575,9 +809,10 @@ def build_from_files(
     out_md: str | Path | None = None,
     budgets: Mapping[str, float | None] | None = None,
     log: str | Path | None = None,
+    provenance: list[str] | None = None,
 ) -> None:
     """The report rule's entry: files in, one page (and its Markdown twin) out; the
-    table inputs are ordered as `studies`."""
+    table inputs (and the provenance side files) are ordered as `studies`."""
     with step_log(log) as note:
         runs = dict(zip(studies, map(read_table, runs_csv), strict=True))
         scaling = dict(zip(studies, map(read_table, scaling_csv), strict=True))
@@ -586,6 +821,7 @@ def build_from_files(
             study: [Path(p) for kind in PLOT_KINDS for p in plot_pngs if Path(p).name == f"{study}.{kind}.png"]
             for study in studies
         }
-        build(runs, scaling, variants, plots, Path(out_html), Path(out_md) if out_md else None, budgets)
+        sides = dict(zip(studies, map(Path, provenance), strict=True)) if provenance else None
+        build(runs, scaling, variants, plots, Path(out_html), Path(out_md) if out_md else None, budgets, sides)
         total = sum(len(table) for table in runs.values())
         note(f"{out_html}: {len(studies)} studies, {total} runs")

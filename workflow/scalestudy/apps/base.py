@@ -115,6 +115,11 @@ class App:
         """Why the app cannot run where this job runs (checked before launching), or None."""
         return None
 
+    def how_to_fix(self, reason: str) -> str | None:
+        """What to do when every run of a study failed for `reason` (the report says it
+        under the reason); None: nothing the app knows beyond the reason itself."""
+        return None
+
     def rank_command(self, point: Point, run_dir: Path, layout: Layout) -> list[str]:
         """What every MPI rank executes, as an argument list."""
         raise NotImplementedError

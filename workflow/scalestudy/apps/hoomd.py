@@ -73,6 +73,19 @@ class Hoomd(WcaBenchmark):
             return MISSING_HARNESS
         return None
 
+    def how_to_fix(self, reason: str) -> str | None:
+        if reason == MISSING_HOOMD:
+            return (
+                "HOOMD-blue is not on PyPI: run with `snakemake --sdm conda` (envs/hoomd.yaml), or name the "
+                "site's module in the cluster file (`app_modules: {hoomd: [...]}`, with `--sdm env-modules`), then "
+                "`--config retry_failed=true`; "
+                "or run the LAMMPS twin study (app: lammps, e.g. lammps-wca), which measures the same WCA fluid "
+                "in steps/s."
+            )
+        if reason == MISSING_HARNESS:
+            return "Put hoomd-benchmarks on PYTHONPATH, or set `harness: scalestudy` (the same benchmark, shipped)."
+        return None
+
     def rank_command(self, point: Point, run_dir: Path, layout: Layout) -> list[str]:
         initial = str(Path(self.initial_state(point, layout)).resolve())
         steps = [

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 Kind = Literal["rate", "time", "size"]
+# The direction of each kind: a rate is better higher, a time lower; a size has none.
+HIGHER_IS_BETTER: dict[str, bool] = {"rate": True, "time": False}
 
 
 @dataclass(frozen=True)
@@ -26,9 +28,25 @@ class Metric:
     extensive: bool = True
 
     @property
+    def higher_is_better(self) -> bool | None:
+        """The figure's direction, from its kind: a rate is better higher, a time lower; a
+        size has none. Speed ratios (variants, study against study) read it from here."""
+        return HIGHER_IS_BETTER.get(self.kind)
+
+    @property
+    def direction(self) -> str:
+        """The direction in words, as tables name it."""
+        return direction(self.kind)
+
+    @property
     def scaled(self) -> bool:
         """Rates and times get speedup and efficiency; sizes (memory) are only reported."""
         return self.kind in ("rate", "time")
+
+
+def direction(kind: str) -> str:
+    """A kind's direction in words: 'higher is better', 'lower is better' or 'no direction'."""
+    return {True: "higher is better", False: "lower is better"}.get(HIGHER_IS_BETTER.get(kind), "no direction")
 
 
 DECLARED: dict[str, Metric] = {}

@@ -9,7 +9,8 @@ report. A results directory may be anywhere (`results_dir:`, e.g. /scratch on Ga
     <results>/<study>/runs/<point id>/history/<tag>/{metrics.json, stdout.log, ..., definition.json}
     <results>/<study>/{runs,scaling,variants}.csv, logs/<step>.log
     <results>/assets/...          inputs the workflow makes (stand-in model, initial states)
-    <results>/report/{index.html, index.md, report.log, plots/<study>.<kind>.png}
+    <results>/report/{index.html, index.md, report.log, plots/<study>.<kind>.png, provenance/<study>.jsonl}
+    <results>/compare/{index.html, index.md, compare.csv, ratios.png, compare.log}   (the compare target)
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ RUNS_SEGMENT = "runs"
 # plots.py, so that planning a DAG never imports matplotlib.
 PLOT_KINDS = ("metric", "speedup", "efficiency", "variants", "cost")
 LOCK_NAME = ".scalestudy.lock"
+# A comparison of two studies' results: the page, its Markdown twin, the table, the ratios' plot.
+COMPARE_FILES = {"html": "index.html", "markdown": "index.md", "csv": "compare.csv", "plot": "ratios.png"}
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,20 @@ class Layout:
     def plot(self, study: str, kind: str) -> str:
         return f"{self.report_dir}/plots/{study}.{kind}.png"
 
+    def provenance(self, study: str) -> str:
+        """Every run's provenance, one JSON line per run: the report page links to it (a
+        10,000-run study's would make the page tens of MB)."""
+        return f"{self.report_dir}/provenance/{study}.jsonl"
+
+    @property
+    def compare_dir(self) -> str:
+        """`snakemake ... compare`: this results directory against a baseline."""
+        return f"{self.results}/compare"
+
+    @property
+    def compare_log(self) -> str:
+        return f"{self.compare_dir}/compare.log"
+
     @property
     def lock(self) -> str:
         return f"{self.results}/{LOCK_NAME}"
@@ -121,6 +138,11 @@ class Layout:
     def litgpt_tiny(self) -> str:
         """The offline stand-in for Llama-2-7b and its data (local study)."""
         return f"{self.assets}/litgpt-tiny"
+
+
+def compare_outputs(folder: str | Path) -> dict[str, str]:
+    """What `python -m scalestudy compare --out FOLDER` (and the compare rule) writes."""
+    return {name: f"{folder}/{file}" for name, file in COMPARE_FILES.items()}
 
 
 def study_and_point(metrics_path: str | Path) -> dict[str, str]:

@@ -1,0 +1,473 @@
+"""Two runs of the same studies, compared: did it get slower, and where?
+
+    python -m scalestudy compare BASELINE CANDIDATE --out DIR [--fail-slower 5%] [--study NAME]
+
+BASELINE and CANDIDATE are results directories (each study's runs.csv, and its scaling.csv
+where the analysis wrote one) or, for the baseline, a published record (scalestudy.published:
+a team checks its cluster against a paper's table; `--study` names the study it stands for).
+
+For every study, curve (MPI flag set, NCCL env set, parameter axes) and scale present in both,
+and every figure: the speed ratio candidate / baseline (> 1: the candidate is faster; the
+figure's direction is its kind's, scalestudy.model.metrics) with its 95% CI and verdict, by the
+same code as the MPI flag-set verdicts (analysis.speed_ratio). Then what changed in the shape
+of each curve (parallel efficiency per scale, the Amdahl serial fraction), the points only one
+side has, and what differs in the runs' provenance (modules, MPI and NCCL versions, hosts,
+package versions and hash), since that is usually the cause.
+
+`--fail-slower 5%`: exit 1 when the primary figure of any point is slower with the whole CI
+below 1 - 5% (the candidate at most 95% as fast as the baseline, with 95% confidence).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from .analysis import DEFINITIONS, MEAN, SCALE_COLUMNS, read_table, scaling, speed_ratio, write_table
+from .model.errors import SweepError
+from .model.metrics import DECLARED, HIGHER_IS_BETTER, direction
+from .model.paths import Layout, compare_outputs
+from .model.steplog import step_log
+from .plots import message_plot, plot_ratios
+from .published import read_record, record_scaling
+from .report import Bullets, Heading, Image, Para, Table, fmt, missing, scale_text, write_page
+
+BASELINE, CANDIDATE = "baseline", "candidate"
+BOTH, ONLY_BASELINE, ONLY_CANDIDATE = "both", "baseline only", "candidate only"
+# What a point is: its curve, its scale, the figure.
+CURVE_COLUMNS = ["study", "app", "scaling", "mpi_flag_set", "nccl_env_set"]
+STATS = ["mean", "std", "ci95", "n", "n_used", "estimator"]
+# What differs between the two sides' runs, by where it is in a record's provenance.
+PROVENANCE_KEYS = {
+    "modules": lambda p: " ".join(p.get("modules") or []) or None,
+    "MPI": lambda p: (p.get("mpi") or {}).get("version"),
+    "NCCL": lambda p: p.get("nccl_version"),
+    "hosts": lambda p: " ".join(p.get("node_list") or p.get("hosts") or []) or None,
+    "python": lambda p: p.get("python"),
+    "python packages (sha256 of the pip freeze list)": lambda p: p.get("python_packages_sha256"),
+    "workflow commit": lambda p: p.get("workflow_commit"),
+}
+VERDICTS_HEADING = Heading(2, "Verdicts of the primary figures")
+RATIO_DEFINITION = (
+    "candidate / baseline at the same study, curve, scale and figure (> 1: the candidate is faster), 95% CI "
+    "(Welch t on the log ratio, as the MPI flag-set verdicts); a verdict only when the CI excludes 1"
+)
+# Beyond this many values a provenance cell gives a count and the first few.
+SHOWN_VALUES = 4
+
+
+class CompareError(SweepError):
+    """A side that cannot be read, or a threshold that cannot be parsed: one line, nothing written."""
+
+    def __init__(self, problem: str):
+        super().__init__([problem])
+
+
+@dataclass
+class Side:
+    """One side of the comparison: where it came from, and its tables (all studies)."""
+
+    source: str
+    what: str  # "results directory" or "published record"
+    runs: pd.DataFrame
+    scaling: pd.DataFrame
+
+
+# ---------------------------------------------------------------- reading a side
+
+
+def load_side(path: str | Path, study: str | None = None) -> Side:
+    """A results directory (every <study>/runs.csv in it; its scaling.csv where written, else
+    computed from runs.csv) or a published record (a .csv file, one row per run)."""
+    path = Path(path)
+    if path.is_file() and path.suffix == ".csv":
+        runs = read_record(path, study)
+        return Side(str(path), "published record", runs, record_scaling(runs))
+    if not path.is_dir():
+        raise CompareError(
+            f"{path}: not found; give a results directory (with <study>/runs.csv) or a published record (.csv)"
+        )
+    layout = Layout(str(path))
+    studies = sorted(d.name for d in path.iterdir() if Path(layout.table(d.name, "runs")).is_file())
+    if study is not None:
+        studies = [s for s in studies if s == study]
+    if not studies:
+        named = f"study {study!r}" if study else "any study"
+        raise CompareError(f"{path}: no runs.csv of {named} (<study>/runs.csv); has the study been aggregated?")
+    runs, tables = [], []
+    for name in studies:
+        study_runs = read_table(Path(layout.table(name, "runs")))
+        scaling_csv = Path(layout.table(name, "scaling"))
+        runs.append(study_runs)
+        tables.append(read_table(scaling_csv) if scaling_csv.is_file() else scaling(study_runs))
+    return Side(str(path), "results directory", concat(runs), concat(tables))
+
+
+def concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def parse_threshold(text: str) -> float:
+    """'5%' or '0.05' -> 0.05."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(%?)\s*", str(text))
+    value = float(match.group(1)) / (100 if match.group(2) else 1) if match else math.nan
+    if not 0 <= value < 1:
+        raise CompareError(f"--fail-slower: {text!r} is not a fraction below 100%; give e.g. 5% or 0.05")
+    return value
+
+
+# ---------------------------------------------------------------- the point table
+
+
+def key_text(value) -> str:
+    """A key cell as text, so that 4 and 4.0 (a CSV column with a gap reads as floats) match."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def point_keys(base: pd.DataFrame, cand: pd.DataFrame) -> list[str]:
+    """The columns that name a point on both sides: the curve, the parameter axes both have,
+    the scale and the figure. A published record has no parameter columns: its rows then
+    match a candidate's curve whatever its parameters (the page says which were ignored)."""
+    params = sorted(c for c in base.columns if c.startswith("param.") and c in cand.columns)
+    return [c for c in CURVE_COLUMNS if c in base.columns and c in cand.columns] + params + SCALE_COLUMNS + ["metric"]
+
+
+def direction_kind(name: str, kind) -> str:
+    """The figure's kind as declared here (one place), else as its table says."""
+    return DECLARED[name].kind if name in DECLARED else str(kind)
+
+
+def points(base: pd.DataFrame, cand: pd.DataFrame) -> pd.DataFrame:
+    """One row per study x curve x scale x figure present on either side: both sides' statistics,
+    the speed ratio candidate/baseline with its 95% CI and verdict, and which side has it."""
+    if base.empty or cand.empty:
+        return pd.DataFrame()
+    keys = point_keys(base, cand)
+    kept = keys + [c for c in ("metric_label", "unit", "kind", "primary", "parallel_efficiency",
+                               "weak_efficiency", "amdahl_serial_fraction", "p0", *STATS) if c not in keys]  # fmt: skip
+
+    def side(table: pd.DataFrame) -> pd.DataFrame:
+        table = table[[c for c in kept if c in table.columns]].copy()
+        for column in keys:
+            table[column] = table[column].map(key_text)
+        return table
+
+    merged = side(base).merge(side(cand), on=keys, how="outer", suffixes=("_baseline", "_candidate"), indicator=True)
+    merged["present"] = merged.pop("_merge").map(
+        {"both": BOTH, "left_only": ONLY_BASELINE, "right_only": ONLY_CANDIDATE}
+    )
+    rows = []
+    for row in merged.to_dict("records"):
+        for column in ("metric_label", "unit", "kind", "primary"):
+            a, b = row.pop(f"{column}_baseline", None), row.pop(f"{column}_candidate", None)
+            row[column] = b if not missing(b) else a
+        kind = direction_kind(row["metric"], row["kind"])
+        row["direction"] = direction(kind)
+        row.update(ratio=math.nan, ci_low=math.nan, ci_high=math.nan, verdict=row["present"])
+        if row["present"] == BOTH and kind in HIGHER_IS_BETTER:
+            stats = {side: {s: row.get(f"{s}_{side}") for s in STATS} for side in (BASELINE, CANDIDATE)}
+            for values in stats.values():
+                values["n"] = 0 if missing(values["n"]) else values["n"]
+            row.update(speed_ratio(stats[CANDIDATE], stats[BASELINE], kind))
+        row["primary"] = bool(row["primary"]) if not missing(row["primary"]) else False
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    order = [c for c in keys if c != "metric"]
+    return table.sort_values(
+        [*order, "primary", "metric"], ascending=[True] * len(order) + [False, True], key=numbers_as_numbers
+    ).reset_index(drop=True)
+
+
+def numbers_as_numbers(column: pd.Series) -> pd.Series:
+    """Sort the scale columns (text, as keys) by their value: 2 before 16."""
+    return pd.to_numeric(column, errors="coerce") if column.name in SCALE_COLUMNS else column
+
+
+def slower_beyond(table: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """Primary figures slower with the whole CI below 1 - threshold."""
+    if table.empty:
+        return table
+    return table[table["primary"] & (table["verdict"] == "slower") & (table["ci_high"] < 1 - threshold)]
+
+
+# ---------------------------------------------------------------- whole curves, provenance
+
+
+def curve_changes(table: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
+    """Parallel (or weak) efficiency of the primary figure per scale, both sides, and each
+    curve's Amdahl serial fraction, both sides."""
+    rows: list[list[str]] = []
+    amdahl: list[str] = []
+    if table.empty:
+        return rows, amdahl
+    shared = table[(table["present"] == BOTH) & table["primary"]]
+    curve = [c for c in CURVE_COLUMNS if c in shared.columns] + sorted(c for c in shared if c.startswith("param."))
+    for key, group in shared.groupby(curve, sort=True):
+        name = curve_name(dict(zip(curve, key, strict=True)))
+        weak = group["scaling"].iloc[0] == "weak"
+        column = "weak_efficiency" if weak else "parallel_efficiency"
+        group = group.sort_values(by="ranks", key=lambda s: s.astype(float))
+        if len(group) > 1:
+            for r in group.to_dict("records"):
+                a, b = r.get(f"{column}_baseline"), r.get(f"{column}_candidate")
+                change = "–" if missing(a) or missing(b) else f"{b - a:+.3f}"
+                rows.append(
+                    [name, f"{r['nodes']} (p = {r['ranks']})", column.replace("_", " "), fmt(a), fmt(b), change]
+                )
+        if not weak:
+            f0 = (
+                group["amdahl_serial_fraction_baseline"].iloc[0] if "amdahl_serial_fraction_baseline" in group else None
+            )
+            f1 = (
+                group["amdahl_serial_fraction_candidate"].iloc[0]
+                if "amdahl_serial_fraction_candidate" in group
+                else None
+            )
+            if not (missing(f0) and missing(f1)):
+                slowdown = any(not missing(f) and f >= 1 for f in (f0, f1))
+                amdahl.append(
+                    f"{name}: Amdahl serial fraction f = {fmt(f0)} (baseline) → {fmt(f1)} (candidate), "
+                    f"over the {len(group)} scales both have ({DEFINITIONS['amdahl_fit']})"
+                    + ("; f ≥ 1: more ranks made it slower, a slowdown, not a serial fraction." if slowdown else ".")
+                )
+    return rows, amdahl
+
+
+def curve_name(curve: Mapping) -> str:
+    params = ", ".join(f"{k[len('param.') :]}={v}" for k, v in curve.items() if k.startswith("param.") and v != "")
+    sets = f"mpi-{curve.get('mpi_flag_set', '?')}/nccl-{curve.get('nccl_env_set', '?')}"
+    return f"{curve['study']} {sets}" + (f" ({params})" if params else "")
+
+
+def provenance_values(runs: pd.DataFrame) -> dict[str, dict[str, set[str]]]:
+    """study -> what (MPI, modules, versions.<package>, ...) -> the values its runs recorded."""
+    found: dict[str, dict[str, set[str]]] = {}
+    if runs.empty or "provenance" not in runs.columns:
+        return found
+    for study, text in runs[["study", "provenance"]].dropna().itertuples(index=False):
+        try:
+            record = json.loads(text)
+        except (TypeError, ValueError):
+            continue
+        values = found.setdefault(str(study), {})
+        for name, read in PROVENANCE_KEYS.items():
+            value = read(record)
+            if value not in (None, ""):
+                values.setdefault(name, set()).add(str(value))
+        for package, version in (record.get("versions") or {}).items():
+            values.setdefault(f"version of {package}", set()).add(str(version))
+    return found
+
+
+def provenance_changes(base: Side, cand: Side, studies: Iterable[str]) -> list[list[str]]:
+    """One row per study and provenance item whose values differ between the sides."""
+    before, after = provenance_values(base.runs), provenance_values(cand.runs)
+    rows = []
+    for study in studies:
+        a, b = before.get(study), after.get(study)
+        if a is None or b is None:
+            if a != b:
+                none = base if a is None else cand
+                rows.append([study, "(all)", f"no provenance in the {none.what} {none.source}", ""])
+            continue
+        for name in sorted(set(a) | set(b)):
+            if a.get(name, set()) != b.get(name, set()):
+                rows.append([study, name, values_text(a.get(name)), values_text(b.get(name))])
+    return rows
+
+
+def values_text(values: set[str] | None) -> str:
+    if not values:
+        return "–"
+    shown = sorted(values)
+    text = ", ".join(shown[:SHOWN_VALUES])
+    return text + (f" … ({len(shown)} values)" if len(shown) > SHOWN_VALUES else "")
+
+
+# ---------------------------------------------------------------- the page
+
+
+def ratio_text(row: Mapping) -> str:
+    ratio = row["ratio"]
+    if missing(ratio):
+        return "–"
+    times = f"{ratio:.3g}× as fast" if ratio >= 1 else f"{1 / ratio:.3g}× as slow"
+    return f"{fmt(ratio)} ({times})"
+
+
+def stat_text(row: Mapping, side: str) -> str:
+    mean, n = row.get(f"mean_{side}"), row.get(f"n_{side}")
+    if missing(n) or missing(mean) or int(n) == 0:
+        return "no successful run" if not missing(n) else "–"
+    ci = row.get(f"ci95_{side}")
+    trimmed = (
+        " trimmed"
+        if row.get(f"estimator_{side}") not in (None, MEAN) and not missing(row.get(f"estimator_{side}"))
+        else ""
+    )
+    return f"{fmt(mean)}" + ("" if missing(ci) else f" ± {fmt(ci, 2)}") + f" (n={int(n)}{trimmed})"
+
+
+def point_name(row: Mapping) -> str:
+    return f"{curve_name(row)} at {scale_text({'nodes': float(row['nodes']), 'ranks': float(row['ranks'])})}"
+
+
+def verdict_line(row: Mapping) -> str:
+    """E.g. 'pp mpi-fabric/nccl-default at 1 node (p = 2): latency slower: speed ratio 0.0123 ...'."""
+    if row["verdict"] in ("faster", "slower"):
+        return (
+            f"{point_name(row)}: {row['metric_label']} {row['verdict']}: speed ratio {ratio_text(row)}, 95% CI "
+            f"{fmt(row['ci_low'])}–{fmt(row['ci_high'])}; {stat_text(row, BASELINE)} → {stat_text(row, CANDIDATE)} "
+            f"{row['unit']}."
+        )
+    return f"{point_name(row)}: {row['metric_label']}: {row['verdict']}."
+
+
+def points_table(rows: pd.DataFrame) -> Table:
+    headers = ["point", "figure", "direction", "baseline mean ± 95% CI (n)", "candidate mean ± 95% CI (n)",
+               "speed ratio candidate/baseline (> 1 faster)", "95% CI", "verdict"]  # fmt: skip
+    body = []
+    for r in rows.to_dict("records"):
+        ci = "–" if missing(r["ci_low"]) else f"{fmt(r['ci_low'])} – {fmt(r['ci_high'])}"
+        figure = f"{r['metric_label']} [{r['unit']}]" + (" (primary)" if r["primary"] else "")
+        body.append([point_name(r), figure, r["direction"], stat_text(r, BASELINE), stat_text(r, CANDIDATE),
+                     ratio_text(r), ci, str(r["verdict"])])  # fmt: skip
+    return Table(headers, body)
+
+
+def estimator_note(table: pd.DataFrame) -> str | None:
+    """Which figures are trimmed means, and a warning where the two sides used different estimators."""
+    sides = [f"estimator_{side}" for side in (BASELINE, CANDIDATE)]
+    if not set(sides) <= set(table.columns):
+        return None
+    estimators = table[sides].fillna(MEAN).astype(str)
+    if (estimators == MEAN).all().all():
+        return None
+    note = f"Figures marked 'trimmed' are trimmed means: {DEFINITIONS['trimmed mean']}."
+    differ = table.loc[estimators[sides[0]] != estimators[sides[1]], "study"].unique()
+    if len(differ):
+        note += (f" The two sides summarize their repeats differently in {', '.join(map(str, differ))} "
+                 "(estimator: in the sweep): their ratios compare a mean with a trimmed mean.")  # fmt: skip
+    return note
+
+
+def blocks_of(base: Side, cand: Side, table: pd.DataFrame, threshold: float | None) -> list:
+    blocks: list = [
+        Para(f"Baseline: the {base.what} {base.source}. Candidate: the {cand.what} {cand.source}."),
+    ]
+    if table.empty:
+        blocks.append(Para("Nothing to compare: one side has no scaling table (no successful run)."))
+        return blocks
+    shared = table[table["present"] == BOTH]
+    primary = shared[shared["primary"]]
+    counts = primary["verdict"].value_counts()
+    summary = ", ".join(f"{int(n)} {verdict}" for verdict, n in counts.items())
+    blocks.append(Para(f"Primary figures at {len(primary)} points present in both: {summary or 'none'}.", "summary"))
+    if threshold is not None:
+        failing = slower_beyond(table, threshold)
+        blocks.append(
+            Para(
+                f"--fail-slower {threshold:.0%}: {len(failing)} point(s) slower with the whole 95% CI below "
+                f"{1 - threshold:.3g}" + (" (exit status 1)." if len(failing) else ".")
+            )
+        )
+    note = estimator_note(table)
+    if note:
+        blocks.append(Para(note))
+    blocks += [VERDICTS_HEADING, Bullets([verdict_line(r) for r in primary.to_dict("records")])]
+    blocks += [Heading(2, "Every figure"), points_table(shared)]
+    rows, amdahl = curve_changes(table)
+    blocks.append(Heading(2, "Whole curves"))
+    if rows:
+        blocks.append(Table(["curve", "nodes", "figure", "baseline", "candidate", "change"], rows))
+        blocks.append(Para(f"Each side against its own smallest scale p0: {DEFINITIONS['parallel_efficiency']}."))
+    else:
+        blocks.append(Para("No curve has two scales on both sides: no efficiency to compare."))
+    blocks += [Bullets(amdahl)] if amdahl else []
+    alone = table[table["present"] != BOTH]
+    blocks.append(Heading(2, f"Points only one side has ({len(alone[alone['primary']])})"))
+    if alone.empty:
+        blocks.append(Para("None: both sides measured the same points."))
+    else:
+        blocks.append(Bullets([f"{point_name(r)}: {r['present']}" for r in alone[alone["primary"]].to_dict("records")]))
+    ignored = sorted({c for side in (base.scaling, cand.scaling) for c in side.columns if c.startswith("param.")}
+                     - {c for c in table.columns if c.startswith("param.")})  # fmt: skip
+    if ignored:
+        blocks.append(Para(f"Parameter columns only one side has, not used to match points: {', '.join(ignored)}."))
+    changes = provenance_changes(base, cand, sorted(set(shared["study"])))
+    blocks.append(Heading(2, "What differs in the runs' provenance"))
+    if changes:
+        blocks.append(Table(["study", "what", "baseline", "candidate"], changes))
+    else:
+        blocks.append(Para("Nothing: the same modules, MPI, NCCL, hosts, package versions and package hash."))
+    blocks += [
+        Heading(2, "Definitions"),
+        Bullets(
+            [
+                f"speed ratio: {RATIO_DEFINITION}",
+                "direction: a rate is better higher, a time lower (the figure's declared kind).",
+                f"mean ± CI (n): {DEFINITIONS['mean ± CI (n)']}.",
+            ]
+        ),
+    ]
+    return blocks
+
+
+# ---------------------------------------------------------------- entries
+
+
+def compare(
+    baseline: str | Path,
+    candidate: str | Path,
+    out_dir: str | Path,
+    threshold: float | None = None,
+    study: str | None = None,
+    candidate_studies: Iterable[str] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Write index.html, index.md and compare.csv to `out_dir`; return (every point, the primary
+    figures slower beyond `threshold`)."""
+    base, cand = load_side(baseline, study), load_side(candidate, study)
+    if candidate_studies is not None:
+        wanted = set(candidate_studies)
+        cand.runs = cand.runs[cand.runs["study"].isin(wanted)] if not cand.runs.empty else cand.runs
+        cand.scaling = cand.scaling[cand.scaling["study"].isin(wanted)] if not cand.scaling.empty else cand.scaling
+    table = points(base.scaling, cand.scaling)
+    outputs = compare_outputs(out_dir)
+    write_table(table, outputs["csv"])
+    blocks = blocks_of(base, cand, table, threshold)
+    plot = Path(outputs["plot"])
+    if plot_ratios(table, plot, f"speed ratio {RATIO_DEFINITION}"):
+        blocks.insert(blocks.index(VERDICTS_HEADING) + 2, [Image(plot, plot.name)])
+    else:
+        # The rule's output, and no empty box on the page: the file says why.
+        message_plot(plot, "No point has a speed ratio (no successful run on one side, or one run only).")
+    write_page(blocks, "scalestudy: baseline against candidate", Path(outputs["html"]), Path(outputs["markdown"]))
+    failing = slower_beyond(table, threshold) if threshold is not None else table.iloc[0:0]
+    return table, failing
+
+
+def compare_from_files(baseline: str, results: str, studies: list[str], out_dir: str, log=None) -> None:
+    """The compare rule's entry: this results directory's studies against `baseline`."""
+    with step_log(log) as note:
+        table, _ = compare(baseline, results, out_dir, candidate_studies=studies)
+        for line in summary_lines(table):
+            note(line)
+
+
+def summary_lines(table: pd.DataFrame) -> list[str]:
+    """The verdict of every primary figure present in both, one line each."""
+    if table.empty:
+        return ["nothing to compare"]
+    shared = table[(table["present"] == BOTH) & table["primary"]]
+    return [verdict_line(r) for r in shared.to_dict("records")]
