@@ -19,6 +19,8 @@ from scalestudy.launch import history, locking, retry  # noqa: E402
 from scalestudy.model.errors import SweepError  # noqa: E402
 from scalestudy.model.paths import DEFAULT_SWEEP, KEEP_LOG, PLOT_KINDS  # noqa: E402
 from scalestudy.scheduler import site  # noqa: E402
+from scalestudy.scheduler.pbs import resume as pbs_resume  # noqa: E402
+from scalestudy.scheduler.pbs import sidecar as pbs_sidecar  # noqa: E402
 
 try:  # see per_job
     from snakemake.common import overwrite_function_params
@@ -53,6 +55,10 @@ if not workflow.overwrite_configfiles:
 
     configfile: DEFAULT_SWEEP
 
+
+# With a sidecar (the PBS profiles), "Nothing to be done" would otherwise wait forever.
+if workflow.is_main_process:
+    pbs_sidecar.end_executor_wait_at_exit(workflow)
 
 # workflow.configfiles: the --configfile (or profile) files, else the example, in order.
 STUDY = load_study(config, workflow.configfiles)
@@ -94,6 +100,23 @@ onstart:
         sys.exit(1)
     retry.archive(SURVEY.retry_archives)
     history.keep_before_rerun(points_to_rerun(), planned=SURVEY.keeping)
+    submit_again_what_never_ran()
+
+
+def submit_again_what_never_ran():
+    """Points whose batch job an interrupted run deleted while it was queued run afresh
+    instead of being resumed under the dead job's id (scheduler/pbs/resume.py)."""
+    if CLUSTER.scheduler != "pbspro":
+        return
+    dag = workflow.dag
+    resumed = {
+        job: job_id
+        for job in dag.needrun_jobs()
+        if job.rule.name in RUN_RULES and (job_id := dag.incomplete_external_jobid(job))
+    }
+    for job in pbs_resume.never_ran(resumed):
+        print(f"scalestudy: {job.output.metrics}: its batch job was deleted before it ran; submitted again")
+        workflow.persistence.cleanup(job)
 
 
 def points_to_rerun():

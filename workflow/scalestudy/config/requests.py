@@ -32,6 +32,10 @@ class JobRequest:
     walltime_s: int
     # What the point itself runs with: the batch walltime adds the cluster's margin.
     point_walltime_s: int
+    # How the point places its ranks: MPI ranks on each node and threads of each rank
+    # (a PBS chunk's mpiprocs and ompthreads; PBS_NODEFILE lists a host once per mpiproc).
+    ranks_per_node: int = 1
+    threads_per_rank: int = 1
 
     @property
     def ncpus(self) -> int:
@@ -87,6 +91,8 @@ def job_request(point: Point, cluster: Cluster) -> JobRequest:
         mem_per_node_gb=max(1, math.floor(mem_per_node)),
         walltime_s=point.walltime_seconds + cluster.walltime_margin_s,
         point_walltime_s=point.walltime_seconds,
+        ranks_per_node=point.ranks_per_node,
+        threads_per_rank=point.threads_per_rank,
     )
 
 

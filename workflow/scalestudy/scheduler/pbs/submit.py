@@ -19,7 +19,7 @@ from typing import Any
 
 from ...config import clusters
 from ...config.requests import JobRequest, job_request, request_problems
-from ...model.paths import BATCH_LOG
+from ...model.paths import BATCH_LOG, CLUSTERS_DIR_ENV, clusters_dir
 from ...model.point import Point
 from . import cache
 from .dialects import dialect_of, site_rules
@@ -45,9 +45,13 @@ def job_properties(jobscript: Path) -> dict[str, Any]:
 
 
 def site_environment(cluster) -> str:
-    """Lines that give the job the site's modules and environment (PBS passes none)."""
-    lines = ["# site environment, from config/clusters/" + cluster.name + ".yaml"]
+    """Lines that give the job the site's modules and environment (PBS passes none), and the
+    folder the cluster file was read from: inside the job `run-point --cluster` must read the
+    same file (a site's own under $SCALESTUDY_CLUSTERS_DIR, not the checkout's namesake)."""
+    directory = clusters_dir().resolve()
+    lines = [f"# site environment, from {directory / cluster.name}.yaml"]
     # Values from config reach the job's shell quoted: one word each, nothing expanded.
+    lines.append(f"export {CLUSTERS_DIR_ENV}={shlex.quote(str(directory))}")
     if cluster.modules:
         lines.append(shlex.join(["module", "load", *cluster.modules]))
     lines += [f"export {name}={shlex.quote(value)}" for name, value in cluster.job_env.items()]
@@ -122,16 +126,36 @@ def submit(jobscript: Path, cluster_name: str, qsub: str = "qsub", environ: Mapp
     )
     argv[0] = qsub
     result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    metrics = next((o for o in outputs if o.endswith("metrics.json")), None)
     if result.returncode != 0:
-        raise SubmitRefused([f"qsub exited with {result.returncode}: {result.stderr.strip() or result.stdout.strip()}"])
+        refusal = f"qsub exited with {result.returncode}: {result.stderr.strip() or result.stdout.strip()}"
+        if metrics is None or "point" not in params:
+            raise SubmitRefused([refusal])
+        # The server refused a point (a queue limit the cluster file lacks, a project out of
+        # allocation): its failed record, so that the tables and the report still build.
+        return refused_point(metrics, params["point"], resources.get("walltime_s"), refusal, shlex.join(argv))
     job_id = result.stdout.strip().splitlines()[0].strip()
     cache.register(
         directory,
         job_id,
         run=environ.get(SIDECAR_VARS) or None,
-        metrics=next((o for o in outputs if o.endswith("metrics.json")), None),
+        metrics=metrics,
         point=params.get("point"),
         walltime_s=resources.get("walltime_s"),
         queue=resources.get("queue"),
     )
     return job_id
+
+
+def refused_point(metrics: str, point_json: str, walltime_s: int | None, refusal: str, command: str) -> str:
+    """Write the failed record of a point qsub refused; the pseudo job id the status command
+    answers `success` for at once (the record is the result)."""
+    import sys
+    import uuid
+
+    from ...launch.runner import record_lost_job
+    from .status import REFUSED_PREFIX
+
+    record_lost_job(Path(metrics), point_json, walltime_s, f"{refusal} (the batch job was never submitted: {command})")
+    print(f"scalestudy: {refusal}; recorded as a failed point in {metrics}", file=sys.stderr)
+    return f"{REFUSED_PREFIX}{uuid.uuid4().hex[:12]}"
