@@ -16,6 +16,7 @@ import subprocess
 from collections.abc import Mapping
 from typing import TypeVar
 
+from .cache import cache_dir, load_states
 from .status import query
 
 Job = TypeVar("Job")
@@ -26,8 +27,9 @@ def never_ran(resumed: Mapping[Job, str], qstat: str = "qstat") -> list[Job]:
     A failed qstat forgets nothing (the jobs are then resumed, as Snakemake would)."""
     if not resumed:
         return []
+    form = load_states(cache_dir()).get("form") or "json"  # as the status command last asked
     try:
-        states, _unknown, _form = query(sorted(set(resumed.values())), qstat)
+        states, _unknown, _form = query(sorted(set(resumed.values())), qstat, form)
     except (OSError, ValueError, subprocess.SubprocessError):
         return []
     return [job for job, job_id in resumed.items() if job_id in states and states[job_id].never_ran]
