@@ -335,7 +335,12 @@ def test_the_sidecar_leaves_the_jobs_the_cancel_command_took(tmp_path, monkeypat
 
 
 def study_names(lines):
-    return {line.split(" -N ")[1].split(".")[0] for line in lines}
+    return {line.split(" -N ")[1].split(".")[0] for line in qsub_lines(lines)}
+
+
+def qsub_lines(lines):
+    """plan's output without the cost forecast (its `# ` lines)."""
+    return [line for line in lines if not line.startswith("# ")]
 
 
 def test_plan_reads_the_profile_as_snakemake_does(repo, tmp_path, monkeypatch):
@@ -346,11 +351,11 @@ def test_plan_reads_the_profile_as_snakemake_does(repo, tmp_path, monkeypatch):
     # --configfile replaces the profile's configfiles (config/sweep.yaml): only X's studies.
     only_hoomd = tmp_path / "hoomd-only.yaml"
     only_hoomd.write_text(yaml.safe_dump({**shipped, "studies": {"hoomd-wca": shipped["studies"]["hoomd-wca"]}}))
-    lines = plan.plan(repo / "profiles/gadi", [str(only_hoomd)])
+    lines = qsub_lines(plan.plan(repo / "profiles/gadi", [str(only_hoomd)]))
     assert study_names(lines) == {"hoomd-wca"} and len(lines) == 18
     # The profile's `config:` names the cluster; --config on the command line replaces it.
     assert " -l ncpus=" in lines[0]
-    aspire = plan.plan(repo / "profiles/gadi", [str(only_hoomd)], ["cluster=aspire2a"])
+    aspire = qsub_lines(plan.plan(repo / "profiles/gadi", [str(only_hoomd)], ["cluster=aspire2a"]))
     assert " -l select=" in aspire[0]
 
 

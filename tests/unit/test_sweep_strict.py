@@ -40,7 +40,7 @@ STUDY_KEYS = (
     "app, scaling, nodes, ranks_per_node, gpus_per_node, threads_per_rank, mpi_flags, nccl_env, repeats, "
     "walltime, budget_su, queue, params"
 )
-TOP_KEYS = "cluster, results_dir, retry_failed, partial, assets, mpi_flag_sets, nccl_env_sets, studies"
+TOP_KEYS = "cluster, results_dir, retry_failed, budget_su_total, partial, assets, mpi_flag_sets, nccl_env_sets, studies"
 
 
 def test_an_unknown_top_level_key_is_refused_with_the_key_meant():

@@ -14,6 +14,7 @@ sys.path.insert(0, PACKAGE_DIR)
 
 from scalestudy import study as study_loader  # noqa: E402
 from scalestudy.apps import APPS  # noqa: E402
+from scalestudy.config import forecast  # noqa: E402
 from scalestudy.config.files import file_problems  # noqa: E402
 from scalestudy.launch import history, locking, retry  # noqa: E402
 from scalestudy.model.errors import SweepError  # noqa: E402
@@ -203,6 +204,10 @@ SURVEY = (
 )
 if workflow.is_main_process:
     print(history.summary_line(SURVEY, STUDY.partial), flush=True)
+    if CLUSTER.scheduler != "none" and not STUDY.partial and SURVEY.to_run:
+        # What the jobs about to be submitted may cost (config/forecast.py), before the first one.
+        FORECAST = forecast.forecast(SURVEY.to_submit(STUDY.points), CLUSTER, SURVEY.measured())
+        print("\n".join(forecast.forecast_lines(FORECAST, f"the {SURVEY.to_run} run jobs to submit")), flush=True)
 
 
 def study_target(wildcards):

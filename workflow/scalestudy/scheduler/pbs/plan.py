@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ...config.files import load_files, read_yaml, with_overrides
+from ...config.forecast import forecast, forecast_lines
 from ...config.requests import job_request
+from ...launch.history import survey
 from ...model.paths import BATCH_LOG, DEFAULT_SWEEP
 from ..site import load_study
 from .submit import qsub_command
@@ -39,12 +41,15 @@ def workflow_config(
 
 
 def plan(profile: Path, configfiles: list[str] | None = None, config: list[str] | None = None) -> list[str]:
-    """The qsub line of every point, in the order of the study. Raises SweepError with the
-    lines the Snakefile would print (the files read strictly, as the Snakefile reads them)."""
+    """The qsub line of every point, in the order of the study, after the sweep's cost
+    forecast (`# ` lines: the output stays a shell script). Raises SweepError with the lines
+    the Snakefile would print (the files read strictly, as the Snakefile reads them)."""
     study = load_study(workflow_config(profile, configfiles, config), files=config_files(profile, configfiles))
     cluster = study.cluster
     project = cluster.project_name() or "$PROJECT"
-    return [
+    found = survey(study.points, study.layout, cluster.name)
+    cost = forecast_lines(forecast(study.points, cluster, found.measured()), f"the sweep ({len(study.points)} points)")
+    return [f"# {line}" for line in cost] + [
         shlex.join(
             qsub_command(
                 job_request(point, cluster),
