@@ -38,7 +38,7 @@ def two_cores_no_gpu(monkeypatch):
 
 STUDY_KEYS = (
     "app, scaling, nodes, ranks_per_node, gpus_per_node, threads_per_rank, mpi_flags, nccl_env, repeats, "
-    "walltime, budget_su, queue, params"
+    "walltime, budget_su, queue, pack, params"
 )
 TOP_KEYS = "cluster, results_dir, retry_failed, budget_su_total, partial, assets, mpi_flag_sets, nccl_env_sets, studies"
 

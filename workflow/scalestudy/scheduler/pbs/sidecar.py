@@ -35,8 +35,15 @@ def unfinished_jobs(directory: Path, run: str) -> list[str]:
         if job.get("run") == run
         and job_id not in cancelled
         and seen.get(job_id, {}).get("state") not in FINISHED_STATES
-        and not (job.get("metrics") and Path(job["metrics"]).exists())
+        and not written(job)
     ]
+
+
+def written(job: dict) -> bool:
+    """Has the job written its records: its point's, or every point's of its pack? (A job
+    that is no point's has none: it may still be running.)"""
+    records = [entry["metrics"] for entry in job["pack"]] if job.get("pack") else [job.get("metrics")]
+    return all(records) and all(Path(record).exists() for record in records)
 
 
 def sidecar(directory: Path, qdel: str = "qdel", poll_s: float = 5.0) -> int:

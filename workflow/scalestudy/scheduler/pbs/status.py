@@ -287,6 +287,8 @@ def answer(job_id: str, entry: dict[str, Any] | None, job: dict[str, Any] | None
             return verdict
     if verdict == "running":
         return verdict
+    if job and job.get("pack"):
+        return pack_answer(job_id, job["pack"], why, log)
     metrics = Path(job["metrics"]) if job and job.get("metrics") else None
     if metrics is None:
         return verdict
@@ -301,4 +303,20 @@ def answer(job_id: str, entry: dict[str, Any] | None, job: dict[str, Any] | None
         metrics, job.get("point"), job.get("walltime_s"), f"batch job {job_id} ended without metrics.json: {why}"
     )
     log(f"scalestudy pbs status: {job_id}: {why}; recorded as a failed point in {metrics}")
+    return "success"
+
+
+def pack_answer(job_id: str, pack: list[dict[str, Any]], why: str, log) -> str:
+    """A pack's job ended: each of its points without a record (the job stopped at its
+    walltime, or died) becomes failed data; the others keep what they wrote."""
+    lost = [entry for entry in pack if not Path(entry["metrics"]).exists()]
+    if lost:
+        from ...launch.runner import record_lost_job
+
+        for entry in lost:
+            reason = (
+                f"batch job {job_id} (a pack of {len(pack)} points) ended before this point wrote metrics.json: {why}"
+            )
+            record_lost_job(Path(entry["metrics"]), entry.get("point"), entry.get("walltime_s"), reason)
+        log(f"scalestudy pbs status: {job_id}: {why}; {len(lost)} of its {len(pack)} points recorded as failed")
     return "success"
