@@ -414,6 +414,11 @@ def run_blocks(runs: pd.DataFrame) -> list:
                 ]
             )
         )
+    shared = shared_batch_jobs(runs)
+    if shared:
+        points = sum(len(members) for members in shared.values())
+        blocks.append(Heading(3, f"Packed ({points} runs in {len(shared)} batch jobs): points that shared a batch job"))
+        blocks.append(Bullets([f"batch job {job}: {', '.join(members)}" for job, members in shared.items()]))
     provenance = []
     for _, run in runs.iterrows():
         record = {
@@ -424,6 +429,18 @@ def run_blocks(runs: pd.DataFrame) -> list:
         provenance.append(Details(f"{run.get('point', '?')}: {run['status']}", [Pre(json.dumps(record, indent=1))]))
     blocks.append(Details(f"Per-run provenance ({len(runs)} runs)", provenance, in_markdown=False))
     return blocks
+
+
+def shared_batch_jobs(runs: pd.DataFrame) -> dict[str, list[str]]:
+    """Batch job -> the points it ran, in the order they started, where it ran more than one
+    (a study's `pack:`)."""
+    if "batch_job" not in runs.columns:
+        return {}
+    ran = runs[runs["batch_job"].notna() & (runs["batch_job"].astype(str) != "")]
+    if "started" in ran.columns:
+        ran = ran.sort_values("started", na_position="last")
+    groups = {str(job): [str(p) for p in group["point"]] for job, group in ran.groupby("batch_job", sort=False)}
+    return {job: members for job, members in groups.items() if len(members) > 1}
 
 
 def remeasured_runs(runs: pd.DataFrame) -> pd.DataFrame:

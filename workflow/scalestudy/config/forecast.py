@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..model.point import Point
 from .clusters import Cluster
+from .packing import Pack
 from .requests import estimated_service_units, job_request
 
 # How many studies the budget refusal names.
@@ -55,17 +56,29 @@ class Forecast:
 
 
 def forecast(
-    points: Iterable[Point], cluster: Cluster, measured: Mapping[tuple[str, str], float] | None = None
+    points: Iterable[Point],
+    cluster: Cluster,
+    measured: Mapping[tuple[str, str], float] | None = None,
+    packs: Iterable[Pack] = (),
 ) -> Forecast:
-    """The forecast of `points` (one batch job each) on `cluster`; `measured`: the mean
+    """The forecast of `points` on `cluster`, one batch job each except those in `packs` (one
+    job per pack: its points' walltimes summed, the margin once); `measured`: the mean
     walltime of earlier ok runs by same_point()."""
     measured = measured or {}
     result = Forecast(cluster.name)
     unpriced: dict[str, None] = {}
+    pack_of = {(point.study, point.id): pack for pack in packs for point in pack.points}
     for point in points:
         result.points += 1
-        result.jobs[point.study] = result.jobs.get(point.study, 0) + 1
-        units = point_service_units(point, cluster)
+        pack = pack_of.get((point.study, point.id))
+        if pack is None:
+            result.jobs[point.study] = result.jobs.get(point.study, 0) + 1
+            units = point_service_units(point, cluster)
+        elif point is pack.points[0] or point == pack.points[0]:
+            result.jobs[point.study] = result.jobs.get(point.study, 0) + 1
+            units = point_service_units(pack.request_point(), cluster)
+        else:
+            units = 0.0  # priced with its pack's first point
         if units is None:
             unpriced[point.study] = None
             continue
