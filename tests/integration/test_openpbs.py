@@ -209,3 +209,29 @@ def test_ctrl_c_with_queued_jobs_then_a_rerun_runs_the_interrupted_points(openpb
     assert (rerun.stdout + rerun.stderr).count("its batch job was deleted before it ran; submitted again") == 2
     done = records(workdir)
     assert len(done) == 2 and {r["status"] for r in done.values()} == {"ok"}
+
+
+def test_a_packed_study_runs_in_one_batch_job_interleaved_one_point_after_another(openpbs, workdir):
+    """`pack: scale`: 2 flag sets x 2 repeats of ping-pong in ONE qsub, A B A B, no two points
+    at once, each its own record; the report names the batch job they shared."""
+    pack = {**PINGPONG, "mpi_flags": ["default", "tcp"], "pack": "scale"}
+    command = setup(workdir, "gadi", {"pingpong": pack})
+    sweep = yaml.safe_load((workdir / "sweep.yaml").read_text())
+    sweep["mpi_flag_sets"]["tcp"] = {"btl": "self,tcp"}
+    (workdir / "sweep.yaml").write_text(yaml.safe_dump(sweep))
+    run = subprocess.run(command, env=environment(workdir), **AS_USER, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "packed 4 points into 1 batch jobs (pingpong.n1r2.pack1)" in run.stdout + run.stderr
+    registry = (workdir / ".snakemake/scalestudy-pbs/jobs.jsonl").read_text().splitlines()
+    assert len(registry) == 1  # one qsub
+    done = records(workdir)
+    assert {r["status"] for r in done.values()} == {"ok"} and len(
+        {r["provenance"]["job_id"] for r in done.values()}
+    ) == 1
+    order = sorted(done.values(), key=lambda r: r["started"])
+    assert [(r["point"]["mpi_flag_set"], r["point"]["repeat"]) for r in order] == [
+        ("default", 1), ("tcp", 1), ("default", 2), ("tcp", 2)
+    ]  # fmt: skip
+    assert all(a["finished"] <= b["started"] for a, b in zip(order, order[1:], strict=False))
+    page = (workdir / "results/report/index.md").read_text()
+    assert f"batch job {order[0]['provenance']['job_id']}: " in page
