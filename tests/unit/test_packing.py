@@ -108,3 +108,21 @@ def test_the_report_names_the_points_that_shared_a_batch_job():
     assert report.shared_batch_jobs(runs) == {"48.vm": ["a/rep1", "b/rep1", "a/rep2"]}
     text = json.dumps([str(block) for block in report.run_blocks(runs)])
     assert "Packed (3 runs in 1 batch jobs)" in text and "batch job 48.vm: a/rep1, b/rep1, a/rep2" in text
+
+
+def test_a_pack_over_the_queues_walltime_limit_is_refused_before_submission(shipped, repo, tmp_path, monkeypatch):
+    monkeypatch.chdir(repo)
+    config = {**shipped, "studies": {"hoomd-wca": {**shipped["studies"]["hoomd-wca"], "pack": "scale",
+                                                   "walltime": "09:00:00"}}}  # fmt: skip
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump(config))
+    with pytest.raises(SweepError) as refused:
+        plan.plan(repo / "profiles/gadi", [str(sweep)])
+    assert refused.value.problems[0] == (
+        "studies.hoomd-wca.walltime: 54:05:00 (the point's 54:00:00 + margin 00:05:00) is over queue normal's "
+        "limit 48:00:00 for 48 ncpus (pack: the walltimes of its 6 points summed in hoomd-wca.n1r48.pack1; "
+        "use a smaller pack)"
+    )
+    config["studies"]["hoomd-wca"]["pack"] = 5  # 5 x 9 h + 5 min fits
+    sweep.write_text(yaml.safe_dump(config))
+    assert len([line for line in plan.plan(repo / "profiles/gadi", [str(sweep)]) if line.startswith("qsub")]) == 6

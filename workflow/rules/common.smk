@@ -212,6 +212,7 @@ PACKS = (
     if workflow.is_main_process and not STUDY.partial
     else []
 )
+stop_on(site.pack_problems(PACKS, CLUSTER) if CLUSTER.scheduler != "none" else [])
 PACK_OF = {(point.study, point.id): pack.name for pack in PACKS for point in pack.points}
 # Snakemake makes one group job per connected component of a group, and a pack's points are
 # not connected: the profiles' `group-components: [pack=...]` lets a group span that many,
@@ -248,7 +249,7 @@ if workflow.is_main_process:
         print(f"scalestudy: packed {packed} points into {len(PACKS)} batch jobs ({', '.join(p.name for p in PACKS)})")
     if CLUSTER.scheduler != "none" and not STUDY.partial and SURVEY.to_run:
         # What the jobs about to be submitted may cost (config/forecast.py), before the first one.
-        FORECAST = forecast.forecast(SURVEY.to_submit(STUDY.points), CLUSTER, SURVEY.measured())
+        FORECAST = forecast.forecast(SURVEY.to_submit(STUDY.points), CLUSTER, SURVEY.measured(), PACKS)
         print("\n".join(forecast.forecast_lines(FORECAST, f"the {SURVEY.to_run} run jobs to submit")), flush=True)
 
 

@@ -20,8 +20,9 @@ from ...config.files import load_files, read_yaml, with_overrides
 from ...config.forecast import forecast, forecast_lines
 from ...config.requests import job_request
 from ...launch.history import survey
+from ...model.errors import SweepError
 from ...model.paths import BATCH_LOG, DEFAULT_SWEEP
-from ..site import load_study
+from ..site import load_study, pack_problems
 from .submit import qsub_command
 
 PROFILE_FILE = "config.v8+.yaml"
@@ -51,6 +52,9 @@ def plan(profile: Path, configfiles: list[str] | None = None, config: list[str] 
     project = cluster.project_name() or "$PROJECT"
     found = survey(study.points, study.layout, cluster.name)
     packs = packing.packs(study.points, cluster, {name: s.get("pack", 1) for name, s in study.sweep.studies.items()})
+    problems = pack_problems(packs, cluster)
+    if problems:
+        raise SweepError(problems)
     cost = forecast_lines(
         forecast(study.points, cluster, found.measured(), packs), f"the sweep ({len(study.points)} points)"
     )
