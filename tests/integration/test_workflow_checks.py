@@ -91,7 +91,12 @@ def test_dry_mode_prints_the_exact_qsub_line_of_every_point(tmp_path):
         env={**os.environ, "PROJECT": "ab12", "PYTHONPATH": str(REPO / "workflow")},
         check=True,
     )  # fmt: skip
-    lines = plan.stdout.splitlines()
+    forecast, *lines = plan.stdout.splitlines()
+    # The sweep's cost forecast first, as a shell comment (the output stays a script).
+    assert (
+        forecast.startswith("# scalestudy: cost forecast for the sweep (61 points) on gadi")
+        and "9,624.0 SU" in forecast
+    )
     # LitGPT 2 x 8, HOOMD strong 18 and weak 9, LAMMPS 18 (nodes x flag sets x repeats).
     assert len(lines) == 16 + 18 + 9 + 18
     assert lines[0] == (
@@ -124,7 +129,7 @@ def test_a_misspelt_key_and_a_key_given_twice_stop_before_any_job(tmp_path):
     dry = snakemake(tmp_path, overlay.replace("    repeats: 5\n", ""), "-n", profile="local")
     assert sweep_lines(dry) == [
         "sweep error: top level: unknown key 'clsuter'; did you mean 'cluster'? allowed: cluster, results_dir, "
-        "retry_failed, partial, compare_baseline, assets, mpi_flag_sets, nccl_env_sets, studies"
+        "retry_failed, budget_su_total, partial, compare_baseline, assets, mpi_flag_sets, nccl_env_sets, studies"
     ]
 
 

@@ -68,9 +68,9 @@ def test_gadi_gpuvolta_32_nodes_is_refused_as_the_queue_would():
 @pytest.mark.parametrize(
     ("nodes", "select"),
     [
-        (1, "select=1:ncpus=128:mem=440GB,walltime=00:15:00"),
-        (2, "select=2:ncpus=128:mem=440GB,place=scatter,walltime=00:15:00"),
-        (32, "select=32:ncpus=128:mem=440GB,place=scatter,walltime=00:15:00"),
+        (1, "select=1:ncpus=128:mpiprocs=128:ompthreads=1:mem=440GB,walltime=00:15:00"),
+        (2, "select=2:ncpus=128:mpiprocs=128:ompthreads=1:mem=440GB,place=scatter,walltime=00:15:00"),
+        (32, "select=32:ncpus=128:mpiprocs=128:ompthreads=1:mem=440GB,place=scatter,walltime=00:15:00"),
     ],
 )
 def test_aspire2a_normal_qsub_line(nodes, select):
@@ -82,8 +82,8 @@ def test_aspire2a_normal_qsub_line(nodes, select):
 @pytest.mark.parametrize(
     ("nodes", "select"),
     [
-        (1, "select=1:ncpus=64:ngpus=4:mem=440GB,walltime=00:15:00"),
-        (2, "select=2:ncpus=64:ngpus=4:mem=440GB,place=scatter,walltime=00:15:00"),
+        (1, "select=1:ncpus=64:ngpus=4:mpiprocs=4:ompthreads=1:mem=440GB,walltime=00:15:00"),
+        (2, "select=2:ncpus=64:ngpus=4:mpiprocs=4:ompthreads=1:mem=440GB,place=scatter,walltime=00:15:00"),
     ],
 )
 def test_aspire2a_ai_qsub_line(nodes, select):
@@ -93,7 +93,7 @@ def test_aspire2a_ai_qsub_line(nodes, select):
 
 def test_aspire2a_gpu_points_default_to_normal_on_gpu_nodes():
     line = qsub_line(gpu_batch_point(1), "aspire2a")
-    assert line.startswith("qsub -P ab12 -q normal -l select=1:ncpus=64:ngpus=4:mem=440GB,")
+    assert line.startswith("qsub -P ab12 -q normal -l select=1:ncpus=64:ngpus=4:mpiprocs=4:ompthreads=1:mem=440GB,")
 
 
 def test_aspire2a_ai_32_nodes_is_refused():
@@ -264,7 +264,7 @@ def test_site_environment_quotes_config_values_for_the_job_shell():
          "job_env": {"HF_HUB_OFFLINE": "1", "NOTE": "$(touch /tmp/pwned) `id`"}}
     )  # fmt: skip
     lines = submit.site_environment(cluster).splitlines()
-    assert lines[1:] == [
+    assert lines[2:] == [
         "module load openmpi/4.1.5 'a b'",
         "export HF_HUB_OFFLINE=1",
         "export NOTE='$(touch /tmp/pwned) `id`'",
@@ -335,7 +335,12 @@ def test_the_sidecar_leaves_the_jobs_the_cancel_command_took(tmp_path, monkeypat
 
 
 def study_names(lines):
-    return {line.split(" -N ")[1].split(".")[0] for line in lines}
+    return {line.split(" -N ")[1].split(".")[0] for line in qsub_lines(lines)}
+
+
+def qsub_lines(lines):
+    """plan's output without the cost forecast (its `# ` lines)."""
+    return [line for line in lines if not line.startswith("# ")]
 
 
 def test_plan_reads_the_profile_as_snakemake_does(repo, tmp_path, monkeypatch):
@@ -346,11 +351,11 @@ def test_plan_reads_the_profile_as_snakemake_does(repo, tmp_path, monkeypatch):
     # --configfile replaces the profile's configfiles (config/sweep.yaml): only X's studies.
     only_hoomd = tmp_path / "hoomd-only.yaml"
     only_hoomd.write_text(yaml.safe_dump({**shipped, "studies": {"hoomd-wca": shipped["studies"]["hoomd-wca"]}}))
-    lines = plan.plan(repo / "profiles/gadi", [str(only_hoomd)])
+    lines = qsub_lines(plan.plan(repo / "profiles/gadi", [str(only_hoomd)]))
     assert study_names(lines) == {"hoomd-wca"} and len(lines) == 18
     # The profile's `config:` names the cluster; --config on the command line replaces it.
     assert " -l ncpus=" in lines[0]
-    aspire = plan.plan(repo / "profiles/gadi", [str(only_hoomd)], ["cluster=aspire2a"])
+    aspire = qsub_lines(plan.plan(repo / "profiles/gadi", [str(only_hoomd)], ["cluster=aspire2a"]))
     assert " -l select=" in aspire[0]
 
 

@@ -38,10 +38,11 @@ def two_cores_no_gpu(monkeypatch):
 
 STUDY_KEYS = (
     "app, scaling, nodes, ranks_per_node, gpus_per_node, threads_per_rank, mpi_flags, nccl_env, hyperthreads, "
-    "binding, mapping, repeats, walltime, estimator, budget_su, queue, params"
+    "binding, mapping, repeats, walltime, estimator, budget_su, queue, pack, params"
 )
 TOP_KEYS = (
-    "cluster, results_dir, retry_failed, partial, compare_baseline, assets, mpi_flag_sets, nccl_env_sets, studies"
+    "cluster, results_dir, retry_failed, budget_su_total, partial, compare_baseline, assets, mpi_flag_sets, "
+    "nccl_env_sets, studies"
 )
 
 

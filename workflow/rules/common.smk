@@ -14,11 +14,15 @@ sys.path.insert(0, PACKAGE_DIR)
 
 from scalestudy import study as study_loader  # noqa: E402
 from scalestudy.apps import APPS  # noqa: E402
+from scalestudy.config import forecast, packing  # noqa: E402
 from scalestudy.config.files import file_problems  # noqa: E402
 from scalestudy.launch import history, locking, retry  # noqa: E402
 from scalestudy.model.errors import SweepError  # noqa: E402
 from scalestudy.model.paths import DEFAULT_SWEEP, KEEP_LOG, PLOT_KINDS, compare_outputs  # noqa: E402
 from scalestudy.scheduler import site  # noqa: E402
+from scalestudy.scheduler.pbs import cache as pbs_cache  # noqa: E402
+from scalestudy.scheduler.pbs import resume as pbs_resume  # noqa: E402
+from scalestudy.scheduler.pbs import sidecar as pbs_sidecar  # noqa: E402
 
 try:  # see per_job
     from snakemake.common import overwrite_function_params
@@ -53,6 +57,10 @@ if not workflow.overwrite_configfiles:
 
     configfile: DEFAULT_SWEEP
 
+
+# With a sidecar (the PBS profiles), "Nothing to be done" would otherwise wait forever.
+if workflow.is_main_process:
+    pbs_sidecar.end_executor_wait_at_exit(workflow)
 
 # workflow.configfiles: the --configfile (or profile) files, else the example, in order.
 STUDY = load_study(config, workflow.configfiles)
@@ -94,6 +102,24 @@ onstart:
         sys.exit(1)
     retry.archive(SURVEY.retry_archives)
     history.keep_before_rerun(points_to_rerun(), planned=SURVEY.keeping)
+    submit_again_what_never_ran()
+    write_packs()
+
+
+def submit_again_what_never_ran():
+    """Points whose batch job an interrupted run deleted while it was queued run afresh
+    instead of being resumed under the dead job's id (scheduler/pbs/resume.py)."""
+    if CLUSTER.scheduler != "pbspro":
+        return
+    dag = workflow.dag
+    resumed = {
+        job: job_id
+        for job in dag.needrun_jobs()
+        if job.rule.name in RUN_RULES and (job_id := dag.incomplete_external_jobid(job))
+    }
+    for job in pbs_resume.never_ran(resumed):
+        print(f"scalestudy: {job.output.metrics}: its batch job was deleted before it ran; submitted again")
+        workflow.persistence.cleanup(job)
 
 
 def points_to_rerun():
@@ -186,8 +212,53 @@ SURVEY = (
     if workflow.is_main_process
     else history.Survey()
 )
+# Packs (config/packing.py): the points to run of the studies that say `pack:`, each pack a
+# Snakemake group that the cluster executor submits as one batch job. Local runs ignore
+# groups (Snakemake runs grouped jobs one by one there, as any other).
+PACKS = (
+    packing.packs(SURVEY.to_submit(STUDY.points), CLUSTER, {n: s.get("pack", 1) for n, s in SWEEP.studies.items()})
+    if workflow.is_main_process and not STUDY.partial
+    else []
+)
+stop_on(site.pack_problems(PACKS, CLUSTER) if CLUSTER.scheduler != "none" else [])
+PACK_OF = {(point.study, point.id): pack.name for pack in PACKS for point in pack.points}
+# Snakemake makes one group job per connected component of a group, and a pack's points are
+# not connected: the profiles' `group-components: [pack=...]` lets a group span that many,
+# and each pack's group id is looked up under the name `pack` (Snakemake's own mapping of a
+# group id to the name its components count is read under).
+workflow.parent_groupids.update({pack.name: packing.GROUP_COMPONENTS_NAME for pack in PACKS})
+
+
+def pack_group(wildcards):
+    """The run rules' `group:` (None: the point is a batch job of its own)."""
+    return PACK_OF.get((wildcards.study, wildcards.point))
+
+
+def write_packs():
+    """For the submit command: which points each group job runs (scheduler/pbs/cache.py)."""
+    if PACKS and CLUSTER.scheduler == "pbspro":
+        pbs_cache.save_packs(
+            pbs_cache.cache_dir(),
+            {
+                pack.name: [
+                    {"metrics": LAYOUT.metrics(p.study, p.id), "point": p.to_json(), "walltime_s": p.walltime_seconds,
+                     "queue": p.queue}
+                    for p in pack.points
+                ]
+                for pack in PACKS
+            },
+        )  # fmt: skip
+
+
 if workflow.is_main_process:
     print(history.summary_line(SURVEY, STUDY.partial), flush=True)
+    if PACKS:
+        packed = sum(len(pack.points) for pack in PACKS)
+        print(f"scalestudy: packed {packed} points into {len(PACKS)} batch jobs ({', '.join(p.name for p in PACKS)})")
+    if CLUSTER.scheduler != "none" and not STUDY.partial and SURVEY.to_run:
+        # What the jobs about to be submitted may cost (config/forecast.py), before the first one.
+        FORECAST = forecast.forecast(SURVEY.to_submit(STUDY.points), CLUSTER, SURVEY.measured(), PACKS)
+        print("\n".join(forecast.forecast_lines(FORECAST, f"the {SURVEY.to_run} run jobs to submit")), flush=True)
 
 
 def study_target(wildcards):

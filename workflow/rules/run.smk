@@ -53,6 +53,9 @@ for APP in APPS.values():
             point=point_json,
         wildcard_constraints:
             study=study_pattern(APP.name),
+        # Points of a pack (a study's `pack:`) share one batch job on a cluster.
+        group:
+            pack_group
         conda:
             APP.conda_env
         envmodules:

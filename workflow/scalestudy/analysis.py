@@ -161,6 +161,10 @@ def run_row(metrics: dict, path: Path | None = None) -> dict:
         # The site's own record of the job (PBS writes it after the job, so after metrics.json)
         # replaces the estimate: actual service units, memory used, the batch job's wall time.
         row.update(site_resources(Path(path).parent))
+    # The batch job that ran it: points packed into one job share it (config/packing.py).
+    job_id = (metrics.get("provenance") or {}).get("job_id")
+    if job_id:
+        row["batch_job"] = str(job_id)
     # Kept whole (as JSON) for the report's per-run provenance.
     for key in ("params", "mpi_flags", "nccl_env", "provenance"):
         if metrics.get(key):

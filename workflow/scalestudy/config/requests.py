@@ -35,6 +35,10 @@ class JobRequest:
     point_walltime_s: int
     # Ranks on hardware threads: the site must be asked for them (Gadi: other=hyperthread).
     hyperthreads: bool = False
+    # How the point places its ranks: MPI ranks on each node and threads of each rank
+    # (a PBS chunk's mpiprocs and ompthreads; PBS_NODEFILE lists a host once per mpiproc).
+    ranks_per_node: int = 1
+    threads_per_rank: int = 1
 
     @property
     def ncpus(self) -> int:
@@ -103,6 +107,8 @@ def job_request(point: Point, cluster: Cluster) -> JobRequest:
         walltime_s=point.walltime_seconds + cluster.walltime_margin_s,
         point_walltime_s=point.walltime_seconds,
         hyperthreads=point.hyperthreads,
+        ranks_per_node=point.ranks_per_node,
+        threads_per_rank=point.threads_per_rank,
     )
 
 

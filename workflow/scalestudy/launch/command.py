@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..config import placement
 from ..config.clusters import MpiLauncher
-from ..model.paths import REPO_ROOT
+from ..model.paths import PBS_NODEFILE_COPY, REPO_ROOT
 from ..model.point import Point
 
 
@@ -32,6 +32,29 @@ def allocated_hosts(environ: Mapping[str, str] = os.environ) -> list[str]:
     if nodelist:
         return list(dict.fromkeys(expand_hostlist(nodelist)))
     return []
+
+
+def pbs_slots(point: Point, run_dir: Path, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """Slots from the point, where PBS's node file gives fewer.
+
+    Open MPI's PBS support (ras pbs) takes its slots from $PBS_NODEFILE, which lists a host
+    once per mpiproc of its chunk: a request without `mpiprocs` (Gadi's `-l ncpus=` totals
+    on a stock PBS, whose chunk then has mpiprocs=1) gives one slot per node, and `--map-by
+    ppr:2:node` fails ("Procs mapped: 1 ... PPR: 2:node", exit 213) whatever `--host` says.
+    Gadi lists a host once per CPU; the select dialect says mpiprocs. Where a host of the
+    point's is listed fewer than ranks_per_node times, a node file listing each of the
+    point's hosts ranks_per_node times is written into the run directory and replaces
+    $PBS_NODEFILE for the launcher (MPICH's Hydra takes -hosts and needs none of this)."""
+    nodefile = environ.get("PBS_NODEFILE")
+    if not nodefile or not Path(nodefile).is_file():
+        return {}
+    listed = [line.strip() for line in Path(nodefile).read_text().splitlines() if line.strip()]
+    hosts = list(dict.fromkeys(listed))[: point.nodes]
+    if all(listed.count(host) >= point.ranks_per_node for host in hosts):
+        return {}
+    own = run_dir / PBS_NODEFILE_COPY
+    own.write_text("".join(f"{host}\n" * point.ranks_per_node for host in hosts))
+    return {"PBS_NODEFILE": str(own)}
 
 
 def slurm_allocation(environ: Mapping[str, str] = os.environ) -> dict[str, str]:

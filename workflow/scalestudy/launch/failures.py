@@ -108,9 +108,11 @@ MPI_ABORT = markers(
     r"exited\s+due\s+to\s+process\s+rank\s+\d+\s+with\s+PID\s+\d+\s+on\s+node\s+\S+\s+calling\s+\"abort\"",
     r"Primary\s+job\s+terminated\s+normally,\s+but\s+\d+\s+process(?:es)?\s+returned",
 )
-# The scheduler's word for a job it ended (Slurm states, PBS Pro JOB_EXEC_KILL_* exit statuses).
+# The scheduler's word for a job it ended (Slurm states, PBS Pro JOB_EXEC_KILL_* exit
+# statuses of OpenPBS job.h: -29 walltime, -26 vmem, -27 mem; -24/-25 ncpus and -28 cput
+# are other limits, scheduler_error with PBS's reason).
 SCHEDULER_WALLTIME = {"TIMEOUT", "DEADLINE", "-29"}
-SCHEDULER_OOM = {"OUT_OF_MEMORY", "OOM", "-24", "-25", "-27"}
+SCHEDULER_OOM = {"OUT_OF_MEMORY", "OOM", "-26", "-27"}
 
 
 def tail(text: str, lines: int = TAIL_LINES) -> str:

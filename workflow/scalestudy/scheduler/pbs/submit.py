@@ -8,6 +8,7 @@ an initial state) asks for one node and its threads.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -19,8 +20,9 @@ from typing import Any
 
 from ...config import clusters
 from ...config.requests import JobRequest, job_request, request_problems
-from ...model.paths import BATCH_LOG
+from ...model.paths import BATCH_LOG, CLUSTERS_DIR_ENV, clusters_dir
 from ...model.point import Point
+from ...model.timefmt import hms
 from . import cache
 from .dialects import dialect_of, site_rules
 from .sidecar import SIDECAR_VARS
@@ -45,9 +47,13 @@ def job_properties(jobscript: Path) -> dict[str, Any]:
 
 
 def site_environment(cluster) -> str:
-    """Lines that give the job the site's modules and environment (PBS passes none)."""
-    lines = ["# site environment, from config/clusters/" + cluster.name + ".yaml"]
+    """Lines that give the job the site's modules and environment (PBS passes none), and the
+    folder the cluster file was read from: inside the job `run-point --cluster` must read the
+    same file (a site's own under $SCALESTUDY_CLUSTERS_DIR, not the checkout's namesake)."""
+    directory = clusters_dir().resolve()
+    lines = [f"# site environment, from {directory / cluster.name}.yaml"]
     # Values from config reach the job's shell quoted: one word each, nothing expanded.
+    lines.append(f"export {CLUSTERS_DIR_ENV}={shlex.quote(str(directory))}")
     if cluster.modules:
         lines.append(shlex.join(["module", "load", *cluster.modules]))
     lines += [f"export {name}={shlex.quote(value)}" for name, value in cluster.job_env.items()]
@@ -103,7 +109,23 @@ def submit(jobscript: Path, cluster_name: str, qsub: str = "qsub", environ: Mapp
     if not project:
         problems.append(f"config/clusters/{cluster.name}.yaml: project is not set and $PROJECT is empty")
     outputs = properties.get("output") or []
-    if "point" in params:
+    # The points of this group job: those of its pack that Snakemake put in it (all of them
+    # with the profiles' group-components; one each without).
+    pack = [
+        entry
+        for entry in cache.load_packs(cache.cache_dir(environ)).get(properties.get("groupid") or "") or []
+        if entry["metrics"] in outputs
+    ]
+    if properties.get("type") == "group" and pack:
+        # A pack: its points one after another in one batch job (config/packing.py).
+        points = [Point.from_json(entry["point"], int(entry["walltime_s"]), entry.get("queue")) for entry in pack]
+        total = sum(point.walltime_seconds for point in points)
+        first = dataclasses.replace(points[0], walltime=hms(total))
+        problems += request_problems(first, cluster, site_rules(cluster))
+        request = dataclasses.replace(job_request(first, cluster), name=str(properties["groupid"])[:48])
+        params = {"point": None}
+        outputs = [entry["metrics"] for entry in pack]
+    elif "point" in params:
         point = Point.from_json(params["point"], int(resources["walltime_s"]), resources.get("queue") or None)
         problems += request_problems(point, cluster, site_rules(cluster))
         request = job_request(point, cluster)
@@ -116,22 +138,77 @@ def submit(jobscript: Path, cluster_name: str, qsub: str = "qsub", environ: Mapp
     run_dir.mkdir(parents=True, exist_ok=True)
     script = jobscript.read_text()
     if SITE_MARKER in script:
-        jobscript.write_text(script.replace(SITE_MARKER, site_environment(cluster), 1))
+        script = script.replace(SITE_MARKER, site_environment(cluster), 1)
+    if pack:
+        script = one_after_another(script, points)
+    jobscript.write_text(script)
     argv = qsub_command(
         request, cluster, project=project, log_path=str((run_dir / BATCH_LOG).resolve()), jobscript=str(jobscript)
     )
     argv[0] = qsub
     result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    if result.returncode != 0:
+    metrics = next((o for o in outputs if o.endswith("metrics.json")), None)
+    if result.returncode != 0 and pack:
         raise SubmitRefused([f"qsub exited with {result.returncode}: {result.stderr.strip() or result.stdout.strip()}"])
+    if result.returncode != 0:
+        refusal = f"qsub exited with {result.returncode}: {result.stderr.strip() or result.stdout.strip()}"
+        if metrics is None or "point" not in params:
+            raise SubmitRefused([refusal])
+        # The server refused a point (a queue limit the cluster file lacks, a project out of
+        # allocation): its failed record, so that the tables and the report still build.
+        return refused_point(metrics, params["point"], resources.get("walltime_s"), refusal, shlex.join(argv))
     job_id = result.stdout.strip().splitlines()[0].strip()
+    if pack:
+        # Every point of the pack: the status command records each one the job left without a record.
+        cache.register(directory, job_id, run=environ.get(SIDECAR_VARS) or None, pack=pack)
+        return job_id
     cache.register(
         directory,
         job_id,
         run=environ.get(SIDECAR_VARS) or None,
-        metrics=next((o for o in outputs if o.endswith("metrics.json")), None),
+        metrics=metrics,
         point=params.get("point"),
         walltime_s=resources.get("walltime_s"),
         queue=resources.get("queue"),
     )
     return job_id
+
+
+def refused_point(metrics: str, point_json: str, walltime_s: int | None, refusal: str, command: str) -> str:
+    """Write the failed record of a point qsub refused; the pseudo job id the status command
+    answers `success` for at once (the record is the result)."""
+    import sys
+    import uuid
+
+    from ...launch.runner import record_lost_job
+    from .status import REFUSED_PREFIX
+
+    record_lost_job(Path(metrics), point_json, walltime_s, f"{refusal} (the batch job was never submitted: {command})")
+    print(f"scalestudy: {refusal}; recorded as a failed point in {metrics}", file=sys.stderr)
+    return f"{REFUSED_PREFIX}{uuid.uuid4().hex[:12]}"
+
+
+def one_after_another(script: str, points: list[Point]) -> str:
+    """A group job's script that runs its points one after another, in the pack's order.
+
+    Snakemake writes one command for a group job, `... --target-jobs A B C ... --cores all`,
+    and its Snakemake inside the job would run the points side by side, in an order of its
+    own. Here that command becomes one per point (`--target-jobs A`, then B, ...): one
+    measurement at a time, repeats and variants interleaved as the pack lists them, and a
+    point that fails does not stop the next."""
+    lines = script.splitlines(keepends=True)
+    for index, line in enumerate(lines):
+        found = re.search(r"--target-jobs ((?:[^-\s]\S* )+)", line)
+        if not found:
+            continue
+        targets = found.group(1).split()  # as written (quoted or not): `cd ... && python ...` stays as is
+        # cluster-generic ends the command with `&& exit 0 || exit 1`: after every point but
+        # the last, that would end the job. Each command notes a failure; the job exits 1 if any.
+        head, tail = line[: found.start(1)], re.sub(r"\s*&&\s*exit 0 \|\| exit 1\s*$", "", line[found.end(1) :])
+        commands = []
+        for point in points:
+            mine = [t for t in targets if shlex.split(t)[0].endswith(f":study={point.study},point={point.id}")]
+            commands.append(f"{head}{' '.join(mine)} {tail.rstrip()} || scalestudy_failed=1\n")
+        lines[index] = "".join(commands) + "exit ${scalestudy_failed:-0}\n"
+        break
+    return "".join(lines)

@@ -1,0 +1,237 @@
+"""The PBS profiles against a real OpenPBS server (issue 13), when one is up on this machine.
+
+A one-host OpenPBS (server, scheduler, comm, mom) built from openpbs/openpbs with
+../shared/openpbs/setup-openpbs.sh: queues normal/express/ai, Gadi's site resources, an
+ordinary user `scaleuser` who submits (PBS runs no job as root), and logging shims for
+qsub/qstat/qdel in /opt/pbs-shim/bin (one line per call in /var/log/pbs-shim/). Without a
+running server every test here skips, saying why; CI keeps the Slurm-based PBS tests
+(test_scheduler_integration.py).
+
+- profiles/gadi and profiles/aspire2a run shipped-shaped ping-pong and LAMMPS studies (2 ranks
+  per node) on the stock queue `normal` (no default_chunk tricks) from a site's own cluster
+  files (SCALESTUDY_CLUSTERS_DIR): every point ends ok, and each polling round asks qstat
+  once (the round that learns that the server's JSON lists one job of several asks twice);
+- Ctrl-C with queued jobs deletes them; the rerun submits those points again and they run.
+"""
+
+import json
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+PBS_BIN = Path("/opt/pbs/bin")
+SHIM_BIN = Path("/opt/pbs-shim/bin")
+SHIM_LOG = Path("/var/log/pbs-shim/qstat.log")
+USER = "scaleuser"
+# Its own uid, gid and groups (user= alone would keep root's groups).
+AS_USER = {"user": USER, "group": USER, "extra_groups": []}
+
+pytestmark = pytest.mark.e2e
+
+
+def unavailable_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (jobs are submitted as the ordinary user scaleuser)"
+    if not (PBS_BIN / "qstat").exists():
+        return "no OpenPBS in /opt/pbs (build one: ../shared/openpbs/setup-openpbs.sh <openpbs source tree>)"
+    try:
+        pwd.getpwnam(USER)
+    except KeyError:
+        return f"no user {USER} (setup-openpbs.sh makes it)"
+    if subprocess.run([PBS_BIN / "qstat", "-B"], capture_output=True).returncode != 0:
+        return "the OpenPBS server is not running (/opt/pbs/libexec/pbs_init.d start)"
+    if not SHIM_BIN.is_dir():
+        return "no logging shims in /opt/pbs-shim/bin (setup-openpbs.sh installs them)"
+    probe = subprocess.run([sys.executable, "-c", "import snakemake, mpi4py"], **AS_USER, capture_output=True)
+    if probe.returncode != 0:
+        return f"{USER} cannot run {sys.executable} (a venv made from a Python under /root?)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def openpbs():
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def workdir():
+    """A folder the submitting user owns (pytest's tmp_path is root's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="openpbs-"))
+    folder.chmod(0o755)
+    shutil.chown(folder, USER, USER)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+PINGPONG = {"app": "pingpong", "nodes": [1], "ranks_per_node": [2], "repeats": 2, "walltime": "00:03:00",
+            "params": {"max_bytes": 16384, "iterations": 100, "warmup": 10}}  # fmt: skip
+LAMMPS = {"app": "lammps", "scaling": "strong", "nodes": [1], "ranks_per_node": [2], "repeats": 1,
+          "mpi_flags": ["default", "mpich-nolocal"], "walltime": "00:05:00",
+          "params": {"N": 2000, "warmup_steps": 200, "benchmark_steps": 500,
+                     "executable": ".venv-lammps/bin/lmp"}}  # fmt: skip
+
+
+def setup(workdir: Path, cluster: str, studies: dict) -> list[str]:
+    """The site's cluster file (the shipped one, with this machine's MPI and no modules),
+    the sweep, and the profile with absolute paths; returns the snakemake command."""
+    site = workdir / "site"
+    site.mkdir()
+    data = yaml.safe_load((REPO / f"config/clusters/{cluster}.yaml").read_text())
+    data.update(modules=[], project="ab12", walltime_margin="00:01:00")
+    data["mpi"]["from_python_env"] = True
+    data["mpi"]["mpich"]["launcher"] = str((REPO / ".venv-lammps/bin/mpiexec").resolve())
+    (site / f"{cluster}.yaml").write_text(yaml.safe_dump(data))
+    sweep = {"mpi_flag_sets": {"default": {}, "mpich-nolocal": {"flavour": "mpich", "MPIR_CVAR_NOLOCAL": 1}},
+             "nccl_env_sets": {"default": {}}, "studies": studies}  # fmt: skip
+    (workdir / "sweep.yaml").write_text(yaml.safe_dump(sweep))
+    profile = yaml.safe_load((REPO / f"profiles/{cluster}/config.v8+.yaml").read_text())
+    scripts = REPO / "profiles/pbs"
+    for key in ("cluster-generic-submit-cmd", "cluster-generic-status-cmd", "cluster-generic-cancel-cmd",
+                "cluster-generic-sidecar-cmd", "jobscript"):  # fmt: skip
+        profile[key] = profile[key].replace("profiles/pbs/", f"{scripts}/")
+    profile.update({"seconds-between-status-checks": 3, "latency-wait": 5})
+    profile.pop("configfiles"), profile.pop("config")
+    (workdir / "profile").mkdir()
+    (workdir / "profile/config.v8+.yaml").write_text(yaml.safe_dump(profile))
+    for path in workdir.rglob("*"):
+        shutil.chown(path, USER, USER)
+    return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
+            "--profile", str(workdir / "profile"), "--configfile", str(workdir / "sweep.yaml"),
+            "--config", f"cluster={cluster}", f"results_dir={workdir / 'results'}"]  # fmt: skip
+
+
+def environment(workdir: Path) -> dict[str, str]:
+    return {
+        "PATH": f"{SHIM_BIN}:{PBS_BIN}:{Path(sys.executable).parent}:/usr/bin:/bin",
+        "HOME": str(workdir),
+        "PYTHONPATH": str(REPO / "workflow"),
+        "SCALESTUDY_CLUSTERS_DIR": str(workdir / "site"),
+        "SCALESTUDY_PYTHON": sys.executable,
+        "PROJECT": "ab12",
+        "HF_HUB_OFFLINE": "1",
+    }
+
+
+def records(workdir: Path) -> dict[str, dict]:
+    results = workdir / "results"
+    found = sorted(results.rglob("runs/**/metrics.json"))
+    return {str(p.relative_to(results)): json.loads(p.read_text()) for p in found}
+
+
+def qstat_rounds(since: float, job_ids: set[str]) -> list[int]:
+    """qstat calls per polling round for these jobs (the shim's log; calls less than 1 s
+    apart are one round)."""
+    times = []
+    for line in SHIM_LOG.read_text().splitlines():
+        stamp, *words = line.split()
+        if float(stamp) >= since and job_ids & set(words):
+            times.append(float(stamp))
+    rounds: list[int] = []
+    for i, stamp in enumerate(times):
+        if i and stamp - times[i - 1] < 1.0:
+            rounds[-1] += 1
+        else:
+            rounds.append(1)
+    return rounds
+
+
+@pytest.mark.parametrize("cluster", ["gadi", "aspire2a"])
+def test_pingpong_and_lammps_at_2_ranks_per_node_end_ok_with_one_qstat_per_round(openpbs, workdir, cluster):
+    command = setup(workdir, cluster, {"pingpong": PINGPONG, "lammps-wca": LAMMPS})
+    started = time.time()
+    run = subprocess.run(command, env=environment(workdir), **AS_USER, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    done = records(workdir)
+    assert len(done) == 4 and {r["status"] for r in done.values()} == {"ok"}, {
+        k: r.get("reason") for k, r in done.items()
+    }
+    # The site's file, not the checkout's namesake: its charge rate reached the job.
+    assert {r["resources"]["charge_rate"] for r in done.values()} == {
+        yaml.safe_load((workdir / "site" / f"{cluster}.yaml").read_text())["queues"]["normal"]["charge_rate"]
+    }
+    registry = workdir / ".snakemake/scalestudy-pbs/jobs.jsonl"
+    job_ids = {json.loads(line)["id"] for line in registry.read_text().splitlines()}
+    rounds = qstat_rounds(started, job_ids)
+    print(f"{cluster}: {len(job_ids)} batch jobs; qstat calls per polling round: {rounds}")
+    # One per round; the first round that meets the server's one-job JSON also asks as text.
+    assert rounds and rounds[0] <= 2 and set(rounds[1:]) <= {1}, rounds
+    # Nothing left to do: the run ends at once (the sidecar does not hold it).
+    again = subprocess.run(command, env=environment(workdir), **AS_USER, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+def qstat_json(job_id: str) -> dict:
+    out = subprocess.run([PBS_BIN / "qstat", "-x", "-f", "-F", "json", job_id], capture_output=True, text=True)
+    return json.loads(out.stdout)["Jobs"][job_id]
+
+
+def test_ctrl_c_with_queued_jobs_then_a_rerun_runs_the_interrupted_points(openpbs, workdir):
+    command = setup(workdir, "gadi", {"pingpong": PINGPONG})
+    env = environment(workdir)
+    # The node's 96 cpus taken: the study's jobs stay queued.
+    blocker = subprocess.run([PBS_BIN / "qsub", "-q", "normal", "-l", "select=1:ncpus=96:mem=1GB,walltime=00:10:00",
+                              "-N", "blocker", "-j", "oe", "-o", "/dev/null", "--", "/bin/sleep", "600"],
+                             env=env, **AS_USER, capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    registry = workdir / ".snakemake/scalestudy-pbs/jobs.jsonl"
+    try:
+        snakemake = subprocess.Popen(command, env=env, **AS_USER, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(registry.read_text().splitlines() if registry.exists() else []) < 2:
+            time.sleep(1)
+        queued = [json.loads(line)["id"] for line in registry.read_text().splitlines()]
+        assert len(queued) == 2 and {qstat_json(j)["job_state"] for j in queued} == {"Q"}
+        time.sleep(4)  # a status round or two
+        os.kill(snakemake.pid, signal.SIGINT)
+        output, _ = snakemake.communicate(timeout=120)
+        for _ in range(30):
+            if {qstat_json(j)["job_state"] for j in queued} == {"F"}:
+                break
+            time.sleep(1)
+        ended = [qstat_json(j) for j in queued]
+        assert [(j["job_state"], j["substate"], "Exit_status" in j) for j in ended] == [("F", 91, False)] * 2, output
+    finally:
+        subprocess.run([PBS_BIN / "qdel", blocker], env=env, **AS_USER, capture_output=True)
+    rerun = subprocess.run(command, env=env, **AS_USER, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert (rerun.stdout + rerun.stderr).count("its batch job was deleted before it ran; submitted again") == 2
+    done = records(workdir)
+    assert len(done) == 2 and {r["status"] for r in done.values()} == {"ok"}
+
+
+def test_a_packed_study_runs_in_one_batch_job_interleaved_one_point_after_another(openpbs, workdir):
+    """`pack: scale`: 2 flag sets x 2 repeats of ping-pong in ONE qsub, A B A B, no two points
+    at once, each its own record; the report names the batch job they shared."""
+    pack = {**PINGPONG, "mpi_flags": ["default", "tcp"], "pack": "scale"}
+    command = setup(workdir, "gadi", {"pingpong": pack})
+    sweep = yaml.safe_load((workdir / "sweep.yaml").read_text())
+    sweep["mpi_flag_sets"]["tcp"] = {"btl": "self,tcp"}
+    (workdir / "sweep.yaml").write_text(yaml.safe_dump(sweep))
+    run = subprocess.run(command, env=environment(workdir), **AS_USER, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "packed 4 points into 1 batch jobs (pingpong.n1r2.pack1)" in run.stdout + run.stderr
+    registry = (workdir / ".snakemake/scalestudy-pbs/jobs.jsonl").read_text().splitlines()
+    assert len(registry) == 1  # one qsub
+    done = records(workdir)
+    assert {r["status"] for r in done.values()} == {"ok"} and len(
+        {r["provenance"]["job_id"] for r in done.values()}
+    ) == 1
+    order = sorted(done.values(), key=lambda r: r["started"])
+    assert [(r["point"]["mpi_flag_set"], r["point"]["repeat"]) for r in order] == [
+        ("default", 1), ("tcp", 1), ("default", 2), ("tcp", 2)
+    ]  # fmt: skip
+    assert all(a["finished"] <= b["started"] for a, b in zip(order, order[1:], strict=False))
+    page = (workdir / "results/report/index.md").read_text()
+    assert f"batch job {order[0]['provenance']['job_id']}: " in page

@@ -1,0 +1,128 @@
+"""Packing (config/packing.py): points with the same batch request in one batch job, one
+after another, repeats and variants interleaved; the walltime summed plus the margin once;
+`plan` and the forecast count packs as jobs; the submit command turns a group job's one
+command into one per point; the report names the points that shared a batch job."""
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+from scalestudy import analysis, report
+from scalestudy.config.forecast import forecast
+from scalestudy.config.packing import packs
+from scalestudy.model.errors import SweepError
+from scalestudy.scheduler import site
+from scalestudy.scheduler.pbs import plan, submit
+
+
+@pytest.fixture
+def shipped(repo, monkeypatch):
+    monkeypatch.setenv("PROJECT", "ab12")
+    return yaml.safe_load((repo / "config/sweep.yaml").read_text())
+
+
+def hoomd_packed(shipped, pack="scale"):
+    config = {**shipped, "cluster": "gadi"}
+    config["studies"] = {"hoomd-wca": {**shipped["studies"]["hoomd-wca"], "pack": pack}}
+    return site.load_study(config)
+
+
+def sizes(study):
+    return {name: s.get("pack", 1) for name, s in study.sweep.studies.items()}
+
+
+def test_the_shipped_hoomd_strong_study_packs_18_points_into_3_jobs(shipped):
+    study = hoomd_packed(shipped)
+    found = packs(study.points, study.cluster, sizes(study))
+    assert len(study.points) == 18 and [len(p.points) for p in found] == [6, 6, 6]
+    assert [p.name for p in found] == ["hoomd-wca.n1r48.pack1", "hoomd-wca.n2r48.pack1", "hoomd-wca.n4r48.pack1"]
+    # Repeats and variants interleaved: A B A B A B.
+    assert [(p.mpi_flag_set, p.repeat) for p in found[0].points] == [
+        ("default", 1), ("no-ucx-hcoll", 1), ("default", 2), ("no-ucx-hcoll", 2), ("default", 3), ("no-ucx-hcoll", 3)
+    ]  # fmt: skip
+    # 6 x 30 min one after another, the 5 min margin once.
+    assert found[0].walltime_s(study.cluster) == 6 * 1800 + 300
+
+
+def test_a_number_is_points_per_job(shipped):
+    study = hoomd_packed(shipped, 4)
+    assert [len(p.points) for p in packs(study.points, study.cluster, sizes(study))] == [4, 2] * 3
+
+
+def test_pack_one_is_no_packing_and_a_bad_value_is_one_line(shipped):
+    study = hoomd_packed(shipped, 1)
+    assert packs(study.points, study.cluster, sizes(study)) == []
+    with pytest.raises(SweepError) as refused:
+        hoomd_packed(shipped, "scales")
+    assert refused.value.problems == [
+        "studies.hoomd-wca.pack: 'scales' is not allowed; use scale (one batch job per scale) or a number of "
+        "points per batch job, e.g. 6"
+    ]
+
+
+def test_plan_and_the_forecast_count_a_pack_as_one_job(shipped, repo, tmp_path, monkeypatch):
+    monkeypatch.chdir(repo)
+    config = {**shipped, "studies": {"hoomd-wca": {**shipped["studies"]["hoomd-wca"], "pack": "scale"}}}
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump(config))
+    lines = plan.plan(repo / "profiles/gadi", [str(sweep)])
+    assert "# scalestudy: hoomd-wca: 18 points in 3 batch jobs (pack: scale)" in lines
+    qsubs = [line for line in lines if line.startswith("qsub")]
+    assert len(qsubs) == 3 and "walltime=03:05:00" in qsubs[0] and " -N hoomd-wca.n1r48.pack1 " in qsubs[0]
+    study = hoomd_packed(shipped)
+    packed = forecast(study.points, study.cluster, packs=packs(study.points, study.cluster, sizes(study)))
+    unpacked = forecast(study.points, study.cluster)
+    # The same requests; five margins fewer per pack (rate 2 x (48 + 96 + 192) cores x 5 x 5 min).
+    assert packed.jobs == {"hoomd-wca": 3} and unpacked.jobs == {"hoomd-wca": 18}
+    assert unpacked.total - packed.total == pytest.approx(2 * (48 + 96 + 192) * 5 * 5 / 60)
+
+
+GROUP_SCRIPT = """#!/bin/bash
+# properties = {{}}
+cd /w && /v/python -m snakemake --snakefile /w/Snakefile --target-jobs 'run_hoomd:study=hoomd-wca,point={b}' \
+run_hoomd:study=hoomd-wca,point={a} --allowed-rules run_hoomd --cores all --mode remote && exit 0 || exit 1
+"""
+
+
+def test_a_group_jobs_command_becomes_one_per_point_in_the_packs_order(shipped):
+    study = hoomd_packed(shipped)
+    first, second = packs(study.points, study.cluster, sizes(study))[0].points[:2]
+    script = GROUP_SCRIPT.format(a=first.id, b=second.id)
+    lines = submit.one_after_another(script, [first, second]).splitlines()
+    assert lines[2].endswith(f"--target-jobs run_hoomd:study=hoomd-wca,point={first.id} --allowed-rules run_hoomd "
+                             "--cores all --mode remote || scalestudy_failed=1")  # fmt: skip
+    assert f"--target-jobs 'run_hoomd:study=hoomd-wca,point={second.id}' --allowed" in lines[3]
+    assert lines[3].endswith("|| scalestudy_failed=1") and lines[4] == "exit ${scalestudy_failed:-0}"
+
+
+def test_the_report_names_the_points_that_shared_a_batch_job():
+    def record(point, job, started):
+        return {"point": {"study": "pp", "point": point}, "status": "ok", "started": started,
+                "provenance": {"job_id": job}}  # fmt: skip
+
+    runs = pd.DataFrame(
+        [analysis.run_row(record(p, j, t)) for p, j, t in
+         [("a/rep1", "48.vm", "1"), ("b/rep1", "48.vm", "2"), ("a/rep2", "48.vm", "3"), ("c/rep1", "49.vm", "1")]]
+    )  # fmt: skip
+    assert report.shared_batch_jobs(runs) == {"48.vm": ["a/rep1", "b/rep1", "a/rep2"]}
+    text = json.dumps([str(block) for block in report.run_blocks(runs)])
+    assert "Packed (3 runs in 1 batch jobs)" in text and "batch job 48.vm: a/rep1, b/rep1, a/rep2" in text
+
+
+def test_a_pack_over_the_queues_walltime_limit_is_refused_before_submission(shipped, repo, tmp_path, monkeypatch):
+    monkeypatch.chdir(repo)
+    config = {**shipped, "studies": {"hoomd-wca": {**shipped["studies"]["hoomd-wca"], "pack": "scale",
+                                                   "walltime": "09:00:00"}}}  # fmt: skip
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump(config))
+    with pytest.raises(SweepError) as refused:
+        plan.plan(repo / "profiles/gadi", [str(sweep)])
+    assert refused.value.problems[0] == (
+        "studies.hoomd-wca.walltime: 54:05:00 (the point's 54:00:00 + margin 00:05:00) is over queue normal's "
+        "limit 48:00:00 for 48 ncpus (pack: the walltimes of its 6 points summed in hoomd-wca.n1r48.pack1; "
+        "use a smaller pack)"
+    )
+    config["studies"]["hoomd-wca"]["pack"] = 5  # 5 x 9 h + 5 min fits
+    sweep.write_text(yaml.safe_dump(config))
+    assert len([line for line in plan.plan(repo / "profiles/gadi", [str(sweep)]) if line.startswith("qsub")]) == 6

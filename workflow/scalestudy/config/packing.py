@@ -1,0 +1,90 @@
+"""Packing: points with the same batch request run one after another in one batch job.
+
+A study says `pack: scale` (every point of a scale, i.e. of one batch request, in one job)
+or `pack: N` (at most N points per job; 1, the default, is one job per point). Points share
+a job only when their request is the same: queue, nodes, cores, GPUs and memory per node,
+ranks per node and threads per rank. Inside a pack the points are interleaved, repeats and
+variants alternating (A B A B ...), so that drift of the machine spreads over all of them.
+The pack's walltime is the sum of its points' walltimes plus the cluster's margin, once.
+
+Each point stays its own Snakemake job (its directory, metrics.json, provenance, its own
+timer): a pack is a Snakemake group (workflow/rules/run.smk `group:`), submitted as one
+batch job by the cluster executor, and one point's failure or walltime stop is that point's
+record only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ..model.point import Point
+from ..model.timefmt import hms
+from .clusters import Cluster
+from .requests import job_request
+
+SCALE = "scale"  # `pack: scale`: every point of one batch request in one job
+# The name under which the cluster profiles give Snakemake the number of components a pack's
+# group may span (`group-components: [pack=100000]`: any pack, whatever its size).
+GROUP_COMPONENTS_NAME = "pack"
+
+
+@dataclass(frozen=True)
+class Pack:
+    name: str  # the Snakemake group id and the batch job's name
+    points: tuple[Point, ...]  # in the order they run
+
+    def walltime_s(self, cluster: Cluster) -> int:
+        """The batch job's walltime: the points' walltimes one after another, plus the margin once."""
+        return sum(point.walltime_seconds for point in self.points) + cluster.walltime_margin_s
+
+    def request_point(self) -> Point:
+        """The pack's first point with the pack's summed walltime (margin excluded): what
+        config.requests prices and checks against the queue's limits."""
+        import dataclasses
+
+        total = sum(point.walltime_seconds for point in self.points)
+        return dataclasses.replace(self.points[0], walltime=hms(total))
+
+
+def request_key(point: Point, cluster: Cluster) -> tuple:
+    """What must be equal for points to share a batch job."""
+    r = job_request(point, cluster)
+    return (r.queue.name, r.nodes, r.ncpus_per_node, r.ngpus_per_node, r.mem_per_node_gb,
+            r.ranks_per_node, r.threads_per_rank)  # fmt: skip
+
+
+def interleaved(points: list[Point]) -> list[Point]:
+    """Repeat 1 of every variant, then repeat 2 of every variant, ... (A B A B)."""
+    variants = list(dict.fromkeys(point.variant for point in points))
+    return sorted(points, key=lambda p: (p.repeat, variants.index(p.variant)))
+
+
+def packs(points: Iterable[Point], cluster: Cluster, sizes: Mapping[str, int | str]) -> list[Pack]:
+    """The packs of the points whose study packs (`sizes`: study -> its `pack`, 1 or absent
+    for none), in study order; a pack of one point is no pack (it runs as it would unpacked)."""
+    groups: dict[tuple, list[Point]] = {}
+    for point in points:
+        size = sizes.get(point.study, 1)
+        if size == 1:
+            continue
+        groups.setdefault((point.study, request_key(point, cluster)), []).append(point)
+    result: list[Pack] = []
+    names: set[str] = set()
+    for (study, _key), members in groups.items():
+        ordered = interleaved(members)
+        size = sizes[study]
+        chunk = len(ordered) if size == SCALE else int(size)
+        first = ordered[0]
+        per_node = f"g{first.gpus_per_node}" if first.gpus_per_node else f"r{first.ranks_per_node}"
+        for index, start in enumerate(range(0, len(ordered), chunk), start=1):
+            part = tuple(ordered[start : start + chunk])
+            if len(part) < 2:
+                continue
+            name = re.sub(r"[^A-Za-z0-9._-]", "_", f"{study[:16]}.n{first.nodes}{per_node}.pack{index}")
+            while name in names:  # the same scale on another queue
+                name += "x"
+            names.add(name)
+            result.append(Pack(name, part))
+    return result
