@@ -36,6 +36,7 @@ sys.path.insert(0, str(REPO / "workflow"))
 
 from scalestudy.analysis import POINT_COLUMNS, SCALE_COLUMNS, write_runs_table, write_scaling_tables  # noqa: E402
 from scalestudy.model.paths import PLOT_KINDS, Layout  # noqa: E402
+from scalestudy.model.point import PLACEMENT_DEFAULTS  # noqa: E402
 from scalestudy.plots import plot_from_files  # noqa: E402
 from scalestudy.report import build_from_files  # noqa: E402
 
@@ -108,7 +109,7 @@ def study_runs(total: int, seed: int = 0) -> pd.DataFrame:
                 "point": f"N200000/nodes{nodes}-rpn{RANKS_PER_NODE}/{variant}/rep{repeat}", "variant": variant,
                 "nodes": nodes, "ranks_per_node": RANKS_PER_NODE, "gpus_per_node": 0, "ranks": ranks,
                 "threads_per_rank": 1, "mpi_flag_set": mpi_set, "nccl_env_set": nccl_set, "param.N": 200000,
-                "repeat": repeat, "status": "failed" if failed else "ok",
+                "repeat": repeat, **PLACEMENT_DEFAULTS, "status": "failed" if failed else "ok",
                 "reason": "walltime exceeded (scalestudy): killed after 1800 s" if failed else "",
                 "category": "walltime" if failed else "",
                 "steps_per_s": np.nan if failed else 400.0 * ranks**0.85 * (1 + 0.02 * rng.standard_normal()),
