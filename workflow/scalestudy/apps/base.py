@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..model.errors import did_you_mean
+from ..model.memory import Need
 from ..model.metrics import Metric
 from ..model.paths import ENVS_DIR, Layout
 from ..model.point import Point
@@ -110,6 +111,11 @@ class App:
         """Points with equal keys read the same input files (asked once per key): by default
         the study and its axis values, which fix the params."""
         return point.combination
+
+    def memory(self, point: Point) -> Need | None:
+        """What a rank of this point needs in memory (model.memory), for apps that train; None
+        where the app does not say (nothing is predicted or refused)."""
+        return None
 
     def missing_software(self, point: Point) -> str | None:
         """Why the app cannot run where this job runs (checked before launching), or None."""

@@ -12,6 +12,7 @@ fsdp: every rank is a replica; pipeline and tensor: one; hybrid: ranks / group_s
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 import sys
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..model.memory import PRECISIONS, Need, Shape, Sharding
 from ..model.metrics import declare
 from ..model.paths import Layout
 from ..model.point import Point
@@ -125,6 +127,18 @@ def parse_torch_parallel(log_text: str) -> dict[str, Any]:
     elif result.get("last_loss") is not None:
         figures["final_train_loss"] = result["last_loss"]
     return figures
+
+
+@functools.lru_cache(maxsize=256)
+def model_shape(model: str, width: int, depth: int, vocab: int, seq_len: int, heads: int) -> tuple[int, int]:
+    """(parameters, activation values kept per sample) of a model, from the rank program's own
+    definition on torch's meta device (torch is imported here, when a prediction is asked)."""
+    from .torch_parallel_rank import models
+
+    return (
+        models.parameter_count(model, width, depth, vocab, seq_len, heads),
+        models.activation_values(model, width, depth, vocab, seq_len, heads, batch=1),
+    )
 
 
 class TorchParallel(App):
@@ -245,6 +259,42 @@ class TorchParallel(App):
         if model == "resnet50":
             return 18
         return 4  # seq2seq: embedding, encoder, decoder, head
+
+    def memory(self, point: Point) -> Need:
+        """The model's parameters and the activations autograd keeps (counted on torch's meta
+        device, nothing allocated), sharded as the strategy shards. Measured by the rank's
+        memory growth on CPU (max RSS includes the runtime's own), CUDA max allocated on GPU."""
+        model, strategy = point.params["model"], self.setting(point, "strategy")
+        width, depth = self.size(point, "width"), self.size(point, "depth")
+        vocab, seq_len, heads = (self.setting(point, name) for name in ("vocab", "seq_len", "heads"))
+        parameters, activations = model_shape(model, width, depth, vocab, seq_len, heads)
+        transformer = MODELS[model].transformer
+        shape = Shape(
+            parameters=parameters,
+            hidden=width if transformer else None,
+            layers=depth if transformer else None,
+            heads=heads if transformer else None,
+            seq_len=seq_len if transformer else None,
+            activation_values=None if transformer else activations,
+        )
+        ranks = point.ranks
+        if strategy == "fsdp":
+            sharding = Sharding(data=ranks, zero_stage=self.setting(point, "zero_stage"))
+        elif strategy in ("pipeline", "tensor"):
+            sharding = Sharding(model=ranks)
+        elif strategy == "hybrid":
+            sharding = Sharding(model=self.setting(point, "group_size"))
+        else:
+            sharding = Sharding()
+        on_gpu = self.setting(point, "device") == "cuda"
+        return Need(
+            shape=shape,
+            precision=PRECISIONS[self.setting(point, "precision")],
+            # GPipe keeps every micro-batch's activations until its backward: the whole batch.
+            micro_batch=self.setting(point, "batch_size"),
+            sharding=sharding,
+            measured="peak_memory_gb" if on_gpu else "memory_growth_gb",
+        )
 
     def rank_command(self, point: Point, run_dir: Path, layout: Layout) -> list[str]:
         command = [sys.executable, "-m", "scalestudy.apps.torch_parallel_rank"]

@@ -317,7 +317,8 @@ def activation_values(
     seen: dict[int, int] = {}
 
     def pack(tensor: torch.Tensor) -> torch.Tensor:
-        if id(tensor) not in params and tensor.is_floating_point():
+        base = tensor if tensor._base is None else tensor._base  # Linear saves weight.t(), a view
+        if id(base) not in params and tensor.is_floating_point():
             seen[id(tensor)] = tensor.numel()
         return tensor
 
