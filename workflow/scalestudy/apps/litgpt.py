@@ -115,9 +115,34 @@ def read_model_config(checkpoint_dir: str) -> dict[str, Any]:
     return litgpt_config(Path(checkpoint_dir).name)
 
 
+@functools.lru_cache(maxsize=1)
+def litgpt_config_names() -> frozenset[str]:
+    """The names LitGPT has a config for, read from its config.py as text (importing litgpt
+    costs seconds: only a name it knows is worth it)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("litgpt")
+    if spec is None or not spec.submodule_search_locations:
+        return frozenset()
+    source = Path(next(iter(spec.submodule_search_locations))) / "config.py"
+    text = source.read_text() if source.is_file() else ""
+    names = set(re.findall(r"""name=["']([^"'{}]+)["']""", text))
+    # Templated families (name="Llama-2-{}-hf"): the name is checked by LitGPT itself.
+    templates = re.findall(r"""name=["']([^"']*\{\}[^"']*)["']""", text)
+    return frozenset(names | {t.split("{}")[0] + "*" for t in templates})
+
+
+def known_to_litgpt(name: str) -> bool:
+    names = litgpt_config_names()
+    return name in names or any(n.endswith("*") and name.startswith(n[:-1]) for n in names)
+
+
 @functools.lru_cache(maxsize=32)
 def litgpt_config(name: str) -> dict[str, Any]:
     import dataclasses
+
+    if not known_to_litgpt(name):
+        raise ValueError(f"no model_config.yaml there, and LitGPT has no config named {name!r}")
 
     from litgpt.config import Config
 
