@@ -87,15 +87,33 @@ def print_memory(configfiles: list[str] | None, studies: list[str] | None) -> in
         return 2
     points = [p for p in study.points if not studies or p.study in studies]
     rows = memory_rows(points, study.cluster)
-    columns = ["study", "point", "model GB", "optimizer GB", "gradients GB", "activations GB", "total GB", "capacity GB", "fits"]
+    columns = [
+        "study",
+        "point",
+        "model GB",
+        "optimizer GB",
+        "gradients GB",
+        "activations GB",
+        "total GB",
+        "capacity GB",
+        "fits",
+    ]
     print("\t".join(columns))
     for row in rows:
         terms = row.prediction.terms_gb() if row.prediction else {}
         capacity = "unknown" if row.capacity_gb is None else f"{row.capacity_gb:.3g} per {row.per}"
         fits = {True: "yes", False: "NO", None: "unknown"}[row.fits]
-        cells = [f"{terms[name]:.4g}" for name in ("model", "optimizer", "gradients", "activations")] if terms else ["-"] * 4
+        cells = (
+            [f"{terms[name]:.4g}" for name in ("model", "optimizer", "gradients", "activations")]
+            if terms
+            else ["-"] * 4
+        )
         total = f"{row.prediction.total / GB:.4g}" if row.prediction else "-"
-        print("\t".join([row.point.study, row.point.id, *cells, total, capacity, fits + (f" ({row.note})" if row.note else "")]))
+        print(
+            "\t".join(
+                [row.point.study, row.point.id, *cells, total, capacity, fits + (f" ({row.note})" if row.note else "")]
+            )
+        )
     refused = [row for row in rows if row.fits is False]
     for row in refused:
         print(row.refusal(study.cluster.name), file=sys.stderr)

@@ -20,7 +20,9 @@ Definitions (also printed beside every table and plot):
   rates; scaled speedup = efficiency * q.
 - variants: speed ratio of a set against `default` at the same scale (> 1 =
   faster), with a 95% CI from Welch's t on the log ratio; "faster"/"slower"
-  only when the CI excludes 1.
+  only when the CI excludes 1. An app's compared parameter (torch-parallel's
+  strategy) is compared with its baseline value (ddp) the same way, with the
+  app's quality figures (final accuracy and loss) of both beside the verdict.
 - cost: service units (SU) per run, from the job's resource-usage record or
   estimated from request x charge rate (the source is kept); SU per million
   units of a rate metric = SU per hour of the job x 1e6 / rate / 3600.
@@ -67,8 +69,10 @@ DEFINITIONS = {
     "amdahl_fit": "serial fraction f of the least-squares fit 1/S = f + (1 − f)/q; speedup ceiling 1/f",
     "weak_efficiency": "T(p0)/T(p) (times) or (R(p)/p)/(R(p0)/p0) (rates)",
     "scaled_speedup": "weak efficiency · p/p0",
-    "variant_ratio": "speed ratio of a set vs default at the same scale (> 1 faster), 95% CI (Welch t on log ratio);"
-    " a verdict only when the CI excludes 1",
+    "variant_ratio": "speed ratio of a set vs default (a strategy vs ddp) at the same scale (> 1 faster), 95% CI"
+    " (Welch t on log ratio); a verdict only when the CI excludes 1; accuracy and loss (mean of the repeats) beside",
+    "memory_ratio": "measured peak memory per rank (CPU: max RSS growth after start-up; GPU: CUDA max allocated)"
+    " / the memory model's prediction (model + optimizer + gradients + activations)",
     "service_units": "SU per run: the job's own record where the site prints one, else charge rate × cores ×"
     " walltime used (marked estimated)",
     "su_per_million": "SU per million units of a rate metric: SU per job-hour × 10⁶ / rate / 3600",
@@ -406,26 +410,36 @@ def speed_ratio(variant: Mapping, baseline: Mapping, kind: str) -> dict:
     return out
 
 
-def variants(scaling_table: pd.DataFrame, baseline: str = "default") -> pd.DataFrame:
-    """Every MPI flag set and NCCL env set against `baseline`, at each scale, per metric;
-    the other set (and every parameter axis) held fixed."""
+def variants(scaling_table: pd.DataFrame, baseline: str = "default", runs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every MPI flag set and NCCL env set against `baseline`, and every value of an app's
+    compared parameter axis against its baseline value (torch-parallel: strategies against
+    ddp), at each scale, per metric; everything else held fixed. `runs`: where given, the
+    app's quality figures (accuracy, loss) of both sides, beside the verdict."""
     if scaling_table.empty:
         return pd.DataFrame()
     rows = []
     params = [c for c in scaling_table.columns if c.startswith("param.")]
-    for axis, column, other in (
-        ("MPI flag set", "mpi_flag_set", "nccl_env_set"),
-        ("NCCL env set", "nccl_env_set", "mpi_flag_set"),
-    ):
-        if scaling_table[column].nunique() < 2:
+    comparisons = [
+        ("MPI flag set", "mpi_flag_set", ["nccl_env_set", *params], baseline, None),
+        ("NCCL env set", "nccl_env_set", ["mpi_flag_set", *params], baseline, None),
+    ]
+    for app_name in scaling_table["app"].dropna().unique():
+        for name, base_value in getattr(APPS.get(app_name), "compared", {}).items():
+            column = f"param.{name}"
+            if column in params:
+                others = ["mpi_flag_set", "nccl_env_set", *(c for c in params if c != column)]
+                comparisons.append((name, column, others, base_value, app_name))
+    for axis, column, others, base_value, only_app in comparisons:
+        table = scaling_table if only_app is None else scaling_table[scaling_table["app"] == only_app]
+        if column not in table.columns or table[column].nunique() < 2:
             continue
-        held = ["study", "app", "scaling", other, *params, *SCALE_COLUMNS, "metric"]
-        for _, group in scaling_table.groupby(held, dropna=False, sort=True):
-            base = group[group[column] == baseline]
+        held = ["study", "app", "scaling", *others, *SCALE_COLUMNS, "metric"]
+        for _, group in table.groupby(held, dropna=False, sort=True):
+            base = group[group[column].astype(str) == str(base_value)]
             if base.empty:
                 continue
             base_row = base.iloc[0]
-            for _, row in group[group[column] != baseline].iterrows():
+            for _, row in group[group[column].astype(str) != str(base_value)].iterrows():
                 rows.append(
                     {
                         **{k: row[k] for k in held},
@@ -434,15 +448,34 @@ def variants(scaling_table: pd.DataFrame, baseline: str = "default") -> pd.DataF
                         "primary": row.get("primary", False),
                         "axis": axis,
                         "set": row[column],
-                        "baseline": baseline,
+                        "baseline": base_value,
                         "variant": row["variant"],
                         "baseline_variant": base_row["variant"],
                         "n": int(row["n"]),
                         "n_baseline": int(base_row["n"]),
                         **speed_ratio(row, base_row, row["kind"]),
+                        **quality_beside(runs, row, base_row),
                     }
                 )
     return pd.DataFrame(rows)
+
+
+def quality_beside(runs: pd.DataFrame | None, row: Mapping, base_row: Mapping) -> dict:
+    """Mean of the app's quality figures (final accuracy, loss) over the successful repeats of
+    the variant and of its baseline at the same scale: `<figure>` and `<figure>_baseline`."""
+    app = APPS.get(row["app"])
+    if runs is None or runs.empty or app is None or not app.quality or "variant" not in runs.columns:
+        return {}
+    out = {}
+    ok = runs[(runs["status"] == "ok") & (runs["study"] == row["study"]) & (runs["ranks"] == row["ranks"])]
+    ok = ok[ok["nodes"] == row["nodes"]]
+    for figure in app.quality:
+        if figure not in ok.columns:
+            continue
+        for suffix, variant in (("", row["variant"]), ("_baseline", base_row["variant"])):
+            values = pd.to_numeric(ok.loc[ok["variant"] == variant, figure], errors="coerce").dropna()
+            out[figure + suffix] = float(values.mean()) if len(values) else np.nan
+    return out
 
 
 # ---------------------------------------------------------------- helpers
@@ -462,9 +495,10 @@ def write_scaling_tables(
 ) -> None:
     """The scaling rule's entry: scaling.csv and variants.csv from runs.csv."""
     with step_log(log) as note:
-        table = scaling(read_table(runs_csv), budget_su=budget_su)
+        runs = read_table(runs_csv)
+        table = scaling(runs, budget_su=budget_su)
         write_table(table, scaling_out)
-        compared = variants(table)
+        compared = variants(table, runs=runs)
         write_table(compared, variants_out)
         note(f"{scaling_out}: {len(table)} rows; {variants_out}: {len(compared)} rows")
 

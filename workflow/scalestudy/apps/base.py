@@ -55,6 +55,11 @@ class App:
     mpi_flavour: ClassVar[str] = "openmpi"
     # Python distributions whose versions every run records (besides MPI and Snakemake's).
     packages: ClassVar[tuple[str, ...]] = ()
+    # Parameter axes compared like MPI flag sets, against a baseline value at the same scale
+    # (torch-parallel: every strategy against ddp), and the figures shown beside each verdict
+    # (accuracy beside speed: a faster strategy that trains worse shows).
+    compared: ClassVar[Mapping[str, str]] = {}
+    quality: ClassVar[tuple[str, ...]] = ()
     # A module jobs must be able to import (HOOMD-blue is not on PyPI); None: nothing beyond the venv.
     python_module: ClassVar[str | None] = None
 

@@ -145,8 +145,12 @@ class TorchParallel(App):
     name = "torch-parallel"
     packages = ("torch", "mpi4py")
     primary_metric = "samples_per_s"
+    compared = {"strategy": "ddp"}
+    quality = ("final_accuracy", "final_loss")
     metrics = (
-        declare("samples_per_s", "training samples per second, all ranks (global batch / step time)", "samples/s", "rate"),
+        declare(
+            "samples_per_s", "training samples per second, all ranks (global batch / step time)", "samples/s", "rate"
+        ),
         declare(
             "samples_per_s_per_rank",
             "training samples per second per rank (mean over ranks; min, max, std beside)",
@@ -158,7 +162,9 @@ class TorchParallel(App):
         declare("epoch_time_s", "time per epoch (slowest rank, mean over epochs)", "s", "time"),
         declare("final_loss", "validation loss after the last epoch", "", "size"),
         declare("final_accuracy", "validation accuracy after the last epoch", "", "size"),
-        declare("peak_memory_gb", "peak memory per rank (CUDA max allocated; max RSS on CPU), largest rank", "GB", "size"),
+        declare(
+            "peak_memory_gb", "peak memory per rank (CUDA max allocated; max RSS on CPU), largest rank", "GB", "size"
+        ),
         declare(
             "memory_growth_gb",
             "peak memory per rank minus the rank's before the model is built, largest rank",
@@ -171,14 +177,18 @@ class TorchParallel(App):
         "strategy": Param(str, choices=STRATEGIES, help="how the model is spread across ranks", default="ddp"),
         "zero_stage": Param(int, choices=(1, 2, 3), help="fsdp: 1 optimizer, 2 + gradients, 3 + parameters", default=3),
         "group_size": Param(int, minimum=1, help="hybrid: ranks per tensor-parallel group", default=1),
-        "mode": Param(str, choices=("throughput", "converge"), help="timed steps, or epochs to a loss", default="throughput"),
+        "mode": Param(
+            str, choices=("throughput", "converge"), help="timed steps, or epochs to a loss", default="throughput"
+        ),
         "batch_size": Param(int, minimum=1, help="samples per data-parallel replica per step", default=16),
         "micro_batches": Param(int, minimum=1, help="pipeline: micro-batches per batch", default=2),
         "precision": Param(str, choices=("32-true", "bf16-mixed", "bf16-true"), default="32-true"),
         "steps": Param(int, minimum=1, help="throughput: timed steps", default=20),
         "warmup_steps": Param(int, minimum=0, help="throughput: untimed steps first", default=3),
         "epochs": Param(int, minimum=1, help="converge: epochs", default=3),
-        "samples": Param(int, minimum=1, help="converge: training samples (a quarter more for validation)", default=512),
+        "samples": Param(
+            int, minimum=1, help="converge: training samples (a quarter more for validation)", default=512
+        ),
         "width": Param(int, minimum=1, help="channels or hidden size (default: the family's)"),
         "depth": Param(int, minimum=1, help="layers (default: the family's)"),
         "heads": Param(int, minimum=1, help="gpt2: attention heads", default=4),
@@ -241,7 +251,9 @@ class TorchParallel(App):
                     f"over {group} ranks {scale}; allowed: group sizes that divide both"
                 )
         if self.setting(point, "device") == "cuda" and not point.gpus_per_node:
-            problems.append("params.device: cuda needs gpus_per_node (one rank per GPU); allowed: cpu with ranks_per_node")
+            problems.append(
+                "params.device: cuda needs gpus_per_node (one rank per GPU); allowed: cpu with ranks_per_node"
+            )
         return problems
 
     def size(self, point: Point, name: str) -> int:

@@ -145,7 +145,9 @@ class Cluster:
             gpu_memory_gb=self.gpu_memory_gb,
         )
 
-    def device_memory(self, gpus_per_node: int, ranks_per_node: int, queue: str | None = None) -> tuple[float | None, str]:
+    def device_memory(
+        self, gpus_per_node: int, ranks_per_node: int, queue: str | None = None
+    ) -> tuple[float | None, str]:
         """What one rank of a point may use (GB) and of what: a GPU's memory on GPU points
         (None where the cluster file does not give it), the node's memory shared by its
         ranks on CPU points."""

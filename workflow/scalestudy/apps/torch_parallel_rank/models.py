@@ -202,7 +202,12 @@ def blocks(name: str, width: int, depth: int, vocab: int, seq_len: int, heads: i
         return [EmbeddingBagBlock(vocab, width), *(MLPBlock(width) for _ in range(depth)), nn.Linear(width, CLASSES)]
     if name in ("seq2seq", "seq2seq-lstm"):
         cell = nn.LSTM if name == "seq2seq-lstm" else nn.GRU
-        return [nn.Embedding(vocab, width), Encoder(width, depth, cell), Decoder(width, depth, cell), nn.Linear(width, vocab)]
+        return [
+            nn.Embedding(vocab, width),
+            Encoder(width, depth, cell),
+            Decoder(width, depth, cell),
+            nn.Linear(width, vocab),
+        ]
     if name == "mlp":
         return [nn.Linear(FEATURES, width), *(MLPBlock(width) for _ in range(depth)), nn.Linear(width, CLASSES)]
     if name == "resnet50":
@@ -244,9 +249,7 @@ def tensor_plan(block: nn.Module) -> dict[str, object] | None:
 # ---------------------------------------------------------------- data
 
 
-def make_data(
-    name: str, samples: int, vocab: int, seq_len: int, seed: int
-) -> tuple[torch.Tensor, torch.Tensor]:
+def make_data(name: str, samples: int, vocab: int, seq_len: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """`samples` (input, target) pairs for model `name`, the same on every rank for a seed."""
     g = torch.Generator().manual_seed(seed)
     task = MODELS[name].task
@@ -305,9 +308,7 @@ def parameter_count(name: str, width: int, depth: int, vocab: int, seq_len: int,
     return sum(p.numel() for p in model.parameters())
 
 
-def activation_values(
-    name: str, width: int, depth: int, vocab: int, seq_len: int, heads: int, batch: int
-) -> int:
+def activation_values(name: str, width: int, depth: int, vocab: int, seq_len: int, heads: int, batch: int) -> int:
     """Values autograd keeps for the backward pass of one forward of `batch` samples
     (counted on the meta device: nothing is allocated), parameters not included."""
     with torch.device("meta"):
