@@ -145,8 +145,8 @@ class MemoryRow:
         value = self.point.params.get(self.key)
         assert self.prediction is not None
         return (
-            f"studies.{self.point.study}.params.{self.key}: {value} needs {self.prediction.summary()} per "
-            f"{self.per} > {self.capacity_gb:.3g} GB per {self.per} on {cluster} at nodes={self.point.nodes}, "
+            f"studies.{self.point.study}.params.{self.key}: {value} needs {self.prediction.summary(self.per)} "
+            f"> {self.capacity_gb:.3g} GB per {self.per} on {cluster} at nodes={self.point.nodes}, "
             f"{'gpus' if self.point.gpus_per_node else 'ranks'}_per_node={self.point.ranks_per_node}; "
             f"allowed: a smaller {self.key}, more ranks or a sharding strategy"
         )

@@ -117,9 +117,10 @@ class App:
         the study and its axis values, which fix the params."""
         return point.combination
 
-    def memory(self, point: Point) -> Need | None:
+    def memory(self, point: Point, figures: Mapping[str, Any] | None = None) -> Need | None:
         """What a rank of this point needs in memory (model.memory), for apps that train; None
-        where the app does not say (nothing is predicted or refused)."""
+        where the app does not say (nothing is predicted or refused). `figures`: a finished
+        run's, where the app can read the model's shape from them instead of building it."""
         return None
 
     def missing_software(self, point: Point) -> str | None:

@@ -7,6 +7,7 @@ import functools
 import re
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -210,7 +211,7 @@ class LitGPT(App):
             ]
         return []
 
-    def memory(self, point: Point) -> Need:
+    def memory(self, point: Point, figures: Mapping[str, Any] | None = None) -> Need:
         """Full fine-tuning trains every weight; LoRA only the adapters (the base is frozen).
         On more than one rank LitGPT shards all of it with FSDP (ZeRO 3) and checkpoints each
         block's activations; on CPU ranks full fine-tuning runs DDP instead (litgpt_entry)."""

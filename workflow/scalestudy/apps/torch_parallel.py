@@ -104,6 +104,7 @@ def parse_torch_parallel(log_text: str) -> dict[str, Any]:
         "global_batch": result["global_batch"],
         "replicas": result["replicas"],
         "parameters": result["parameters"],
+        "activation_values_per_sample": result.get("activation_values_per_sample"),
         "timed_steps": result["timed_steps"],
         "implementation": result["implementation"],
         "backend": result["backend"],
@@ -272,14 +273,18 @@ class TorchParallel(App):
             return 18
         return 4  # seq2seq: embedding, encoder, decoder, head
 
-    def memory(self, point: Point) -> Need:
+    def memory(self, point: Point, figures: Mapping[str, Any] | None = None) -> Need:
         """The model's parameters and the activations autograd keeps (counted on torch's meta
         device, nothing allocated), sharded as the strategy shards. Measured by the rank's
         memory growth on CPU (max RSS includes the runtime's own), CUDA max allocated on GPU."""
         model, strategy = point.params["model"], self.setting(point, "strategy")
         width, depth = self.size(point, "width"), self.size(point, "depth")
         vocab, seq_len, heads = (self.setting(point, name) for name in ("vocab", "seq_len", "heads"))
-        parameters, activations = model_shape(model, width, depth, vocab, seq_len, heads)
+        if figures and figures.get("parameters") and figures.get("activation_values_per_sample") is not None:
+            # The rank counted them on the model it trained: no torch import here.
+            parameters, activations = figures["parameters"], figures["activation_values_per_sample"]
+        else:
+            parameters, activations = model_shape(model, width, depth, vocab, seq_len, heads)
         transformer = MODELS[model].transformer
         shape = Shape(
             parameters=parameters,

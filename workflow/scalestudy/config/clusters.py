@@ -149,12 +149,12 @@ class Cluster:
         self, gpus_per_node: int, ranks_per_node: int, queue: str | None = None
     ) -> tuple[float | None, str]:
         """What one rank of a point may use (GB) and of what: a GPU's memory on GPU points
-        (None where the cluster file does not give it), the node's memory shared by its
+        (None where the cluster file does not give it), the node's host memory shared by its
         ranks on CPU points."""
         chosen = self.queue(self.queue_name(gpus_per_node, queue))
         if gpus_per_node:
             return chosen.gpu_memory_gb or self.gpu_memory_gb, "GPU"
-        return chosen.mem_per_node_gb / max(ranks_per_node, 1), "rank (host memory)"
+        return chosen.mem_per_node_gb / max(ranks_per_node, 1), "rank"
 
     def project_name(self, environ: Mapping[str, str] = os.environ) -> str | None:
         return self.project or environ.get("PROJECT") or None

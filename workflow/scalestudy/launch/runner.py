@@ -235,7 +235,7 @@ def predicted_memory(app, point: Point, figures: dict) -> dict:
     """The memory model's figures beside the measured ones (model.memory); a prediction that
     fails says why in the record and costs the run nothing."""
     try:
-        return memory_figures(app.memory(point), figures)
+        return memory_figures(app.memory(point, figures), figures)
     except Exception as error:  # the model's shape could not be read: the run is still data
         return {"predicted_memory_error": repr(error)}
 

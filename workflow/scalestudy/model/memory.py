@@ -108,10 +108,10 @@ class Prediction:
             "activations": self.activations / GB,
         }
 
-    def summary(self) -> str:
-        """'~T GB (model a + optimizer b + gradients c + activations d)'."""
+    def summary(self, per: str) -> str:
+        """'~T GB per <per> (model a + optimizer b + gradients c + activations d)'."""
         terms = " + ".join(f"{name} {gb:.3g}" for name, gb in self.terms_gb().items())
-        return f"~{self.total / GB:.3g} GB ({terms})"
+        return f"~{self.total / GB:.3g} GB per {per} ({terms})"
 
 
 def transformer_activations(shape: Shape, micro_batch: int, k_low: int) -> float:

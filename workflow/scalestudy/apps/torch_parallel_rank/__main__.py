@@ -31,6 +31,7 @@ import os
 import resource
 import socket
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -41,7 +42,12 @@ from torch import nn
 from ..torch_parallel import EPOCH_PREFIX, IMPLEMENTATIONS, MODELS, RESULT_PREFIX, model_setting
 from . import models
 
+RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
 LOCAL_RANK_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK", "SLURM_LOCALID")
+LOCAL_SIZE_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE")
+# The backend of each device: gloo between CPU ranks, NCCL between GPUs (one per rank).
+BACKENDS = {"cpu": "gloo", "cuda": "nccl"}
 
 
 def first_int(names: tuple[str, ...], default: int) -> int:
@@ -51,28 +57,59 @@ def first_int(names: tuple[str, ...], default: int) -> int:
     return default
 
 
-def join_process_group(device: str) -> tuple[int, int, torch.device]:
-    """torch.distributed from the MPI launch: rank 0's address and a free port through MPI."""
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return probe.getsockname()[1]
+
+
+def rendezvous(rank: int, world: int) -> str:
+    """Where the ranks meet. One rank: itself. All ranks on one node under Open MPI / PMIx: a
+    file named by the launch's PMIx namespace (no MPI start-up, about a second per rank).
+    Otherwise rank 0's host and a free port, sent to every rank through MPI (mpi4py)."""
+    if world == 1:
+        return f"tcp://127.0.0.1:{free_port()}"
+    namespace = os.environ.get("PMIX_NAMESPACE", "")
+    if namespace and first_int(LOCAL_SIZE_VARIABLES, 0) == world:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in namespace)
+        return f"file://{tempfile.gettempdir()}/scalestudy-torch-{os.getuid()}-{safe}"
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
-    rank, world = comm.Get_rank(), comm.Get_size()
-    if rank == 0:
-        with socket.socket() as probe:
-            probe.bind(("", 0))
-            port = probe.getsockname()[1]
-        address = os.environ.get("MASTER_ADDR") or socket.gethostname()
-    else:
-        address, port = None, None
-    address, port = comm.bcast((address, port), root=0)
+    found = (os.environ.get("MASTER_ADDR") or socket.gethostname(), free_port()) if rank == 0 else None
+    address, port = comm.bcast(found, root=0)
+    return f"tcp://{address}:{port}"
+
+
+def join_process_group(device: str) -> tuple[int, int, torch.device]:
+    """torch.distributed from the MPI launch: rank and world from the MPI environment, the
+    backend from the device, one GPU per rank (the local rank's)."""
+    rank, world = first_int(RANK_VARIABLES, 0), first_int(SIZE_VARIABLES, 1)
     local_rank = first_int(LOCAL_RANK_VARIABLES, 0)
     if device == "cuda":
         torch.cuda.set_device(local_rank)
-        where, backend = torch.device("cuda", local_rank), "nccl"
+        where = torch.device("cuda", local_rank)
     else:
-        where, backend = torch.device("cpu"), "gloo"
-    dist.init_process_group(backend, init_method=f"tcp://{address}:{port}", rank=rank, world_size=world)
+        where = torch.device("cpu")
+    dist.init_process_group(BACKENDS[device], init_method=rendezvous(rank, world), rank=rank, world_size=world)
     return rank, world, where
+
+
+STRATEGY_MODULES = {
+    "ddp": ("torch.nn.parallel",),
+    "fsdp": ("torch.nn.parallel", "torch.distributed.optim", "torch.distributed.fsdp"),
+    "pipeline": ("torch.distributed.pipelining",),
+    "tensor": ("torch.distributed.device_mesh", "torch.distributed.tensor.parallel"),
+    "hybrid": ("torch.distributed.device_mesh", "torch.distributed.tensor.parallel"),
+}
+
+
+def import_strategy(strategy: str) -> None:
+    """The strategy's modules, loaded before the memory baseline: their code is not training's."""
+    import importlib
+
+    for name in STRATEGY_MODULES[strategy]:
+        importlib.import_module(name)
 
 
 def peak_memory_bytes(device: torch.device) -> int:
@@ -131,7 +168,7 @@ class Trainer:
         from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
 
         cuts = models.split_points([sum(p.numel() for p in b.parameters()) for b in blocks], self.world)
-        self.model = nn.Sequential(*blocks[cuts[self.rank] : cuts[self.rank + 1]])
+        self.model = Stage(blocks[cuts[self.rank] : cuts[self.rank + 1]])
         self.replicas, self.replica = 1, 0
         self.pipeline_last = self.rank == self.world - 1
         stage = PipelineStage(self.model, self.rank, self.world, self.device)
@@ -213,6 +250,32 @@ class Trainer:
             loss = self.loss(output, y)
         right, count = models.correct_of(self.task, output, y)
         return float(loss), right, count
+
+
+class ContiguousGrad(torch.autograd.Function):
+    """Identity forward; the gradient made contiguous (what a pipeline stage sends back must be)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        return grad.contiguous()
+
+
+class Stage(nn.Module):
+    """A pipeline stage: its blocks, with contiguous outputs and input gradients (the
+    seq2seq encoder's context is an expanded view)."""
+
+    def __init__(self, blocks: list[nn.Module]) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(*blocks)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.is_floating_point() and x.requires_grad:
+            x = ContiguousGrad.apply(x)
+        return self.blocks(x).contiguous()
 
 
 def local(tensor: torch.Tensor) -> torch.Tensor:
@@ -314,8 +377,15 @@ def run_throughput(trainer: Trainer, args: argparse.Namespace, device: torch.dev
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m scalestudy.apps.torch_parallel_rank")
-    parser.add_argument("--model", required=True, choices=list(MODELS))
-    parser.add_argument("--strategy", required=True, choices=list(IMPLEMENTATIONS))
+    parser.add_argument(
+        "--model", required=True, type=model_list, help="a model, or several (a,b,c): one after another, one launch"
+    )
+    parser.add_argument(
+        "--strategy",
+        required=True,
+        type=strategy_list,
+        help="a strategy, or several (ddp,fsdp:2,hybrid:2: the number is fsdp's ZeRO stage, hybrid's group size)",
+    )
     parser.add_argument("--zero-stage", type=int, default=3, choices=(1, 2, 3))
     parser.add_argument("--group-size", type=int, default=1)
     parser.add_argument("--mode", default="throughput", choices=("throughput", "converge"))
@@ -335,10 +405,51 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = parser.parse_args(argv)
-    args.width = args.width or model_setting(args.model, "width")
-    args.depth = args.depth or model_setting(args.model, "depth")
-
+    width, depth, names, strategies = args.width, args.depth, args.model, args.strategy
     rank, world, device = join_process_group(args.device)
+    for strategy, _number in strategies:
+        import_strategy(strategy)
+        if strategy in ("ddp", "fsdp"):
+            import torch._dynamo.utils  # noqa: F401 - DDP loads it on first use (seconds of code, no data)
+    # Several strategies and models in one launch (the tests' way to train every pair cheaply);
+    # the app passes one of each.
+    for strategy, number in strategies:
+        args.strategy = strategy
+        if number is not None:
+            args.zero_stage, args.group_size = (
+                (number, args.group_size) if strategy == "fsdp" else (args.zero_stage, number)
+            )
+        for model in names:
+            if strategy in ("tensor", "hybrid") and not MODELS[model].tensor:
+                continue
+            args.model = model
+            args.width, args.depth = width or model_setting(model, "width"), depth or model_setting(model, "depth")
+            train(args, rank, world, device)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+def strategy_list(text: str) -> list[tuple[str, int | None]]:
+    out = []
+    for item in text.split(","):
+        name, _, number = item.partition(":")
+        if name not in IMPLEMENTATIONS or (number and not number.isdigit()):
+            raise argparse.ArgumentTypeError(f"unknown strategy {item!r}; allowed: {', '.join(IMPLEMENTATIONS)}")
+        out.append((name, int(number) if number else None))
+    return out
+
+
+def model_list(text: str) -> list[str]:
+    names = text.split(",")
+    unknown = [name for name in names if name not in MODELS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown model {', '.join(unknown)}; allowed: {', '.join(MODELS)}")
+    return names
+
+
+def train(args: argparse.Namespace, rank: int, world: int, device: torch.device) -> None:
+    """Train one model and print its result line (rank 0)."""
     baseline = peak_memory_bytes(device)
     trainer = Trainer(args, rank, world, device)
     run = (run_converge if args.mode == "converge" else run_throughput)(trainer, args, device)
@@ -352,6 +463,7 @@ def main(argv: list[str]) -> int:
         result = {
             "model": args.model,
             "strategy": args.strategy,
+            "group_size": args.group_size if args.strategy == "hybrid" else None,
             "implementation": IMPLEMENTATIONS[args.strategy]
             if args.strategy != "fsdp"
             else IMPLEMENTATIONS["fsdp"][args.zero_stage],
@@ -362,6 +474,9 @@ def main(argv: list[str]) -> int:
             "batch_size_per_replica": args.batch_size,
             "global_batch": global_batch,
             "parameters": trainer.parameters,
+            "activation_values_per_sample": models.activation_values(
+                args.model, args.width, args.depth, args.vocab, args.seq_len, args.heads, batch=1
+            ),
             "precision": args.precision,
             "device": device.type,
             "backend": dist.get_backend(),
@@ -375,9 +490,6 @@ def main(argv: list[str]) -> int:
             "last_loss": run.get("last_loss"),
         }
         print(f"{RESULT_PREFIX} {json.dumps(result, sort_keys=True)}", flush=True)
-    dist.barrier()
-    dist.destroy_process_group()
-    return 0
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ Sizes: `width` (channels or hidden size) and `depth` (layers); the families' def
 tiny so that a CPU step takes well under a second (the app's MODELS table holds them).
 
 Tasks:
-- images (vgg11, cnn, resnet50): 3x32x32 images, 10 classes; each class is a fixed random
+- images (vgg11 with batch norm, cnn, resnet50): 3x32x32 images, 10 classes; each class is a fixed random
   pattern plus noise.
 - autoencoder: the same images; the target is the image (mean squared error, no accuracy).
 - bow (neural bag of words): token sequences whose words come mostly from their class's
@@ -155,8 +155,8 @@ class EmbeddingBagBlock(nn.Module):
 # ---------------------------------------------------------------- models
 
 
-def conv(inputs: int, out: int) -> list[nn.Module]:
-    return [nn.Conv2d(inputs, out, 3, padding=1), nn.ReLU()]
+def conv(inputs: int, out: int, norm: bool = False) -> list[nn.Module]:
+    return [nn.Conv2d(inputs, out, 3, padding=1), *([nn.BatchNorm2d(out)] if norm else []), nn.ReLU()]
 
 
 def blocks(name: str, width: int, depth: int, vocab: int, seq_len: int, heads: int) -> list[nn.Module]:
@@ -169,7 +169,7 @@ def blocks(name: str, width: int, depth: int, vocab: int, seq_len: int, heads: i
                 current = []
             else:
                 out = max(1, round(item * scale))
-                current += conv(channels, out)
+                current += conv(channels, out, norm=True)  # VGG11 with batch norm (VGG11-BN)
                 channels = out
         hidden = 8 * width
         return [
