@@ -217,7 +217,7 @@ class Trainer:
             if not self.pipeline_last:
                 return 0.0, 0.0, 0
             right, count = models.correct_of(self.task, output.detach(), y)
-            return float(torch.stack(losses).mean()), right, count
+            return float(torch.stack([loss.detach() for loss in losses]).mean()), right, count
         with self.autocast():
             output = self.model(x)
             loss = self.loss(output, y)
@@ -244,7 +244,7 @@ class Trainer:
             if not self.pipeline_last:
                 return 0.0, 0.0, 0
             right, count = models.correct_of(self.task, output, y)
-            return float(torch.stack(losses).mean()), right, count
+            return float(torch.stack([loss.detach() for loss in losses]).mean()), right, count
         with self.autocast():
             output = self.model(x)
             loss = self.loss(output, y)
