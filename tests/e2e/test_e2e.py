@@ -61,6 +61,10 @@ def study(tmp_path_factory, request):
                 "mpi_flags": ["mpich-nolocal"],
                 "params": {"N": 2000, "warmup_steps": 200, "benchmark_steps": 1000, "repeat": 2},
             },
+            "torch-parallel": {
+                "repeats": 1,
+                "params": {"model": ["mlp"], "strategy": ["ddp", "pipeline"], "epochs": 2, "samples": 64},
+            },
         },
     }
     (workdir / "tiny.yaml").write_text(yaml.safe_dump(overlay))
@@ -174,8 +178,8 @@ def test_tables_and_report(study):
     at_two = scaling[(scaling["metric"] == "training_time_s") & (scaling["ranks"] == 2)].iloc[0]
     assert at_two["speedup"] > 0 and at_two["parallel_efficiency"] == pytest.approx(at_two["speedup"] / 2)
     page = (results / "report/index.html").read_text()
-    # Every study has its plots (2 LitGPT, 2 HOOMD, 1 LAMMPS), with or without data.
-    plotted = 5
+    # Every study has its plots (2 LitGPT, 2 HOOMD, 1 LAMMPS, 1 torch-parallel), with or without data.
+    plotted = 6
     assert page.count("data:image/png;base64,") == plotted * len(PLOT_KINDS)
     # Per study: the two broken LoRA points, and without HOOMD-blue the two points of each HOOMD study.
     assert "parallel efficiency" in page and page.count("Failed runs (2)") == (1 if HOOMD else 3)
@@ -187,9 +191,23 @@ def test_tables_and_report(study):
     assert set(variants["set"]) == {"broken"} and set(variants["verdict"]) == {"no successful run to compare"}
 
 
+def test_torch_parallel_strategies_against_ddp_with_accuracy_and_memory_in_the_report(study):
+    results = study["results"]
+    runs = pd.read_csv(results / "torch-parallel/runs.csv")
+    assert sorted(runs["status"]) == ["ok"] * 4, runs["reason"].tolist()
+    assert (runs["final_accuracy"] > 0).all() and (runs["predicted_memory_gb"] > 0).all()
+    variants = pd.read_csv(results / "torch-parallel/variants.csv")
+    primary = variants[variants["metric"] == "samples_per_s"]
+    assert set(primary["axis"]) == {"strategy"} and set(primary["set"]) == {"pipeline"}
+    assert primary["final_accuracy"].notna().all() and primary["final_accuracy_baseline"].notna().all()
+    page = (results / "report/index.html").read_text()
+    assert "Variants (strategy) against their baseline" in page
+    assert "Memory per rank: predicted against measured" in page
+
+
 def test_the_real_report_loads_every_plot_in_a_browser(study, tmp_path):
     plots, loaded = plots_loaded(study["results"] / "report/index.html", tmp_path)
-    assert plots == loaded == 5 * len(PLOT_KINDS)
+    assert plots == loaded == 6 * len(PLOT_KINDS)
 
 
 def test_finished_points_are_never_rerun(study):

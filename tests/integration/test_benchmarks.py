@@ -30,3 +30,9 @@ def test_hoomd_reference_ratio_starts():
     run = benchmark("hoomd_reference_ratio.py", "--help")
     assert run.returncode == 0, run.stderr[-3000:]
     assert "--harness-dir" in run.stdout
+
+
+def test_torch_memory_model_runs_and_prints_its_ratio():
+    run = benchmark("torch_memory_model.py", "--scale", "0.125", "--models", "mlp", "--strategies", "ddp")
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert "mlp ddp 2 " in run.stdout and "ratio measured/predicted: min " in run.stdout
