@@ -172,7 +172,7 @@ def memory_rows(points: Iterable[Point], cluster: clusters.Cluster) -> list[Memo
 def memory_problems(points: Iterable[Point], cluster: clusters.Cluster) -> list[str]:
     """Points whose predicted memory per rank exceeds what a rank has, once per study and line."""
     problems: dict[str, None] = {}
-    for row in memory_rows(points, cluster):
+    for row in memory_rows([p for p in points if APPS[p.app].memory_checked_at_load(p)], cluster):
         if row.fits is False:
             problems[row.refusal(cluster.name)] = None
     return list(problems)

@@ -123,6 +123,12 @@ class App:
         run's, where the app can read the model's shape from them instead of building it."""
         return None
 
+    def memory_checked_at_load(self, point: Point) -> bool:
+        """Whether Snakemake's load refuses this point when its memory does not fit (False where
+        the shape costs seconds to read and the point cannot run short of memory in practice;
+        `python -m scalestudy memory` still predicts it)."""
+        return True
+
     def missing_software(self, point: Point) -> str | None:
         """Why the app cannot run where this job runs (checked before launching), or None."""
         return None

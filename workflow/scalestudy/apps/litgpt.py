@@ -105,9 +105,10 @@ def parse_litgpt(log_text: str, run_dir: Path | None = None) -> dict[str, Any]:
 LORA_RANK = 8
 
 
+@functools.lru_cache(maxsize=256)
 def read_model_config(checkpoint_dir: str) -> dict[str, Any]:
     """The checkpoint's model_config.yaml; where the checkpoint is not on this machine,
-    LitGPT's own config of the same name (e.g. Llama-2-7b-hf), imported only then."""
+    LitGPT's own config of the same name (e.g. Llama-2-7b-hf)."""
     path = Path(checkpoint_dir) / "model_config.yaml"
     if path.is_file():
         import yaml
@@ -116,38 +117,27 @@ def read_model_config(checkpoint_dir: str) -> dict[str, Any]:
     return litgpt_config(Path(checkpoint_dir).name)
 
 
-@functools.lru_cache(maxsize=1)
-def litgpt_config_names() -> frozenset[str]:
-    """The names LitGPT has a config for, read from its config.py as text (importing litgpt
-    costs seconds: only a name it knows is worth it)."""
+@functools.lru_cache(maxsize=32)
+def litgpt_config(name: str) -> dict[str, Any]:
+    """LitGPT's config of a model name, as a dict. litgpt/config.py is loaded by its path
+    (it needs only yaml, by design): importing the litgpt package would load torch and
+    Lightning, seconds of every planning."""
+    import dataclasses
     import importlib.util
+    import sys
 
     spec = importlib.util.find_spec("litgpt")
     if spec is None or not spec.submodule_search_locations:
-        return frozenset()
+        raise ValueError(f"no model_config.yaml there, and LitGPT is not installed to look up {name!r}")
     source = Path(next(iter(spec.submodule_search_locations))) / "config.py"
-    text = source.read_text() if source.is_file() else ""
-    names = set(re.findall(r"""name=["']([^"'{}]+)["']""", text))
-    # Templated families (name="Llama-2-{}-hf"): the name is checked by LitGPT itself.
-    templates = re.findall(r"""name=["']([^"']*\{\}[^"']*)["']""", text)
-    return frozenset(names | {t.split("{}")[0] + "*" for t in templates})
-
-
-def known_to_litgpt(name: str) -> bool:
-    names = litgpt_config_names()
-    return name in names or any(n.endswith("*") and name.startswith(n[:-1]) for n in names)
-
-
-@functools.lru_cache(maxsize=32)
-def litgpt_config(name: str) -> dict[str, Any]:
-    import dataclasses
-
-    if not known_to_litgpt(name):
-        raise ValueError(f"no model_config.yaml there, and LitGPT has no config named {name!r}")
-
-    from litgpt.config import Config
-
-    config = Config.from_name(name)
+    module_spec = importlib.util.spec_from_file_location("scalestudy_litgpt_config", source)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_spec.name] = module  # dataclasses resolve the module of their annotations
+    module_spec.loader.exec_module(module)
+    try:
+        config = module.Config.from_name(name)
+    except ValueError:
+        raise ValueError(f"no model_config.yaml there, and LitGPT has no config named {name!r}") from None
     return dataclasses.asdict(config)
 
 

@@ -30,6 +30,7 @@ import json
 import os
 import resource
 import socket
+import statistics
 import sys
 import tempfile
 import time
@@ -131,7 +132,7 @@ class Trainer:
         torch.manual_seed(args.seed)
         blocks = models.blocks(args.model, args.width, args.depth, args.vocab, args.seq_len, args.heads)
         self.parameters = sum(p.numel() for b in blocks for p in b.parameters())
-        dtype = torch.bfloat16 if args.precision == "bf16-true" else torch.float32
+        self.dtype = dtype = torch.bfloat16 if args.precision == "bf16-true" else torch.float32
         blocks = [b.to(device=device, dtype=dtype) for b in blocks]
         strategy = args.strategy
         if strategy == "ddp" or (strategy == "fsdp" and args.zero_stage == 1):
@@ -192,6 +193,10 @@ class Trainer:
             for p in self.model.parameters():
                 dist.broadcast(local(p), group=self.dp_group, group_src=0)
 
+    def inputs(self, x: torch.Tensor) -> torch.Tensor:
+        """A batch on the rank's device, images in the weights' precision (tokens stay integers)."""
+        return x.to(self.device, dtype=self.dtype) if x.is_floating_point() else x.to(self.device)
+
     def loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return models.loss_of(self.task, output, target)
 
@@ -205,7 +210,7 @@ class Trainer:
         on pipeline ranks other than the last, zeros (the last stage has the loss)."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        x, y = x.to(self.device), y.to(self.device)
+        x, y = self.inputs(x), y.to(self.device)
         if self.args.strategy == "pipeline":
             losses: list[torch.Tensor] = []
             with self.autocast():
@@ -235,7 +240,7 @@ class Trainer:
     @torch.no_grad()
     def evaluate(self, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float, int]:
         self.model.eval()
-        x, y = x.to(self.device), y.to(self.device)
+        x, y = self.inputs(x), y.to(self.device)
         if self.args.strategy == "pipeline":
             losses: list[torch.Tensor] = []
             target = y if self.pipeline_last else None
@@ -454,7 +459,9 @@ def train(args: argparse.Namespace, rank: int, world: int, device: torch.device)
     trainer = Trainer(args, rank, world, device)
     run = (run_converge if args.mode == "converge" else run_throughput)(trainer, args, device)
     times = run["step_times"]
-    step_time = sum(times) / len(times)
+    # The median: on a shared machine a few steps wait for another job's process, and a mean
+    # of millisecond steps follows them.
+    step_time = statistics.median(times)
     global_batch = args.batch_size * trainer.replicas
     step_times = gathered(step_time, device, world)
     peaks = gathered(float(peak_memory_bytes(device)), device, world)

@@ -309,11 +309,14 @@ def parameter_count(name: str, width: int, depth: int, vocab: int, seq_len: int,
 
 
 def activation_values(name: str, width: int, depth: int, vocab: int, seq_len: int, heads: int, batch: int) -> int:
-    """Values autograd keeps for the backward pass of one forward of `batch` samples
-    (counted on the meta device: nothing is allocated), parameters not included."""
+    """Values autograd keeps for the backward pass of one forward of `batch` samples,
+    parameters not included: counted on a CPU forward of the model with uninitialised weights
+    (built on the meta device, then given memory; nothing is initialised or trained). Not a
+    forward on the meta device: that loads torch's compiler stack, seconds of every planning."""
     with torch.device("meta"):
         model = nn.Sequential(*blocks(name, width, depth, vocab, seq_len, heads))
-        inputs, _ = meta_batch(name, batch, vocab, seq_len)
+    model = model.to_empty(device="cpu")
+    inputs, _ = sample_batch(name, batch, vocab, seq_len)
     params = {id(p) for p in model.parameters()}
     seen: dict[int, int] = {}
 
@@ -328,14 +331,15 @@ def activation_values(name: str, width: int, depth: int, vocab: int, seq_len: in
     return sum(seen.values())
 
 
-def meta_batch(name: str, batch: int, vocab: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_batch(name: str, batch: int, vocab: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch of the model's input shape (zeros: only shapes matter)."""
     if name in ("vgg11", "cnn", "resnet50", "autoencoder"):
-        return torch.empty((batch, *IMAGE)), torch.empty(batch, dtype=torch.long)
+        return torch.zeros((batch, *IMAGE)), torch.zeros(batch, dtype=torch.long)
     if name == "mlp":
-        return torch.empty((batch, FEATURES)), torch.empty(batch, dtype=torch.long)
+        return torch.zeros((batch, FEATURES)), torch.zeros(batch, dtype=torch.long)
     if name in ("seq2seq", "seq2seq-lstm"):
-        return torch.zeros((batch, 2 * seq_len), dtype=torch.long), torch.empty((batch, seq_len), dtype=torch.long)
-    return torch.zeros((batch, seq_len), dtype=torch.long), torch.empty(batch, dtype=torch.long)
+        return torch.zeros((batch, 2 * seq_len), dtype=torch.long), torch.zeros((batch, seq_len), dtype=torch.long)
+    return torch.zeros((batch, seq_len), dtype=torch.long), torch.zeros(batch, dtype=torch.long)
 
 
 def split_points(sizes: list[int], stages: int) -> list[int]:
