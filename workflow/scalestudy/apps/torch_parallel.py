@@ -220,10 +220,6 @@ class TorchParallel(App):
             problems.append("params.zero_stage: only fsdp has ZeRO stages; allowed: with strategy fsdp")
         if "group_size" in params and "hybrid" not in strategies:
             problems.append("params.group_size: only hybrid has groups; allowed: with strategy hybrid")
-        for device in values(params.get("device", "cpu")):
-            for precision in values(params.get("precision", "32-true")):
-                if device == "cpu" and precision == "bf16-true" and "pipeline" in strategies:
-                    problems.append("params.precision: bf16-true with pipeline on CPU; allowed: 32-true, bf16-mixed")
         return problems
 
     def preflight(self, point: Point) -> list[str]:
