@@ -63,6 +63,10 @@ def study(tmp_path_factory, request):
                 "params": {"N": 2000, "warmup_steps": 200, "benchmark_steps": 1000, "repeat": 2},
             },
             "lammps-placement": {"repeats": 2, "binding": ["default", "core"], "params": {"N": 2000}},
+            "torch-parallel": {
+                "repeats": 1,
+                "params": {"model": ["mlp"], "strategy": ["ddp", "pipeline"], "epochs": 2, "samples": 64},
+            },
         },
     }
     (workdir / "tiny.yaml").write_text(yaml.safe_dump(overlay))
@@ -176,11 +180,12 @@ def test_tables_and_report(study):
     at_two = scaling[(scaling["metric"] == "training_time_s") & (scaling["ranks"] == 2)].iloc[0]
     assert at_two["speedup"] > 0 and at_two["parallel_efficiency"] == pytest.approx(at_two["speedup"] / 2)
     page = (results / "report/index.html").read_text()
-    # Every study has its plot files (2 LitGPT, 2 HOOMD, 2 LAMMPS), with or without data; the page
-    # shows those with something to draw: no cost (no charge rate here), no variants (one set, or
-    # the broken set never ran), and none of a HOOMD-blue study whose every run failed. The
-    # placement study runs one scale (2 ranks): its figure and its variants, no speedup or efficiency.
-    studies, drawn = 6, 3 * (5 if HOOMD else 3) + 2
+    # Every study has its plot files (2 LitGPT, 2 HOOMD, 2 LAMMPS, 1 torch-parallel), with or without
+    # data; the page shows those with something to draw: no cost (no charge rate here), no variants
+    # (one set, or the broken set never ran), and none of a HOOMD-blue study whose every run failed.
+    # The placement study runs one scale (2 ranks): its figure and its variants, no speedup or
+    # efficiency; torch-parallel (2 scales, strategies vs ddp) all four.
+    studies, drawn = 7, 3 * (5 if HOOMD else 3) + 2 + 4
     assert page.count("data:image/png;base64,") == drawn
     # The broken LoRA points; without HOOMD-blue each HOOMD study is one line and how to fix it.
     assert "parallel efficiency" in page and page.count("Failed runs (2)") == 1
@@ -193,9 +198,23 @@ def test_tables_and_report(study):
     assert set(variants["set"]) == {"broken"} and set(variants["verdict"]) == {"no successful run to compare"}
 
 
+def test_torch_parallel_strategies_against_ddp_with_accuracy_and_memory_in_the_report(study):
+    results = study["results"]
+    runs = pd.read_csv(results / "torch-parallel/runs.csv")
+    assert sorted(runs["status"]) == ["ok"] * 4, runs["reason"].tolist()
+    assert (runs["final_accuracy"] > 0).all() and (runs["predicted_memory_gb"] > 0).all()
+    variants = pd.read_csv(results / "torch-parallel/variants.csv")
+    primary = variants[variants["metric"] == "samples_per_s"]
+    assert set(primary["axis"]) == {"strategy"} and set(primary["set"]) == {"pipeline"}
+    assert primary["final_accuracy"].notna().all() and primary["final_accuracy_baseline"].notna().all()
+    page = (results / "report/index.html").read_text()
+    assert "Variants (strategy) against their baseline" in page
+    assert "Memory per rank: predicted against measured" in page
+
+
 def test_the_real_report_loads_every_plot_in_a_browser(study, tmp_path):
     plots, loaded = plots_loaded(study["results"] / "report/index.html", tmp_path)
-    assert plots == loaded == 3 * (5 if HOOMD else 3) + 2
+    assert plots == loaded == 3 * (5 if HOOMD else 3) + 2 + 4
 
 
 def test_finished_points_are_never_rerun(study):

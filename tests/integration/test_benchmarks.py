@@ -38,3 +38,9 @@ def test_report_of_many_runs_runs_and_prints_its_ratios():
     assert run.returncode == 0, run.stderr[-3000:]
     assert "report of 200 runs:" in run.stdout and "(target 15 s; ratio " in run.stdout
     assert "index.html:" in run.stdout and "(target 5 MB; ratio " in run.stdout
+
+
+def test_torch_memory_model_runs_and_prints_its_ratio():
+    run = benchmark("torch_memory_model.py", "--scale", "0.125", "--models", "mlp", "--strategies", "ddp")
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert "mlp ddp 2 " in run.stdout and "ratio measured/predicted: min " in run.stdout

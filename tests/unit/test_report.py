@@ -151,3 +151,23 @@ def test_one_scale_draws_no_speedup_or_efficiency_box():
     why = missing_plots(table, variants(table), "md")
     assert why["speedup"] == why["efficiency"] == "one scale succeeded (p = 2), so nothing to scale against"
     assert "metric" not in why and "variants" not in why
+
+
+def test_memory_table_puts_the_prediction_beside_the_measured_peak_with_n():
+    from scalestudy.report import memory_blocks
+
+    runs = pd.DataFrame(
+        [
+            {"status": "ok", "variant": "model-mlp/strategy-ddp", "ranks": r, "predicted_memory_gb": 0.5,
+             "memory_growth_gb": g, "peak_memory_gb": g + 0.3, "memory_ratio": g / 0.5}
+            for r, g in ((1, 0.7), (1, 0.8), (2, 0.75))
+        ]
+        + [{"status": "failed", "variant": "model-mlp/strategy-ddp", "ranks": 2}]
+    )  # fmt: skip
+    heading, table, note = memory_blocks(runs)
+    assert heading.text == "Memory per rank: predicted against measured"
+    assert table.headers[-2:] == ["measured / predicted", "n"]
+    assert table.rows[0][0:3] == ["model-mlp/strategy-ddp", "1", "0.5"] and table.rows[0][-2:] == ["1.5", "2"]
+    assert table.rows[1][-1] == "1"  # the failed run is not counted
+    assert "prediction" in note.text
+    assert memory_blocks(runs.drop(columns="predicted_memory_gb")) == []

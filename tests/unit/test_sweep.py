@@ -159,6 +159,7 @@ def test_shipped_sweep_and_local_overlay_are_valid(repo, monkeypatch):
         "hoomd-wca",
         "hoomd-wca-weak",
         "lammps-wca",
+        "torch-parallel",
     }
     full = [p for p in cluster_study.points if p.study == "litgpt-full"]
     assert max(p.ranks for p in full) == 8 and {p.gpus_per_node for p in full} == {4}
@@ -177,6 +178,8 @@ def test_shipped_sweep_and_local_overlay_are_valid(repo, monkeypatch):
         ("lammps-wca", 1),
         ("lammps-wca", 2),
         ("lammps-placement", 2),
+        ("torch-parallel", 1),
+        ("torch-parallel", 2),
     }
     placement = [p for p in local.points if p.study == "lammps-placement"]
     assert sorted({p.binding for p in placement}) == ["core", "default", "none"] and len(placement) == 9

@@ -4,6 +4,11 @@
         --metrics FILE --log FILE
     python -m scalestudy published RECORD.csv --out DIR   # a published table, regenerated
     python -m scalestudy compare BASELINE CANDIDATE --out DIR [--fail-slower 5%] [--study NAME]
+    python -m scalestudy memory [--configfile F ...] [--study NAME]   # predicted memory per rank
+
+`memory` runs nothing: it prints the memory model's prediction for every point of the apps
+that train (study, point, each term, total, what a rank has, fits) and exits 1 if any
+point does not fit.
 
 It always exits 0 once metrics.json is written: a failed run is data, not a
 failed Snakemake job. It exits 1 only when metrics.json cannot be written at all
@@ -46,7 +51,15 @@ def main(argv: list[str] | None = None) -> int:
         help="exit 1 when a point's primary figure is slower with its whole 95%% CI below 1 - PCT (e.g. 5%%)",
     )
     against.add_argument("--study", help="compare this study only (a published record stands for it)")
+
+    memory = commands.add_parser("memory", help="predicted memory per rank of every point; exit 1 if one does not fit")
+    memory.add_argument(
+        "--configfile", action="append", help="sweep files, merged in order (default: config/sweep.yaml)"
+    )
+    memory.add_argument("--study", action="append", help="only this study (may be given again)")
     args = parser.parse_args(argv)
+    if args.command == "memory":
+        return print_memory(args.configfile, args.study)
     if args.command == "published":
         from .published import write_page
 
@@ -90,6 +103,61 @@ def compare_command(args) -> int:
         )
         return 1
     return 0
+
+
+def print_memory(configfiles: list[str] | None, studies: list[str] | None) -> int:
+    from .config.files import load_files
+    from .model.errors import SweepError
+    from .model.memory import GB
+    from .model.paths import DEFAULT_SWEEP
+    from .scheduler.site import load_study
+    from .study import memory_rows
+
+    files = configfiles or [str(DEFAULT_SWEEP)]
+    try:
+        study = load_study(load_files(*files), files=files, submits=False, check_memory=False)
+    except SweepError as error:
+        print(error, file=sys.stderr)
+        return 2
+    unknown = sorted(set(studies or ()) - set(study.sweep.studies))
+    if unknown:
+        print(f"--study: no study {', '.join(unknown)}; allowed: {', '.join(study.sweep.studies)}", file=sys.stderr)
+        return 2
+    points = [p for p in study.points if not studies or p.study in studies]
+    rows = memory_rows(points, study.cluster)
+    columns = [
+        "study",
+        "point",
+        "model GB",
+        "optimizer GB",
+        "gradients GB",
+        "activations GB",
+        "total GB",
+        "capacity GB",
+        "fits",
+    ]
+    print("\t".join(columns))
+    for row in rows:
+        terms = row.prediction.terms_gb() if row.prediction else {}
+        capacity = "unknown" if row.capacity_gb is None else f"{row.capacity_gb:.3g} per {row.per}"
+        fits = {True: "yes", False: "NO", None: "unknown"}[row.fits]
+        cells = (
+            [f"{terms[name]:.4g}" for name in ("model", "optimizer", "gradients", "activations")]
+            if terms
+            else ["-"] * 4
+        )
+        total = f"{row.prediction.total / GB:.4g}" if row.prediction else "-"
+        print(
+            "\t".join(
+                [row.point.study, row.point.id, *cells, total, capacity, fits + (f" ({row.note})" if row.note else "")]
+            )
+        )
+    refused = [row for row in rows if row.fits is False]
+    for row in refused:
+        print(row.refusal(study.cluster.name), file=sys.stderr)
+    if not rows:
+        print("scalestudy: no point of an app with a memory model (torch-parallel, litgpt)", file=sys.stderr)
+    return 1 if refused else 0
 
 
 if __name__ == "__main__":

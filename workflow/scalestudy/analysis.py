@@ -23,7 +23,9 @@ Definitions (also printed beside every table and plot):
 - variants: speed ratio of a set (or placement: hyperthreads, binding, mapping)
   against `default` (the launcher's own placement) at the same scale (> 1 =
   faster), with a 95% CI from Welch's t on the log ratio; "faster"/"slower"
-  only when the CI excludes 1.
+  only when the CI excludes 1. An app's compared parameter (torch-parallel's
+  strategy) is compared with its baseline value (ddp) the same way, with the
+  app's quality figures (final accuracy and loss) of both beside the verdict.
 - cost: service units (SU) per run, from the job's resource-usage record or
   estimated from request x charge rate (the source is kept); SU per million
   units of a rate metric = SU per hour of the job x 1e6 / rate / 3600.
@@ -79,8 +81,11 @@ DEFINITIONS = {
     "amdahl_fit": "serial fraction f of the least-squares fit 1/S = f + (1 − f)/q; speedup ceiling 1/f",
     "weak_efficiency": "T(p0)/T(p) (times) or (R(p)/p)/(R(p0)/p0) (rates)",
     "scaled_speedup": "weak efficiency · p/p0",
-    "variant_ratio": "speed ratio of a set or placement vs default (the launcher's own placement) at the same scale"
-    " (> 1 faster), 95% CI (Welch t on log ratio); a verdict only when the CI excludes 1",
+    "variant_ratio": "speed ratio of a set, placement or strategy vs its baseline (default; the launcher's own"
+    " placement; ddp) at the same scale (> 1 faster), 95% CI (Welch t on log ratio); a verdict only when the CI"
+    " excludes 1; accuracy and loss (mean of the repeats) beside where the app reports them",
+    "memory_ratio": "measured peak memory per rank (CPU: max RSS growth after start-up; GPU: CUDA max allocated)"
+    " / the memory model's prediction (model + optimizer + gradients + activations)",
     "service_units": "SU per run: the job's own record where the site prints one, else charge rate × cores ×"
     " walltime used (marked estimated)",
     "su_per_million": "SU per million units of a rate metric: SU per job-hour × 10⁶ / rate / 3600",
@@ -461,20 +466,30 @@ def speed_ratio(variant: Mapping, baseline: Mapping, kind: str) -> dict:
     return out
 
 
-def variants(scaling_table: pd.DataFrame) -> pd.DataFrame:
-    """Every MPI flag set, NCCL env set and placement (VARIANT_AXES) against its baseline, at
-    each scale, per metric; every other axis (sets, placement fields, parameters) held fixed."""
+def variants(scaling_table: pd.DataFrame, runs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every MPI flag set, NCCL env set and placement (VARIANT_AXES) against its baseline, and
+    every value of an app's compared parameter axis against its baseline value (torch-parallel:
+    strategies against ddp), at each scale, per metric; every other axis (sets, placement
+    fields, parameters) held fixed. `runs`: where given, the app's quality figures (accuracy,
+    loss) of both sides, beside the verdict."""
     if scaling_table.empty:
         return pd.DataFrame()
     rows = []
     params = [c for c in scaling_table.columns if c.startswith("param.")]
     axes = [(axis, column, baseline) for axis, column, baseline in VARIANT_AXES if column in scaling_table.columns]
-    for axis, column, baseline in axes:
-        if scaling_table[column].nunique() < 2:
+    # (axis, column, baseline value, the one app it applies to or None)
+    comparisons = [(axis, column, baseline, None) for axis, column, baseline in axes]
+    for app_name in scaling_table["app"].dropna().unique():
+        for name, base_value in getattr(APPS.get(app_name), "compared", {}).items():
+            if f"param.{name}" in params:
+                comparisons.append((name, f"param.{name}", base_value, app_name))
+    for axis, column, baseline, only_app in comparisons:
+        table = scaling_table if only_app is None else scaling_table[scaling_table["app"] == only_app]
+        if table[column].nunique() < 2:
             continue
         others = [c for _, c, _ in axes if c != column]
-        held = ["study", "app", "scaling", *others, *params, *SCALE_COLUMNS, "metric"]
-        for _, group in scaling_table.groupby(held, dropna=False, sort=True):
+        held = ["study", "app", "scaling", *others, *(c for c in params if c != column), *SCALE_COLUMNS, "metric"]
+        for _, group in table.groupby(held, dropna=False, sort=True):
             base = group[group[column].astype(str) == str(baseline)]
             if base.empty:
                 continue
@@ -495,9 +510,28 @@ def variants(scaling_table: pd.DataFrame) -> pd.DataFrame:
                         "n_baseline": int(base_row["n"]),
                         "estimator": row.get("estimator", MEAN),
                         **speed_ratio(row, base_row, row["kind"]),
+                        **quality_beside(runs, row, base_row),
                     }
                 )
     return pd.DataFrame(rows)
+
+
+def quality_beside(runs: pd.DataFrame | None, row: Mapping, base_row: Mapping) -> dict:
+    """Mean of the app's quality figures (final accuracy, loss) over the successful repeats of
+    the variant and of its baseline at the same scale: `<figure>` and `<figure>_baseline`."""
+    app = APPS.get(row["app"])
+    if runs is None or runs.empty or app is None or not app.quality or "variant" not in runs.columns:
+        return {}
+    out = {}
+    ok = runs[(runs["status"] == "ok") & (runs["study"] == row["study"]) & (runs["ranks"] == row["ranks"])]
+    ok = ok[ok["nodes"] == row["nodes"]]
+    for figure in app.quality:
+        if figure not in ok.columns:
+            continue
+        for suffix, variant in (("", row["variant"]), ("_baseline", base_row["variant"])):
+            values = pd.to_numeric(ok.loc[ok["variant"] == variant, figure], errors="coerce").dropna()
+            out[figure + suffix] = float(values.mean()) if len(values) else np.nan
+    return out
 
 
 # ---------------------------------------------------------------- helpers
@@ -522,9 +556,10 @@ def write_scaling_tables(
 ) -> None:
     """The scaling rule's entry: scaling.csv and variants.csv from runs.csv."""
     with step_log(log) as note:
-        table = scaling(read_table(runs_csv), budget_su=budget_su, estimator=estimator)
+        runs = read_table(runs_csv)
+        table = scaling(runs, budget_su=budget_su, estimator=estimator)
         write_table(table, scaling_out)
-        compared = variants(table)
+        compared = variants(table, runs=runs)
         write_table(compared, variants_out)
         note(f"{scaling_out}: {len(table)} rows; {variants_out}: {len(compared)} rows")
 

@@ -217,9 +217,10 @@ def plot_variants(variants: pd.DataFrame, table: pd.DataFrame, study: str, path:
     label = table["metric_label"].iloc[0]
     counts = sorted(set(rows["n"]) | set(rows["n_baseline"]))
     subtitle = f"{DEFINITIONS['variant_ratio']}; n = {', '.join(map(str, counts))} run(s) per side"
+    baselines = ", ".join(sorted(set(rows["baseline"].astype(str))))
     if trimmed(table):
         subtitle += "; of trimmed means (fastest and slowest run dropped)"
-    finish(ax, fig, path, f"{study}: speed ratio vs default ({label})", subtitle, "speed ratio (> 1 faster)", ranks)
+    finish(ax, fig, path, f"{study}: speed ratio vs {baselines} ({label})", subtitle, "speed ratio (> 1 faster)", ranks)
 
 
 def plot_cost(table: pd.DataFrame, study: str, path: Path, budget_su=None) -> None:

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .analysis import DEFINITIONS, ESTIMATOR_NAMES, GOOD_EFFICIENCY, MEAN, STATUS_PENDING, read_table
+from .analysis import DEFINITIONS, ESTIMATOR_NAMES, GOOD_EFFICIENCY, MEAN, STATUS_PENDING, VARIANT_AXES, read_table
 from .apps import APPS
+from .model.metrics import metric
 from .model.paths import PLOT_KINDS
 from .model.steplog import step_log
 from .model.timefmt import hms
@@ -363,6 +364,7 @@ def variant_blocks(variants: pd.DataFrame, table: pd.DataFrame) -> list:
     rows = variants[(variants["study"] == table["study"].iloc[0]) & (variants["metric"] == table["metric"].iloc[0])]
     if rows.empty:
         return []
+    quality = [c for c in ("final_accuracy", "final_loss") if c in rows.columns and rows[c].notna().any()]
     out = Table(
         [
             "set",
@@ -371,9 +373,10 @@ def variant_blocks(variants: pd.DataFrame, table: pd.DataFrame) -> list:
             "p (ranks)",
             f"speed ratio (> 1 faster), {estimator_name(table)}",
             "95% CI",
-            "n (set / default)",
+            "n (set / baseline)",
             "verdict",
-        ],  # fmt: skip
+        ]  # fmt: skip
+        + [f"{metric(c).label} (set / baseline)" for c in quality],
         [
             [
                 f"{r['axis']} {choice(r['set'])}",
@@ -385,22 +388,71 @@ def variant_blocks(variants: pd.DataFrame, table: pd.DataFrame) -> list:
                 f"{int(r['n'])} / {int(r['n_baseline'])}",
                 str(r["verdict"]),
             ]
+            + [f"{fmt(r[c])} / {fmt(r[c + '_baseline'])}" for c in quality]
             for _, r in rows.sort_values(["axis", "set", "ranks"]).iterrows()
         ],
     )
     sentences = [verdict_sentence(r) for _, r in rows.iterrows() if r["verdict"] in ("faster", "slower")]
     label = table["metric_label"].iloc[0]
-    blocks: list = [Heading(3, f"MPI / NCCL / placement variants against default ({label})"), out]
+    axes = sorted(set(rows["axis"]))
+    what = (
+        "MPI / NCCL / placement variants against default"
+        if set(axes) <= {axis for axis, _column, _baseline in VARIANT_AXES}
+        else (f"Variants ({', '.join(axes)}) against their baseline")
+    )
+    blocks: list = [Heading(3, f"{what} ({label})"), out]
     if sentences:
         blocks.append(Bullets(sentences))
     else:
-        blocks.append(Para("No variant differs measurably from default at any scale (every 95% CI includes 1)."))
+        blocks.append(Para("No variant differs measurably from its baseline at any scale (every 95% CI includes 1)."))
     return blocks
 
 
 def choice(value) -> str:
     """A set or placement value as the sweep file writes it (true, not True)."""
     return str(value).lower() if isinstance(value, bool) or str(value) in ("True", "False") else str(value)
+
+
+def memory_blocks(runs: pd.DataFrame) -> list:
+    """The memory model's prediction against the measured peak per rank, per curve and scale."""
+    if runs.empty or "predicted_memory_gb" not in runs.columns:
+        return []
+    ok = runs[(runs["status"] == "ok") & runs["predicted_memory_gb"].notna()]
+    if ok.empty:
+        return []
+    measured = [c for c in ("memory_growth_gb", "peak_memory_gb", "gpu_memory_gb", "host_memory_peak_gb") if c in ok]
+    rows = []
+    for (variant, ranks), group in ok.groupby(["variant", "ranks"], sort=True):
+        ratio = pd.to_numeric(group.get("memory_ratio"), errors="coerce") if "memory_ratio" in group else None
+        rows.append(
+            [
+                str(variant),
+                fmt(ranks),
+                fmt(group["predicted_memory_gb"].mean(), 4),
+                *(fmt(pd.to_numeric(group[c], errors="coerce").mean(), 4) for c in measured),
+                "–" if ratio is None or ratio.isna().all() else fmt(ratio.mean()),
+                str(len(group)),
+            ]
+        )
+    return [
+        Heading(3, "Memory per rank: predicted against measured"),
+        Table(
+            [
+                "curve",
+                "p (ranks)",
+                "predicted GB",
+                *(f"{metric(c).label} GB" for c in measured),
+                "measured / predicted",
+                "n",
+            ],
+            rows,
+        ),
+        Para(
+            DEFINITIONS["memory_ratio"] + ". Means over the successful repeats. On CPU ranks the growth also holds"
+            " what the runtime allocates once training starts (communication buffers, the autograd engine: tens"
+            " of MB), so models of a few MB show ratios far above 1."
+        ),
+    ]
 
 
 def verdict_sentence(row) -> str:
@@ -665,6 +717,7 @@ def study_blocks(
             details += [Heading(4, f"{rows['metric_label'].iloc[0]} [{rows['unit'].iloc[0]}]"), hpc_table(rows)]
         if details:
             blocks.append(Details("Other metrics", details))
+    blocks += memory_blocks(runs)
     blocks += run_blocks(runs, provenance_link)
     return blocks
 

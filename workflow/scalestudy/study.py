@@ -29,6 +29,7 @@ from .config.forecast import budget_problems, forecast
 from .config.requests import RequestRule, sweep_problems
 from .config.sweep import expand, fitting_sets, flag_set_flavour, setting, validate
 from .model.errors import SweepError
+from .model.memory import GB, Prediction
 from .model.paths import Layout
 from .model.point import Point, Sweep
 
@@ -125,11 +126,67 @@ def preflight_problems(points: Iterable[Point]) -> list[str]:
     return list(problems)
 
 
+@dataclass(frozen=True)
+class MemoryRow:
+    """The prediction of one point (model.memory) against what one of its ranks may use."""
+
+    point: Point
+    key: str
+    prediction: Prediction | None
+    capacity_gb: float | None
+    per: str
+    note: str = ""
+
+    @property
+    def fits(self) -> bool | None:
+        if self.prediction is None or self.capacity_gb is None:
+            return None
+        return self.prediction.total / GB <= self.capacity_gb
+
+    def refusal(self, cluster: str) -> str:
+        """'studies.S.params.micro_batch_size: 4 needs ~T GB per GPU (model a + ...) > 40 GB per GPU on C'."""
+        value = self.point.params.get(self.key)
+        assert self.prediction is not None
+        return (
+            f"studies.{self.point.study}.params.{self.key}: {value} needs {self.prediction.summary(self.per)} "
+            f"> {self.capacity_gb:.3g} GB per {self.per} on {cluster} at nodes={self.point.nodes}, "
+            f"{'gpus' if self.point.gpus_per_node else 'ranks'}_per_node={self.point.ranks_per_node}; "
+            f"allowed: a smaller {self.key}, more ranks or a sharding strategy"
+        )
+
+
+def memory_rows(points: Iterable[Point], cluster: clusters.Cluster) -> list[MemoryRow]:
+    """Every point of an app that says what it needs (App.memory): prediction and capacity.
+    A shape that cannot be read (a checkpoint neither here nor known to LitGPT) is a note."""
+    rows = []
+    for point in points:
+        app = APPS[point.app]
+        capacity, per = cluster.device_memory(point.gpus_per_node, point.ranks_per_node, point.queue)
+        try:
+            need = app.memory(point)
+        except Exception as error:  # noqa: BLE001 - any reader's failure is one note, not a crash
+            rows.append(MemoryRow(point, "", None, capacity, per, f"shape unknown: {error}"))
+            continue
+        if need is not None:
+            rows.append(MemoryRow(point, need.batch_key, need.prediction, capacity, per))
+    return rows
+
+
+def memory_problems(points: Iterable[Point], cluster: clusters.Cluster) -> list[str]:
+    """Points whose predicted memory per rank exceeds what a rank has, once per study and line."""
+    problems: dict[str, None] = {}
+    for row in memory_rows([p for p in points if APPS[p.app].memory_checked_at_load(p)], cluster):
+        if row.fits is False:
+            problems[row.refusal(cluster.name)] = None
+    return list(problems)
+
+
 def load(
     config: Mapping[str, Any],
     files: Iterable[str | os.PathLike[str]] = (),
     submits: bool = True,
     site_rules: Callable[[clusters.Cluster], Iterable[RequestRule]] | None = None,
+    check_memory: bool = True,
 ) -> Study:
     """Everything about the study that can be known before a job runs; raises SweepError.
     `files`: the config files `config` was read from (Snakemake's `workflow.configfiles`),
@@ -137,7 +194,9 @@ def load(
     `submits`: False where nothing is submitted (inside a batch job, whose environment may
     lack $PROJECT): the project a PBS site charges is checked where jobs are submitted.
     `site_rules(cluster)`: the refusals a scheduler backend adds for that cluster (layers
-    above pass them; this one cannot import a backend)."""
+    above pass them; this one cannot import a backend). `check_memory`: refuse a point whose
+    predicted memory per rank (App.memory, model.memory) exceeds a rank's; False where the
+    predictions are shown instead (`python -m scalestudy memory`)."""
     problems = file_problems(files)
     if problems:
         raise SweepError(problems)
@@ -158,6 +217,8 @@ def load(
     submits = submits and not is_true(setting(config, "partial"))
     problems = clusters.project_problems(cluster) if submits else []
     problems += sweep_problems(list(sweep.points), cluster, site_rules(cluster) if site_rules else ())
+    if check_memory:
+        problems += memory_problems(sweep.points, cluster)
     if problems:
         raise SweepError(problems)
     # Nothing spent by surprise: a sweep that may cost more than its budget stops here.

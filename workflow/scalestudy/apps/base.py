@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..model.errors import did_you_mean
+from ..model.memory import Need
 from ..model.metrics import Metric
 from ..model.paths import ENVS_DIR, Layout
 from ..model.point import Point
@@ -54,6 +55,11 @@ class App:
     mpi_flavour: ClassVar[str] = "openmpi"
     # Python distributions whose versions every run records (besides MPI and Snakemake's).
     packages: ClassVar[tuple[str, ...]] = ()
+    # Parameter axes compared like MPI flag sets, against a baseline value at the same scale
+    # (torch-parallel: every strategy against ddp), and the figures shown beside each verdict
+    # (accuracy beside speed: a faster strategy that trains worse shows).
+    compared: ClassVar[Mapping[str, str]] = {}
+    quality: ClassVar[tuple[str, ...]] = ()
     # A module jobs must be able to import (HOOMD-blue is not on PyPI); None: nothing beyond the venv.
     python_module: ClassVar[str | None] = None
 
@@ -110,6 +116,18 @@ class App:
         """Points with equal keys read the same input files (asked once per key): by default
         the study and its axis values, which fix the params."""
         return point.combination
+
+    def memory(self, point: Point, figures: Mapping[str, Any] | None = None) -> Need | None:
+        """What a rank of this point needs in memory (model.memory), for apps that train; None
+        where the app does not say (nothing is predicted or refused). `figures`: a finished
+        run's, where the app can read the model's shape from them instead of building it."""
+        return None
+
+    def memory_checked_at_load(self, point: Point) -> bool:
+        """Whether Snakemake's load refuses this point when its memory does not fit (False where
+        the shape costs seconds to read and the point cannot run short of memory in practice;
+        `python -m scalestudy memory` still predicts it)."""
+        return True
 
     def missing_software(self, point: Point) -> str | None:
         """Why the app cannot run where this job runs (checked before launching), or None."""

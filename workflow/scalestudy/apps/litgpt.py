@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import csv
+import functools
 import re
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..model.memory import PRECISIONS, Need, Shape, Sharding
 from ..model.metrics import declare
 from ..model.paths import Layout
 from ..model.point import Point
@@ -98,6 +101,66 @@ def parse_litgpt(log_text: str, run_dir: Path | None = None) -> dict[str, Any]:
     return figures
 
 
+# LitGPT 0.5's finetune_lora defaults: rank 8 adapters on the query and value projections.
+LORA_RANK = 8
+
+
+@functools.lru_cache(maxsize=256)
+def read_model_config(checkpoint_dir: str) -> dict[str, Any]:
+    """The checkpoint's model_config.yaml; where the checkpoint is not on this machine,
+    LitGPT's own config of the same name (e.g. Llama-2-7b-hf)."""
+    path = Path(checkpoint_dir) / "model_config.yaml"
+    if path.is_file():
+        import yaml
+
+        return yaml.safe_load(path.read_text())
+    return litgpt_config(Path(checkpoint_dir).name)
+
+
+@functools.lru_cache(maxsize=32)
+def litgpt_config(name: str) -> dict[str, Any]:
+    """LitGPT's config of a model name, as a dict. litgpt/config.py is loaded by its path
+    (it needs only yaml, by design): importing the litgpt package would load torch and
+    Lightning, seconds of every planning."""
+    import dataclasses
+    import importlib.util
+    import sys
+
+    spec = importlib.util.find_spec("litgpt")
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(f"no model_config.yaml there, and LitGPT is not installed to look up {name!r}")
+    source = Path(next(iter(spec.submodule_search_locations))) / "config.py"
+    module_spec = importlib.util.spec_from_file_location("scalestudy_litgpt_config", source)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_spec.name] = module  # dataclasses resolve the module of their annotations
+    module_spec.loader.exec_module(module)
+    try:
+        config = module.Config.from_name(name)
+    except ValueError:
+        raise ValueError(f"no model_config.yaml there, and LitGPT has no config named {name!r}") from None
+    return dataclasses.asdict(config)
+
+
+def litgpt_parameters(config: dict[str, Any], lora_rank: int | None = None) -> int:
+    """Parameters of a LitGPT GPT (lora_rank: of its LoRA adapters on query and value)."""
+    h, layers = config["n_embd"], config["n_layer"]
+    heads = config["n_head"]
+    head_size = config.get("head_size") or h // heads
+    groups = config.get("n_query_groups") or heads
+    if lora_rank:
+        return layers * lora_rank * (2 * h + heads * head_size + groups * head_size)
+    vocab = config.get("padded_vocab_size") or config["vocab_size"]
+    inner = config.get("intermediate_size") or 4 * h
+    bias = bool(config.get("bias"))
+    qkv = h * (heads + 2 * groups) * head_size + bias * (heads + 2 * groups) * head_size
+    proj = heads * head_size * h + bias * h
+    gated = config.get("mlp_class_name", "GptNeoxMLP") in ("LLaMAMLP", "GemmaMLP")
+    mlp = (3 if gated else 2) * h * inner + bias * ((2 if gated else 1) * inner + h)
+    norm = h * (1 if config.get("norm_class_name") == "RMSNorm" else 2)
+    head = vocab * h + bool(config.get("lm_head_bias")) * vocab
+    return vocab * h + layers * (qkv + proj + mlp + 2 * norm) + norm + head
+
+
 class LitGPT(App):
     name = "litgpt"
     packages = ("torch", "litgpt", "lightning", "mpi4py")
@@ -137,6 +200,35 @@ class LitGPT(App):
                 "LitGPT stops before training"
             ]
         return []
+
+    def memory(self, point: Point, figures: Mapping[str, Any] | None = None) -> Need:
+        """Full fine-tuning trains every weight; LoRA only the adapters (the base is frozen).
+        On more than one rank LitGPT shards all of it with FSDP (ZeRO 3) and checkpoints each
+        block's activations; on CPU ranks full fine-tuning runs DDP instead (litgpt_entry)."""
+        p = point.params
+        config = read_model_config(p["checkpoint_dir"])
+        parameters = litgpt_parameters(config)
+        lora = litgpt_parameters(config, LORA_RANK) if p["method"] == "lora" else None
+        on_gpu = bool(point.gpus_per_node)
+        sharded = point.ranks > 1 and (on_gpu or p["method"] == "lora")
+        shape = Shape(
+            parameters=parameters + (lora or 0),
+            trainable=lora,
+            hidden=config["n_embd"],
+            layers=config["n_layer"],
+            heads=config["n_head"],
+            seq_len=p.get("max_seq_length") or config["block_size"],
+            checkpointed=sharded,
+        )
+        precision = p.get("precision") or ("bf16-true" if on_gpu else "32-true")
+        return Need(
+            shape=shape,
+            precision=PRECISIONS[precision],
+            micro_batch=p["micro_batch_size"],
+            sharding=Sharding(data=point.ranks, zero_stage=3 if sharded else 0),
+            measured="gpu_memory_gb" if on_gpu else "host_memory_peak_gb",
+            batch_key="micro_batch_size",
+        )
 
     def inputs(self, point: Point, layout: Layout) -> dict[str, str]:
         return {

@@ -59,6 +59,8 @@ class Queue:
     # The name given to qsub -q when it differs (ASPIRE 2A routes CPU and GPU jobs of
     # `normal` to different nodes: two queues here, one name there).
     submit_as: str | None = None
+    # Memory of one GPU (GB): what a rank of a GPU point may use (the memory model's capacity).
+    gpu_memory_gb: float | None = None
 
     @property
     def submit_name(self) -> str:
@@ -114,6 +116,8 @@ class Cluster:
     # The batch walltime is the point's plus this margin, so that the point's own timer
     # (which still writes metrics.json) fires before the scheduler kills the job.
     walltime_margin_s: int = 0
+    # Memory of one GPU (GB) where the queues do not say; None: not known (no GPU check).
+    gpu_memory_gb: float | None = None
 
     def launcher_for(self, flavour: str) -> MpiLauncher:
         """The launcher of the MPI an app is built against; never a guess from PATH order."""
@@ -144,7 +148,19 @@ class Cluster:
             gpus_per_node=self.gpus_per_node,
             mem_per_node_gb=self.mem_per_node_gb,
             charge_rate=self.charge_rate,
+            gpu_memory_gb=self.gpu_memory_gb,
         )
+
+    def device_memory(
+        self, gpus_per_node: int, ranks_per_node: int, queue: str | None = None
+    ) -> tuple[float | None, str]:
+        """What one rank of a point may use (GB) and of what: a GPU's memory on GPU points
+        (None where the cluster file does not give it), the node's host memory shared by its
+        ranks on CPU points."""
+        chosen = self.queue(self.queue_name(gpus_per_node, queue))
+        if gpus_per_node:
+            return chosen.gpu_memory_gb or self.gpu_memory_gb, "GPU"
+        return chosen.mem_per_node_gb / max(ranks_per_node, 1), "rank"
 
     def project_name(self, environ: Mapping[str, str] = os.environ) -> str | None:
         return self.project or environ.get("PROJECT") or None
@@ -207,6 +223,7 @@ def queue_from_mapping(name: str, data: Mapping[str, Any], cluster: Mapping[str,
         charge_unit=data.get("charge_unit", "core_hour"),
         cores_per_gpu=data.get("cores_per_gpu"),
         submit_as=data.get("submit_as"),
+        gpu_memory_gb=None if get("gpu_memory_gb") is None else float(get("gpu_memory_gb")),
         limits=tuple(
             WalltimeLimit(int(item["up_to"]), hms_seconds(item["walltime"])) for item in data.get("limits") or ()
         ),
@@ -249,6 +266,7 @@ def from_mapping(data: Mapping[str, Any]) -> Cluster:
         modules=tuple(data.get("modules") or ()),
         job_env={str(k): str(v) for k, v in (data.get("job_env") or {}).items()},
         walltime_margin_s=hms_seconds(data.get("walltime_margin", "00:00:00")),
+        gpu_memory_gb=None if data.get("gpu_memory_gb") is None else float(data["gpu_memory_gb"]),
         app_modules={app: tuple(map(str, names or ())) for app, names in (data.get("app_modules") or {}).items()},
         other_mpis={
             flavour: MpiLauncher(

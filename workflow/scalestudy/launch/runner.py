@@ -23,6 +23,7 @@ from typing import Any
 from ..apps import APPS, ParseError
 from ..config.clusters import Cluster
 from ..config.requests import estimated_service_units, job_request
+from ..model.memory import memory_figures
 from ..model.paths import LAUNCH_SCRIPT, METRICS, REPO_ROOT, STDOUT, Layout
 from ..model.point import Point
 from ..model.record import DEFINITION, definition
@@ -217,6 +218,7 @@ def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None
             try:
                 metrics["figures"] = app.parse(log_text, run_dir)
                 metrics["status"] = "ok"
+                metrics["figures"].update(predicted_memory(app, point, metrics["figures"]))
             except ParseError as error:
                 metrics["reason"] = f"unparseable output: {error}"
                 metrics["category"] = "unparseable_output"
@@ -228,6 +230,15 @@ def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None
     metrics["resources"] = resources(point, cluster, wall_s)
     write_metrics(run_dir, metrics)
     return metrics
+
+
+def predicted_memory(app, point: Point, figures: dict) -> dict:
+    """The memory model's figures beside the measured ones (model.memory); a prediction that
+    fails says why in the record and costs the run nothing."""
+    try:
+        return memory_figures(app.memory(point, figures), figures)
+    except Exception as error:  # the model's shape could not be read: the run is still data
+        return {"predicted_memory_error": repr(error)}
 
 
 def child_environment(rank_env: dict[str, str], mpi_from_python_env: bool = True) -> dict[str, str]:

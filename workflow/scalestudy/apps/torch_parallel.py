@@ -1,0 +1,335 @@
+"""Distributed training in plain PyTorch under mpirun: data (ddp), sharded (fsdp, ZeRO
+stages 1-3), pipeline, tensor and hybrid parallelism on eight small model families.
+
+The rank program is the package torch_parallel_rank (`python -m
+scalestudy.apps.torch_parallel_rank`); this module holds what planning needs without torch:
+the families and which strategies fit each, the parameters, the command line and the
+parser of the lines rank 0 prints.
+
+`batch_size` is per data-parallel replica (global batch = batch_size x replicas; ddp and
+fsdp: every rank is a replica; pipeline and tensor: one; hybrid: ranks / group_size).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import statistics
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..model.memory import PRECISIONS, Need, Shape, Sharding
+from ..model.metrics import declare
+from ..model.paths import Layout
+from ..model.point import Point
+from .base import App, Param, ParseError
+
+EPOCH_PREFIX = "scalestudy-torch-epoch"
+RESULT_PREFIX = "scalestudy-torch-result"
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class Family:
+    """A model family: its task, default size, and whether its blocks have a tensor-parallel
+    plan (column-parallel in, row-parallel out: MLP and decoder blocks)."""
+
+    task: str
+    width: int
+    depth: int
+    tensor: bool = False
+    transformer: bool = False
+
+
+MODELS: dict[str, Family] = {
+    "vgg11": Family("classify", width=8, depth=8),
+    "cnn": Family("classify", width=16, depth=2),
+    "autoencoder": Family("reconstruct", width=16, depth=2),
+    "bow": Family("classify", width=64, depth=2, tensor=True),
+    "seq2seq": Family("tokens", width=64, depth=1),
+    "seq2seq-lstm": Family("tokens", width=64, depth=1),
+    "mlp": Family("classify", width=64, depth=2, tensor=True),
+    "resnet50": Family("classify", width=8, depth=50),
+    "gpt2": Family("tokens", width=64, depth=2, tensor=True, transformer=True),
+}
+# What each strategy is in torch (the fsdp entry by ZeRO stage).
+IMPLEMENTATIONS: dict[str, Any] = {
+    "ddp": "DistributedDataParallel",
+    "fsdp": {
+        1: "DDP + ZeroRedundancyOptimizer (optimizer states sharded)",
+        2: "FSDP2 fully_shard(reshard_after_forward=False) (optimizer states and gradients sharded)",
+        3: "FSDP2 fully_shard (optimizer states, gradients and parameters sharded)",
+    },
+    "pipeline": "torch.distributed.pipelining ScheduleGPipe (blocks split across ranks, micro-batched)",
+    "tensor": "DTensor tensor parallel (column-parallel in, row-parallel out) across all ranks",
+    "hybrid": "DTensor tensor parallel within groups of group_size ranks, gradients averaged across groups",
+}
+STRATEGIES = tuple(IMPLEMENTATIONS)
+TENSOR_MODELS = tuple(name for name, family in MODELS.items() if family.tensor)
+
+
+def model_setting(model: str, name: str) -> int:
+    """A family's default width or depth (resnet50's depth is its name's: 50 layers)."""
+    return getattr(MODELS[model], name)
+
+
+def values(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def parse_torch_parallel(log_text: str) -> dict[str, Any]:
+    """Figures of a run from rank 0's result line (and its epoch lines)."""
+    found = [line for line in log_text.splitlines() if line.startswith(RESULT_PREFIX + " ")]
+    if not found:
+        raise ParseError(f"no '{RESULT_PREFIX}' line in the output: the ranks stopped before the end")
+    try:
+        result = json.loads(found[-1][len(RESULT_PREFIX) + 1 :])
+    except json.JSONDecodeError as error:
+        raise ParseError(f"the '{RESULT_PREFIX}' line is cut off: {error}") from None
+    step_times = result["step_time_s_per_rank"]
+    per_rank = result["samples_per_s_per_rank"]
+    step_time = max(step_times)  # a step ends when the slowest rank ends it
+    figures: dict[str, Any] = {
+        "samples_per_s": result["global_batch"] / step_time,
+        "samples_per_s_per_rank": statistics.fmean(per_rank),
+        "samples_per_s_per_rank_min": min(per_rank),
+        "samples_per_s_per_rank_max": max(per_rank),
+        "samples_per_s_per_rank_std": statistics.stdev(per_rank) if len(per_rank) > 1 else 0.0,
+        "optimizer_step_s": step_time,
+        "peak_memory_gb": max(result["peak_memory_bytes_per_rank"]) / GB,
+        "memory_growth_gb": max(result["memory_growth_bytes_per_rank"]) / GB,
+        "global_batch": result["global_batch"],
+        "replicas": result["replicas"],
+        "parameters": result["parameters"],
+        "activation_values_per_sample": result.get("activation_values_per_sample"),
+        "timed_steps": result["timed_steps"],
+        "implementation": result["implementation"],
+        "backend": result["backend"],
+    }
+    epochs = result.get("epochs") or [
+        json.loads(line[len(EPOCH_PREFIX) + 1 :])
+        for line in log_text.splitlines()
+        if line.startswith(EPOCH_PREFIX + " ")
+    ]
+    if epochs:
+        last = epochs[-1]
+        figures["epochs"] = len(epochs)
+        figures["epoch_time_s"] = statistics.fmean(e["epoch_time_s"] for e in epochs)
+        figures["first_train_loss"] = epochs[0]["train_loss"]
+        figures["final_train_loss"] = last["train_loss"]
+        figures["final_loss"] = last["val_loss"]
+        if last.get("val_accuracy") is not None:
+            figures["final_accuracy"] = last["val_accuracy"]
+        figures["loss_per_epoch"] = [e["train_loss"] for e in epochs]
+        figures["val_loss_per_epoch"] = [e["val_loss"] for e in epochs]
+    elif result.get("last_loss") is not None:
+        figures["final_train_loss"] = result["last_loss"]
+    return figures
+
+
+@functools.lru_cache(maxsize=256)
+def model_shape(model: str, width: int, depth: int, vocab: int, seq_len: int, heads: int) -> tuple[int, int]:
+    """(parameters, activation values kept per sample) of a model, from the rank program's own
+    definition on torch's meta device (torch is imported here, when a prediction is asked)."""
+    from .torch_parallel_rank import models
+
+    return (
+        models.parameter_count(model, width, depth, vocab, seq_len, heads),
+        models.activation_values(model, width, depth, vocab, seq_len, heads, batch=1),
+    )
+
+
+class TorchParallel(App):
+    name = "torch-parallel"
+    packages = ("torch", "mpi4py")
+    primary_metric = "samples_per_s"
+    compared = {"strategy": "ddp"}
+    quality = ("final_accuracy", "final_loss")
+    metrics = (
+        declare(
+            "samples_per_s",
+            "training samples per second, all ranks (global batch / median step time of the slowest rank)",
+            "samples/s",
+            "rate",
+        ),
+        declare(
+            "samples_per_s_per_rank",
+            "training samples per second per rank (mean over ranks; min, max, std beside)",
+            "samples/s",
+            "rate",
+            extensive=False,
+        ),
+        declare("optimizer_step_s", "optimizer-step time (slowest rank, median of timed steps)", "s", "time"),
+        declare("epoch_time_s", "time per epoch (slowest rank, mean over epochs)", "s", "time"),
+        declare("final_loss", "validation loss after the last epoch", "", "size"),
+        declare("final_accuracy", "validation accuracy after the last epoch", "", "size"),
+        declare(
+            "peak_memory_gb", "peak memory per rank (CUDA max allocated; max RSS on CPU), largest rank", "GB", "size"
+        ),
+        declare(
+            "memory_growth_gb",
+            "peak memory per rank minus the rank's before the model is built, largest rank",
+            "GB",
+            "size",
+        ),
+    )
+    params = {
+        "model": Param(str, required=True, choices=tuple(MODELS), help="the model family"),
+        "strategy": Param(str, choices=STRATEGIES, help="how the model is spread across ranks", default="ddp"),
+        "zero_stage": Param(int, choices=(1, 2, 3), help="fsdp: 1 optimizer, 2 + gradients, 3 + parameters", default=3),
+        "group_size": Param(int, minimum=1, help="hybrid: ranks per tensor-parallel group", default=1),
+        "mode": Param(
+            str, choices=("throughput", "converge"), help="timed steps, or epochs to a loss", default="throughput"
+        ),
+        "batch_size": Param(int, minimum=1, help="samples per data-parallel replica per step", default=16),
+        "micro_batches": Param(int, minimum=1, help="pipeline: micro-batches per batch", default=2),
+        "precision": Param(str, choices=("32-true", "bf16-mixed", "bf16-true"), default="32-true"),
+        "steps": Param(int, minimum=1, help="throughput: timed steps", default=20),
+        "warmup_steps": Param(int, minimum=0, help="throughput: untimed steps first", default=3),
+        "epochs": Param(int, minimum=1, help="converge: epochs", default=3),
+        "samples": Param(
+            int, minimum=1, help="converge: training samples (a quarter more for validation)", default=512
+        ),
+        "width": Param(int, minimum=1, help="channels or hidden size (default: the family's)"),
+        "depth": Param(int, minimum=1, help="layers (default: the family's)"),
+        "heads": Param(int, minimum=1, help="gpt2: attention heads", default=4),
+        "vocab": Param(int, minimum=2, help="token models: vocabulary size", default=64),
+        "seq_len": Param(int, minimum=2, help="token models: sequence length", default=16),
+        "lr": Param((int, float), minimum=0.0, help="AdamW learning rate", default=3e-3),
+        "seed": Param(int, minimum=0, default=0),
+        "device": Param(str, choices=("cpu", "cuda"), help="cpu: gloo; cuda: NCCL, one GPU per rank", default="cpu"),
+    }
+
+    def param_problems(self, params: Mapping[str, Any]) -> list[str]:
+        problems = super().param_problems(params)
+        if problems:
+            return problems
+        models, strategies = values(params["model"]), values(params.get("strategy", "ddp"))
+        for strategy in strategies:
+            if strategy in ("tensor", "hybrid"):
+                for model in models:
+                    if model not in TENSOR_MODELS:
+                        problems.append(
+                            f"params.strategy: {strategy} needs a model with a tensor-parallel plan, not "
+                            f"{model!r}; allowed with {strategy}: {', '.join(TENSOR_MODELS)}"
+                        )
+        if "zero_stage" in params and "fsdp" not in strategies:
+            problems.append("params.zero_stage: only fsdp has ZeRO stages; allowed: with strategy fsdp")
+        if "group_size" in params and "hybrid" not in strategies:
+            problems.append("params.group_size: only hybrid has groups; allowed: with strategy hybrid")
+        return problems
+
+    def preflight(self, point: Point) -> list[str]:
+        model, strategy = point.params["model"], self.setting(point, "strategy")
+        scale = f"at {point.ranks} ranks"
+        batch, micro = self.setting(point, "batch_size"), self.setting(point, "micro_batches")
+        problems = []
+        if strategy == "pipeline":
+            blocks = self.blocks(point)
+            if blocks < point.ranks:
+                problems.append(
+                    f"params.model: {model} has {blocks} blocks, fewer than the {point.ranks} pipeline stages {scale}; "
+                    "allowed: ranks <= blocks (raise depth)"
+                )
+            if batch % micro:
+                problems.append(
+                    f"params.micro_batches: {micro} does not divide batch_size {batch}; allowed: a divisor of it"
+                )
+        group = point.ranks if strategy == "tensor" else self.setting(point, "group_size")
+        if strategy == "hybrid" and point.ranks % group:
+            problems.append(
+                f"params.group_size: {group} does not divide the {point.ranks} ranks {scale}; allowed: a divisor"
+            )
+        if strategy in ("tensor", "hybrid"):
+            width, heads = self.size(point, "width"), self.setting(point, "heads")
+            if (4 * width) % group or (model == "gpt2" and heads % group):
+                problems.append(
+                    f"params.strategy: {strategy} splits {model}'s heads ({heads}) and hidden size 4 x {width} "
+                    f"over {group} ranks {scale}; allowed: group sizes that divide both"
+                )
+        if self.setting(point, "device") == "cuda" and not point.gpus_per_node:
+            problems.append(
+                "params.device: cuda needs gpus_per_node (one rank per GPU); allowed: cpu with ranks_per_node"
+            )
+        return problems
+
+    def size(self, point: Point, name: str) -> int:
+        return int(point.params.get(name) or model_setting(point.params["model"], name))
+
+    def blocks(self, point: Point) -> int:
+        """How many blocks the model has (a pipeline needs one per stage at least)."""
+        model, depth = point.params["model"], self.size(point, "depth")
+        if model == "vgg11":
+            return 7
+        if model in ("cnn", "bow", "mlp", "gpt2"):
+            return depth + (1 if model == "cnn" else 2)
+        if model == "autoencoder":
+            return 2 * depth
+        if model == "resnet50":
+            return 18
+        return 4  # seq2seq: embedding, encoder, decoder, head
+
+    def memory(self, point: Point, figures: Mapping[str, Any] | None = None) -> Need:
+        """The model's parameters and the activations autograd keeps (counted on torch's meta
+        device, nothing allocated), sharded as the strategy shards. Measured by the rank's
+        memory growth on CPU (max RSS includes the runtime's own), CUDA max allocated on GPU."""
+        model, strategy = point.params["model"], self.setting(point, "strategy")
+        width, depth = self.size(point, "width"), self.size(point, "depth")
+        vocab, seq_len, heads = (self.setting(point, name) for name in ("vocab", "seq_len", "heads"))
+        if figures and figures.get("parameters") and figures.get("activation_values_per_sample") is not None:
+            # The rank counted them on the model it trained: no torch import here.
+            parameters, activations = figures["parameters"], figures["activation_values_per_sample"]
+        else:
+            parameters, activations = model_shape(model, width, depth, vocab, seq_len, heads)
+        transformer = MODELS[model].transformer
+        shape = Shape(
+            parameters=parameters,
+            hidden=width if transformer else None,
+            layers=depth if transformer else None,
+            heads=heads if transformer else None,
+            seq_len=seq_len if transformer else None,
+            activation_values=None if transformer else activations,
+        )
+        ranks = point.ranks
+        if strategy == "fsdp":
+            sharding = Sharding(data=ranks, zero_stage=self.setting(point, "zero_stage"))
+        elif strategy in ("pipeline", "tensor"):
+            sharding = Sharding(model=ranks)
+        elif strategy == "hybrid":
+            sharding = Sharding(model=self.setting(point, "group_size"))
+        else:
+            sharding = Sharding()
+        on_gpu = self.setting(point, "device") == "cuda"
+        return Need(
+            shape=shape,
+            precision=PRECISIONS[self.setting(point, "precision")],
+            # GPipe keeps every micro-batch's activations until its backward: the whole batch.
+            micro_batch=self.setting(point, "batch_size"),
+            sharding=sharding,
+            measured="peak_memory_gb" if on_gpu else "memory_growth_gb",
+        )
+
+    def memory_checked_at_load(self, point: Point) -> bool:
+        # Counting activations imports torch and its compiler stack (seconds of every planning):
+        # worth it where memory is a GPU's; CPU points have the node's host memory.
+        return self.setting(point, "device") == "cuda"
+
+    def rank_command(self, point: Point, run_dir: Path, layout: Layout) -> list[str]:
+        command = [sys.executable, "-m", "scalestudy.apps.torch_parallel_rank"]
+        strategy = self.setting(point, "strategy")
+        for name in self.params:
+            if name == "zero_stage" and strategy != "fsdp" or name == "group_size" and strategy != "hybrid":
+                continue
+            value = self.setting(point, name)
+            if value is not None:
+                command += [f"--{name.replace('_', '-')}", str(value)]
+        return command
+
+    def rank_env(self, point: Point) -> dict[str, str]:
+        return {**super().rank_env(point), "HF_HUB_OFFLINE": "1"}
+
+    def parse(self, log_text: str, run_dir: Path) -> dict[str, Any]:
+        return parse_torch_parallel(log_text)

@@ -1,0 +1,357 @@
+"""The torch-parallel models in plain torch (no downloads), each a list of blocks run in
+order, so that `nn.Sequential(*blocks)` is the model and a pipeline splits the list, and
+the deterministic learnable data each trains on (made from the seed before training).
+
+Sizes: `width` (channels or hidden size) and `depth` (layers); the families' defaults are
+tiny so that a CPU step takes well under a second (the app's MODELS table holds them).
+
+Tasks:
+- images (vgg11 with batch norm, cnn, resnet50): 3x32x32 images, 10 classes; each class is a fixed random
+  pattern plus noise.
+- autoencoder: the same images; the target is the image (mean squared error, no accuracy).
+- bow (neural bag of words): token sequences whose words come mostly from their class's
+  own tenth of the vocabulary.
+- seq2seq (GRU) and seq2seq-lstm: reverse a token sequence (input: source and the shifted
+  target, the decoder reads the encoder's context at every step as in Cho et al. 2014).
+- mlp: 32 features, the class is the argmax of a fixed random linear teacher.
+- gpt2: next-token prediction on sequences x[t+1] = (a x[t] + c) mod vocab, (a, c) one of
+  four pairs per sequence, read from the context.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..torch_parallel import MODELS
+
+IMAGE = (3, 32, 32)
+CLASSES = 10
+FEATURES = 32
+VGG11 = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
+
+
+class Task:
+    CLASSIFY, RECONSTRUCT, TOKENS = "classify", "reconstruct", "tokens"
+
+
+def task_of(name: str) -> str:
+    return MODELS[name].task
+
+
+# ---------------------------------------------------------------- blocks
+
+
+class MLPBlock(nn.Module):
+    """x + fc2(gelu(fc1(norm(x)))): fc1 column-parallel and fc2 row-parallel under tensor parallelism."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.fc1 = nn.Linear(width, 4 * width)
+        self.fc2 = nn.Linear(4 * width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.fc2(F.gelu(self.fc1(self.norm(x))))
+
+
+class Attention(nn.Module):
+    """Causal self-attention with separate q, k, v (column-parallel) and out (row-parallel):
+    the number of heads a rank holds is read from the shape, so a tensor-parallel rank
+    computes its share of the heads."""
+
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.head_dim = width // heads
+        self.q, self.k, self.v = (nn.Linear(width, width) for _ in range(3))
+        self.out = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        q, k, v = (proj(x).view(b, t, -1, self.head_dim).transpose(1, 2) for proj in (self.q, self.k, self.v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(b, t, -1))
+
+
+class DecoderBlock(nn.Module):
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.attn = Attention(width, heads)
+        self.mlp = MLPBlock(width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(x + self.attn(self.norm(x)))
+
+
+class TokenEmbedding(nn.Module):
+    def __init__(self, vocab: int, width: int, seq_len: int) -> None:
+        super().__init__()
+        self.tokens = nn.Embedding(vocab, width)
+        self.positions = nn.Embedding(seq_len, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.tokens(x) + self.positions(torch.arange(x.shape[1], device=x.device))
+
+
+class Encoder(nn.Module):
+    """Reads the embedded source (first half); returns the decoder's input: the embedded
+    shifted target beside the source's context at every step."""
+
+    def __init__(self, width: int, layers: int, cell: type[nn.Module]) -> None:
+        super().__init__()
+        self.rnn = cell(width, width, num_layers=layers, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        half = x.shape[1] // 2
+        encoded, _ = self.rnn(x[:, :half])
+        context = encoded[:, -1:].expand(-1, half, -1)
+        return torch.cat([x[:, half:], context], dim=2)
+
+
+class Decoder(nn.Module):
+    def __init__(self, width: int, layers: int, cell: type[nn.Module]) -> None:
+        super().__init__()
+        self.rnn = cell(2 * width, width, num_layers=layers, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.rnn(x)[0]
+
+
+class Bottleneck(nn.Module):
+    def __init__(self, inputs: int, mid: int, stride: int) -> None:
+        super().__init__()
+        out = 4 * mid
+        self.body = nn.Sequential(
+            nn.Conv2d(inputs, mid, 1, bias=False),
+            nn.BatchNorm2d(mid),
+            nn.ReLU(),
+            nn.Conv2d(mid, mid, 3, stride=stride, padding=1, bias=False),
+            nn.BatchNorm2d(mid),
+            nn.ReLU(),
+            nn.Conv2d(mid, out, 1, bias=False),
+            nn.BatchNorm2d(out),
+        )
+        self.skip = (
+            nn.Identity()
+            if stride == 1 and inputs == out
+            else nn.Sequential(nn.Conv2d(inputs, out, 1, stride=stride, bias=False), nn.BatchNorm2d(out))
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(self.body(x) + self.skip(x))
+
+
+class EmbeddingBagBlock(nn.Module):
+    def __init__(self, vocab: int, width: int) -> None:
+        super().__init__()
+        self.bag = nn.EmbeddingBag(vocab, width, mode="mean")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bag(x)
+
+
+# ---------------------------------------------------------------- models
+
+
+def conv(inputs: int, out: int, norm: bool = False) -> list[nn.Module]:
+    return [nn.Conv2d(inputs, out, 3, padding=1), *([nn.BatchNorm2d(out)] if norm else []), nn.ReLU()]
+
+
+def blocks(name: str, width: int, depth: int, vocab: int, seq_len: int, heads: int) -> list[nn.Module]:
+    """The model as blocks, in order."""
+    if name == "vgg11":
+        scale, layers, channels, current = width / 64, [], IMAGE[0], []
+        for item in VGG11:
+            if item == "M":
+                layers.append(nn.Sequential(*current, nn.MaxPool2d(2)))
+                current = []
+            else:
+                out = max(1, round(item * scale))
+                current += conv(channels, out, norm=True)  # VGG11 with batch norm (VGG11-BN)
+                channels = out
+        hidden = 8 * width
+        return [
+            *layers,
+            nn.Sequential(nn.Flatten(), nn.Linear(channels, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()),
+            nn.Linear(hidden, CLASSES),
+        ]
+    if name == "cnn":
+        layers, channels = [], IMAGE[0]
+        for i in range(depth):
+            out = width * 2**i
+            layers.append(nn.Sequential(*conv(channels, out), nn.MaxPool2d(2)))
+            channels = out
+        side = IMAGE[1] // 2**depth
+        return [*layers, nn.Sequential(nn.Flatten(), nn.Linear(channels * side * side, CLASSES))]
+    if name == "autoencoder":
+        encoder, channels = [], IMAGE[0]
+        for i in range(depth):
+            out = width * 2**i
+            encoder.append(nn.Sequential(nn.Conv2d(channels, out, 4, stride=2, padding=1), nn.ReLU()))
+            channels = out
+        decoder = []
+        for i in reversed(range(depth)):
+            out = IMAGE[0] if i == 0 else width * 2 ** (i - 1)
+            layer = nn.ConvTranspose2d(channels, out, 4, stride=2, padding=1)
+            decoder.append(layer if i == 0 else nn.Sequential(layer, nn.ReLU()))
+            channels = out
+        return encoder + decoder
+    if name == "bow":
+        return [EmbeddingBagBlock(vocab, width), *(MLPBlock(width) for _ in range(depth)), nn.Linear(width, CLASSES)]
+    if name in ("seq2seq", "seq2seq-lstm"):
+        cell = nn.LSTM if name == "seq2seq-lstm" else nn.GRU
+        return [
+            nn.Embedding(vocab, width),
+            Encoder(width, depth, cell),
+            Decoder(width, depth, cell),
+            nn.Linear(width, vocab),
+        ]
+    if name == "mlp":
+        return [nn.Linear(FEATURES, width), *(MLPBlock(width) for _ in range(depth)), nn.Linear(width, CLASSES)]
+    if name == "resnet50":
+        stem = nn.Sequential(nn.Conv2d(IMAGE[0], width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
+        layers, channels = [stem], width
+        for stage, count in enumerate((3, 4, 6, 3)):
+            mid = width * 2**stage
+            for i in range(count):
+                layers.append(Bottleneck(channels, mid, 2 if i == 0 and stage > 0 else 1))
+                channels = 4 * mid
+        return [*layers, nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, CLASSES))]
+    if name == "gpt2":
+        return [
+            TokenEmbedding(vocab, width, seq_len),
+            *(DecoderBlock(width, heads) for _ in range(depth)),
+            nn.Sequential(nn.LayerNorm(width), nn.Linear(width, vocab)),
+        ]
+    raise ValueError(f"unknown model {name!r}; allowed: {', '.join(MODELS)}")
+
+
+def tensor_plan(block: nn.Module) -> dict[str, object] | None:
+    """The tensor-parallel plan of a block (column-parallel in, row-parallel out), or None."""
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
+
+    if isinstance(block, MLPBlock):
+        return {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()}
+    if isinstance(block, DecoderBlock):
+        return {
+            "attn.q": ColwiseParallel(),
+            "attn.k": ColwiseParallel(),
+            "attn.v": ColwiseParallel(),
+            "attn.out": RowwiseParallel(),
+            "mlp.fc1": ColwiseParallel(),
+            "mlp.fc2": RowwiseParallel(),
+        }
+    return None
+
+
+# ---------------------------------------------------------------- data
+
+
+def make_data(name: str, samples: int, vocab: int, seq_len: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`samples` (input, target) pairs for model `name`, the same on every rank for a seed."""
+    g = torch.Generator().manual_seed(seed)
+    task = MODELS[name].task
+    if name in ("vgg11", "cnn", "resnet50", "autoencoder"):
+        # The class patterns come from a fixed seed: training and validation sets share them.
+        patterns = torch.randn((CLASSES, *IMAGE), generator=torch.Generator().manual_seed(12345))
+        labels = torch.randint(0, CLASSES, (samples,), generator=g)
+        images = patterns[labels] + 0.5 * torch.randn((samples, *IMAGE), generator=g)
+        return (images, images.clone()) if task == Task.RECONSTRUCT else (images, labels)
+    if name == "mlp":
+        teacher = torch.randn((FEATURES, CLASSES), generator=torch.Generator().manual_seed(12345))
+        x = torch.randn((samples, FEATURES), generator=g)
+        return x, (x @ teacher).argmax(dim=1)
+    if name == "bow":
+        labels = torch.randint(0, CLASSES, (samples,), generator=g)
+        share = max(1, vocab // CLASSES)
+        own = labels[:, None] * share + torch.randint(0, share, (samples, seq_len), generator=g)
+        noise = torch.randint(0, vocab, (samples, seq_len), generator=g)
+        words = torch.where(torch.rand((samples, seq_len), generator=g) < 0.6, own % vocab, noise)
+        return words, labels
+    if name in ("seq2seq", "seq2seq-lstm"):
+        source = torch.randint(1, vocab, (samples, seq_len), generator=g)
+        target = source.flip(1)
+        shifted = torch.cat([torch.zeros((samples, 1), dtype=torch.long), target[:, :-1]], dim=1)
+        return torch.cat([source, shifted], dim=1), target
+    if name == "gpt2":
+        rules = torch.tensor([[1, 1], [1, 3], [5, 1], [3, 7]])
+        rule = rules[torch.randint(0, len(rules), (samples,), generator=g)]
+        tokens = torch.empty((samples, seq_len + 1), dtype=torch.long)
+        tokens[:, 0] = torch.randint(0, vocab, (samples,), generator=g)
+        for t in range(seq_len):
+            tokens[:, t + 1] = (rule[:, 0] * tokens[:, t] + rule[:, 1]) % vocab
+        return tokens[:, :-1], tokens[:, 1:]
+    raise ValueError(f"unknown model {name!r}")
+
+
+def loss_of(task: str, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    if task == Task.RECONSTRUCT:
+        return F.mse_loss(output.float(), target)
+    if task == Task.TOKENS:
+        return F.cross_entropy(output.float().flatten(0, 1), target.flatten())
+    return F.cross_entropy(output.float(), target)
+
+
+def correct_of(task: str, output: torch.Tensor, target: torch.Tensor) -> tuple[float, int]:
+    """(right predictions, predictions) of a batch; (0, 0) where accuracy means nothing."""
+    if task == Task.RECONSTRUCT:
+        return 0.0, 0
+    right = (output.argmax(dim=-1) == target).sum().item()
+    return float(right), target.numel()
+
+
+def parameter_count(name: str, width: int, depth: int, vocab: int, seq_len: int, heads: int) -> int:
+    with torch.device("meta"):
+        model = nn.Sequential(*blocks(name, width, depth, vocab, seq_len, heads))
+    return sum(p.numel() for p in model.parameters())
+
+
+def activation_values(name: str, width: int, depth: int, vocab: int, seq_len: int, heads: int, batch: int) -> int:
+    """Values autograd keeps for the backward pass of one forward of `batch` samples,
+    parameters not included: counted on a CPU forward of the model with uninitialised weights
+    (built on the meta device, then given memory; nothing is initialised or trained). Not a
+    forward on the meta device: that loads torch's compiler stack, seconds of every planning."""
+    with torch.device("meta"):
+        model = nn.Sequential(*blocks(name, width, depth, vocab, seq_len, heads))
+    model = model.to_empty(device="cpu")
+    inputs, _ = sample_batch(name, batch, vocab, seq_len)
+    params = {id(p) for p in model.parameters()}
+    seen: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        base = tensor if tensor._base is None else tensor._base  # Linear saves weight.t(), a view
+        if id(base) not in params and tensor.is_floating_point():
+            seen[id(tensor)] = tensor.numel()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(inputs)
+    return sum(seen.values())
+
+
+def sample_batch(name: str, batch: int, vocab: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch of the model's input shape (zeros: only shapes matter)."""
+    if name in ("vgg11", "cnn", "resnet50", "autoencoder"):
+        return torch.zeros((batch, *IMAGE)), torch.zeros(batch, dtype=torch.long)
+    if name == "mlp":
+        return torch.zeros((batch, FEATURES)), torch.zeros(batch, dtype=torch.long)
+    if name in ("seq2seq", "seq2seq-lstm"):
+        return torch.zeros((batch, 2 * seq_len), dtype=torch.long), torch.zeros((batch, seq_len), dtype=torch.long)
+    return torch.zeros((batch, seq_len), dtype=torch.long), torch.zeros(batch, dtype=torch.long)
+
+
+def split_points(sizes: list[int], stages: int) -> list[int]:
+    """Where to cut blocks of `sizes` parameters into `stages` contiguous runs of about equal
+    size, each at least one block (needs len(sizes) >= stages): each stage's first block,
+    then len(sizes)."""
+    total, cuts, running = sum(sizes) or 1, [0], 0
+    for i, size in enumerate(sizes[:-1]):
+        needed = stages - len(cuts)
+        if needed == 0:
+            break
+        running += size
+        if running >= total * len(cuts) / stages or len(sizes) - (i + 1) == needed:
+            cuts.append(i + 1)
+    return [*cuts, len(sizes)]
