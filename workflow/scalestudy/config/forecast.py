@@ -68,12 +68,18 @@ def forecast(
     result = Forecast(cluster.name)
     unpriced: dict[str, None] = {}
     pack_of = {(point.study, point.id): pack for pack in packs for point in pack.points}
+    # A point's repeats ask for the same job: priced once (a 100,000-point sweep is planned
+    # in seconds, not minutes).
+    units_of: dict[tuple[str, str], float | None] = {}
     for point in points:
         result.points += 1
         pack = pack_of.get((point.study, point.id))
         if pack is None:
             result.jobs[point.study] = result.jobs.get(point.study, 0) + 1
-            units = point_service_units(point, cluster)
+            key = same_point(point)
+            if key not in units_of:
+                units_of[key] = point_service_units(point, cluster)
+            units = units_of[key]
         elif point is pack.points[0] or point == pack.points[0]:
             result.jobs[point.study] = result.jobs.get(point.study, 0) + 1
             units = point_service_units(pack.request_point(), cluster)
