@@ -45,6 +45,17 @@ def test_the_shipped_hoomd_strong_study_packs_18_points_into_3_jobs(shipped):
     assert found[0].walltime_s(study.cluster) == 6 * 1800 + 300
 
 
+def test_points_whose_requests_differ_only_in_hardware_threads_are_packed_apart(shipped):
+    # One rank on one core either way: only `other=hyperthread` tells the two requests apart.
+    config = {**shipped, "cluster": "gadi"}
+    config["studies"] = {"hoomd-wca": {**shipped["studies"]["hoomd-wca"], "nodes": [1], "ranks_per_node": [1],
+                                       "hyperthreads": [False, True], "pack": "scale"}}  # fmt: skip
+    study = site.load_study(config)
+    found = packs(study.points, study.cluster, sizes(study))
+    assert [len(p.points) for p in found] == [6, 6]
+    assert [{point.hyperthreads for point in p.points} for p in found] == [{False}, {True}]
+
+
 def test_a_number_is_points_per_job(shipped):
     study = hoomd_packed(shipped, 4)
     assert [len(p.points) for p in packs(study.points, study.cluster, sizes(study))] == [4, 2] * 3

@@ -3,7 +3,7 @@
 A study says `pack: scale` (every point of a scale, i.e. of one batch request, in one job)
 or `pack: N` (at most N points per job; 1, the default, is one job per point). Points share
 a job only when their request is the same: queue, nodes, cores, GPUs and memory per node,
-ranks per node and threads per rank. Inside a pack the points are interleaved, repeats and
+ranks per node, threads per rank, hardware threads. Inside a pack the points are interleaved, repeats and
 variants alternating (A B A B ...), so that drift of the machine spreads over all of them.
 The pack's walltime is the sum of its points' walltimes plus the cluster's margin, once.
 
@@ -15,6 +15,7 @@ record only.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from ..model.point import Point
 from ..model.timefmt import hms
 from .clusters import Cluster
-from .requests import job_request
+from .requests import JobRequest, job_request
 
 SCALE = "scale"  # `pack: scale`: every point of one batch request in one job
 # The name under which the cluster profiles give Snakemake the number of components a pack's
@@ -42,17 +43,15 @@ class Pack:
     def request_point(self) -> Point:
         """The pack's first point with the pack's summed walltime (margin excluded): what
         config.requests prices and checks against the queue's limits."""
-        import dataclasses
-
         total = sum(point.walltime_seconds for point in self.points)
         return dataclasses.replace(self.points[0], walltime=hms(total))
 
 
-def request_key(point: Point, cluster: Cluster) -> tuple:
-    """What must be equal for points to share a batch job."""
-    r = job_request(point, cluster)
-    return (r.queue.name, r.nodes, r.ncpus_per_node, r.ngpus_per_node, r.mem_per_node_gb,
-            r.ranks_per_node, r.threads_per_rank)  # fmt: skip
+def request_key(point: Point, cluster: Cluster) -> JobRequest:
+    """What must be equal for points to share a batch job: the whole request but its name and
+    walltime (a pack's walltime is its points' summed), so a field a request gains (e.g.
+    hyperthreads) separates packs without being listed here."""
+    return dataclasses.replace(job_request(point, cluster), name="", walltime_s=0, point_walltime_s=0)
 
 
 def interleaved(points: list[Point]) -> list[Point]:
