@@ -79,8 +79,8 @@ RESULTS_LOCK = []
 
 def report_only():
     """`snakemake report` or `compare` (or `--config partial=true`): the report (or the
-    comparison) from the runs that have finished; no point runs. Known once the DAG is planned (the targets are not known while
-    this file is read)."""
+    comparison) from the runs that have finished; no point runs. Known once the DAG is
+    planned (the targets are not known while this file is read)."""
     settings = workflow.dag_settings
     targets = set(settings.targets) if settings is not None else set()
     return STUDY.partial or (bool(targets) and targets <= {"report", "compare"})
@@ -215,11 +215,9 @@ SURVEY = (
 # Packs (config/packing.py): the points to run of the studies that say `pack:`, each pack a
 # Snakemake group that the cluster executor submits as one batch job. Local runs ignore
 # groups (Snakemake runs grouped jobs one by one there, as any other).
-PACKS = (
-    packing.packs(SURVEY.to_submit(STUDY.points), CLUSTER, {n: s.get("pack", 1) for n, s in SWEEP.studies.items()})
-    if workflow.is_main_process and not STUDY.partial
-    else []
-)
+# The points this invocation submits, once: packed here, priced by the forecast below.
+TO_SUBMIT = SURVEY.to_submit(STUDY.points) if workflow.is_main_process and not STUDY.partial else []
+PACKS = packing.packs(TO_SUBMIT, CLUSTER, {n: s.get("pack", 1) for n, s in SWEEP.studies.items()})
 stop_on(site.pack_problems(PACKS, CLUSTER) if CLUSTER.scheduler != "none" else [])
 PACK_OF = {(point.study, point.id): pack.name for pack in PACKS for point in pack.points}
 # Snakemake makes one group job per connected component of a group, and a pack's points are
@@ -258,7 +256,7 @@ if workflow.is_main_process:
         print(f"scalestudy: packed {packed} points into {len(PACKS)} batch jobs ({', '.join(p.name for p in PACKS)})")
     if CLUSTER.scheduler != "none" and not STUDY.partial and SURVEY.to_run:
         # What the jobs about to be submitted may cost (config/forecast.py), before the first one.
-        FORECAST = forecast.forecast(SURVEY.to_submit(STUDY.points), CLUSTER, SURVEY.measured(), PACKS)
+        FORECAST = forecast.forecast(TO_SUBMIT, CLUSTER, SURVEY.measured(), PACKS)
         print("\n".join(forecast.forecast_lines(FORECAST, f"the {SURVEY.to_run} run jobs to submit")), flush=True)
 
 

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from ...config import clusters
+from ...config.packing import Pack
 from ...config.requests import JobRequest, job_request, request_problems
 from ...model.paths import BATCH_LOG, CLUSTERS_DIR_ENV, clusters_dir
 from ...model.point import Point
-from ...model.timefmt import hms
 from . import cache
 from .dialects import dialect_of, site_rules
 from .sidecar import SIDECAR_VARS
@@ -119,8 +119,7 @@ def submit(jobscript: Path, cluster_name: str, qsub: str = "qsub", environ: Mapp
     if properties.get("type") == "group" and pack:
         # A pack: its points one after another in one batch job (config/packing.py).
         points = [Point.from_json(entry["point"], int(entry["walltime_s"]), entry.get("queue")) for entry in pack]
-        total = sum(point.walltime_seconds for point in points)
-        first = dataclasses.replace(points[0], walltime=hms(total))
+        first = Pack(str(properties["groupid"]), tuple(points)).request_point()
         problems += request_problems(first, cluster, site_rules(cluster))
         request = dataclasses.replace(job_request(first, cluster), name=str(properties["groupid"])[:48])
         params = {"point": None}
