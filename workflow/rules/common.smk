@@ -19,6 +19,7 @@ from scalestudy.config.files import file_problems  # noqa: E402
 from scalestudy.launch import history, locking, retry  # noqa: E402
 from scalestudy.model.errors import SweepError  # noqa: E402
 from scalestudy.model.paths import DEFAULT_SWEEP, KEEP_LOG, PLOT_KINDS, compare_outputs  # noqa: E402
+from scalestudy.model.point import first_repeats  # noqa: E402
 from scalestudy.scheduler import site  # noqa: E402
 from scalestudy.scheduler.pbs import cache as pbs_cache  # noqa: E402
 from scalestudy.scheduler.pbs import resume as pbs_resume  # noqa: E402
@@ -391,8 +392,7 @@ def run_resources(app):
     point of the app (the walltime of its studies, often the queue and threads) is a
     constant; only the others are functions, which Snakemake calls for every job it lists or
     submits (each call costs more than the value: its signature is read twice)."""
-    # A point's repeats ask for what its first repeat asks for.
-    points = [point for point in STUDY.points if point.app == app.name and point.repeat == 1]
+    points = [point for point in first_repeats(STUDY.points) if point.app == app.name]
     resources = {}
     for name, of_point in POINT_RESOURCES.items():
         values = {of_point(point) for point in points}

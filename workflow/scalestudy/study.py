@@ -31,7 +31,7 @@ from .config.sweep import expand, fitting_sets, flag_set_flavour, setting, valid
 from .model.errors import SweepError
 from .model.memory import GB, Prediction
 from .model.paths import Layout
-from .model.point import Point, Sweep
+from .model.point import Point, Sweep, first_repeats
 
 
 @dataclass(frozen=True)
@@ -173,10 +173,10 @@ def memory_rows(points: Iterable[Point], cluster: clusters.Cluster) -> list[Memo
 
 
 def memory_problems(points: Iterable[Point], cluster: clusters.Cluster) -> list[str]:
-    """Points whose predicted memory per rank exceeds what a rank has, once per study and line.
-    A point's repeats need what its first repeat needs: only that one is predicted."""
+    """Points whose predicted memory per rank exceeds what a rank has, once per study and line
+    (each point's first repeat predicted for all)."""
     problems: dict[str, None] = {}
-    checked = [p for p in points if p.repeat == 1 and APPS[p.app].memory_checked_at_load(p)]
+    checked = [p for p in first_repeats(points) if APPS[p.app].memory_checked_at_load(p)]
     for row in memory_rows(checked, cluster):
         if row.fits is False:
             problems[row.refusal(cluster.name)] = None

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..model.errors import did_you_mean
-from ..model.point import Point
+from ..model.point import Point, first_repeats
 from ..model.timefmt import hms
 from . import placement
 from .clusters import Cluster, Queue
@@ -207,13 +207,10 @@ def request_problems(point: Point, cluster: Cluster, rules: Iterable[RequestRule
 
 def sweep_problems(points: list[Point], cluster: Cluster, rules: Iterable[RequestRule] = ()) -> list[str]:
     """Every distinct refusal over a study's points, on every cluster: one machine too (its
-    one node, its GPUs). A point's repeats differ from it only in their number, so its first
-    repeat is checked for all (a 100,000-point sweep of 1,000 repeats checks 100)."""
+    one node, its GPUs); each point's first repeat is checked for all."""
     rules = tuple(rules)
     problems: dict[str, None] = {}
-    for point in points:
-        if point.repeat != 1:
-            continue
+    for point in first_repeats(points):
         problems.update(dict.fromkeys(request_problems(point, cluster, rules)))
     return list(problems)
 
