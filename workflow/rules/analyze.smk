@@ -46,8 +46,8 @@ rule scaling:
             subcategory="tables",
         ),
     params:
-        budget_su=study_budget,
-        estimator=study_estimator,
+        budget_su=study_setting("budget_su"),
+        estimator=study_setting("estimator"),
     log:
         LAYOUT.study_log("{study}", "scaling"),
     localrule: True

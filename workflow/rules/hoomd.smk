@@ -22,5 +22,5 @@ rule hoomd_initial_state:
         # Not beside a point being timed (the profile sets the limit).
         measurement_slot=1,
     shell:
-        python_module_shell("scalestudy.apps.hoomd_wca") + " initial-state --N {wildcards.particles} --rho {wildcards.rho} --dimensions {wildcards.dimensions}"
+        job_shell("scalestudy.apps.hoomd_wca") + " initial-state --N {wildcards.particles} --rho {wildcards.rho} --dimensions {wildcards.dimensions}"
         " --output {output:q} > {log:q} 2>&1"

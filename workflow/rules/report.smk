@@ -16,7 +16,7 @@ rule plots:
             for kind in PLOT_KINDS
         },
     params:
-        budget_su=study_budget,
+        budget_su=study_setting("budget_su"),
     log:
         LAYOUT.study_log("{study}", "plots"),
     localrule: True
@@ -39,8 +39,7 @@ rule report:
         markdown=LAYOUT.report_markdown,
         provenance=[LAYOUT.provenance(study) for study in STUDIES],
     params:
-        # Sorted: params are compared as text, and reordering the sweep file changes no result.
-        budgets={study: SWEEP.studies[study].get("budget_su") for study in sorted(STUDIES)},
+        budgets=PLAN.budgets(),
     log:
         LAYOUT.report_log,
     localrule: True

@@ -5,12 +5,10 @@
 # The results directory, cluster and interpreter are written into the command, not made
 # params: params are a rerun trigger, and only the point's definition may rerun it.
 RUN_POINT_SHELL = (
-    python_module_shell("scalestudy run-point") + " --point {params.point:q} --walltime-s {resources.walltime_s}"
+    job_shell("scalestudy run-point") + " --point {params.point:q} --walltime-s {resources.walltime_s}"
     f" --cluster {shell_word(CLUSTER.name)} --queue {{resources.queue:q}} --results-dir {shell_word(LAYOUT.results)}"
     " --metrics {output.metrics:q} --log {log:q}"
 )
-
-RUN_RULES = [f"run_{name}" for name in APPS]
 
 
 rule keep_record:
@@ -28,7 +26,7 @@ rule keep_record:
     resources:
         **LOCAL_STEP,
     run:
-        history.keep(output[0], point_of(wildcards), CLUSTER.name, log[0])
+        history.keep(output[0], PLAN.point(wildcards.study, wildcards.point), CLUSTER.name, log[0])
 
 
 for APP in APPS.values():
@@ -39,9 +37,9 @@ for APP in APPS.values():
 
     rule:
         name:
-            f"run_{APP.name}"
+            run_rule(APP.name)
         input:
-            run_inputs(APP) if jobs_can_import(APP.python_module, APP_MODULES) else [],
+            of_wildcards(PLAN.run_inputs(APP)) if RUN.jobs_can_import(APP.python_module, APP_MODULES) else [],
         # launch.sh is written beside metrics.json; one declared output per job keeps big DAGs cheap.
         output:
             metrics=LAYOUT.metrics("{study}", "{point}"),
@@ -52,16 +50,16 @@ for APP in APPS.values():
         params:
             point=point_json,
         wildcard_constraints:
-            study=study_pattern(APP.name),
+            study=PLAN.study_pattern(APP),
         # Points of a pack (a study's `pack:`) share one batch job on a cluster. Without packs
         # no group: Snakemake would call the function for every job it plans.
         group:
-            pack_group if PACK_OF else None
+            pack_group if PLAN.pack_of else None
         conda:
             APP.conda_env
         envmodules:
             *APP_MODULES,
         resources:
-            **run_resources(APP),
+            **resources_of_wildcards(PLAN.run_resources(APP)),
         shell:
             RUN_POINT_SHELL

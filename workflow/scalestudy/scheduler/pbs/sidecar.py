@@ -62,25 +62,3 @@ def sidecar(directory: Path, qdel: str = "qdel", poll_s: float = 5.0) -> int:
     # Snakemake waits for its sidecar to end: qdel runs to its end here, not detached.
     delete(directory, unfinished_jobs(directory, run), qdel, by="sidecar", wait=True)
     return 0
-
-
-def end_executor_wait_at_exit(workflow) -> None:
-    """Let Snakemake exit when it had nothing to do (issue 13, fix 4).
-
-    cluster-generic starts the sidecar with the executor, and a thread that waits (not a
-    daemon) until the executor's `wait` turns False, which only the executor's shutdown
-    does. When the DAG is empty, Snakemake prints "Nothing to be done" and returns without
-    shutting the executor down: that thread keeps the process alive until Ctrl-C. Python
-    joins such threads at exit AFTER its threading-atexit hooks (and before `atexit`'s), so
-    one hook here ends the wait: the thread then terminates the sidecar (which deletes no
-    job: the run submitted none) and the process exits. After a normal end `wait` is
-    already False and this does nothing."""
-    import threading
-
-    def end_wait() -> None:
-        scheduler = getattr(workflow, "_scheduler", None)
-        executor = getattr(scheduler, "_executor", None)
-        if getattr(executor, "wait", False):
-            executor.wait = False
-
-    threading._register_atexit(end_wait)  # the only hook that runs before non-daemon threads are joined

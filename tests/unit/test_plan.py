@@ -1,0 +1,202 @@
+"""The plan (scalestudy/plan.py): everything the rules need, built from a config in this
+process, no Snakemake: the summary line, the targets, the run rules' inputs, params and
+resources, packs, and what happens before the first job."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from scalestudy.apps import APPS
+from scalestudy.model.errors import SweepError
+from scalestudy.model.record import definition
+from scalestudy.plan import Deployment, Plan, python_module_shell, run_rule
+from sweeps import sweep
+
+PINGPONG = APPS["pingpong"]
+
+
+def pingpong_config(tmp_path: Path, **settings) -> dict:
+    """Ping-pong, default and tcp flag sets, 2 repeats: 4 points."""
+    config = sweep("pingpong-tcp", results_dir=str(tmp_path / "results"), **settings)
+    config["studies"]["pp"]["repeats"] = 2
+    return config
+
+
+def pingpong_plan(tmp_path: Path, **settings) -> Plan:
+    return Plan.load(pingpong_config(tmp_path, **settings))
+
+
+def write_record(plan: Plan, point, **changes) -> str:
+    """An ok record of `point` as the runner writes it (its definition, a figure)."""
+    record = {
+        "status": "ok",
+        "definition": {**definition(point, plan.cluster.name), **changes},
+        "figures": {PINGPONG.primary_metric: 1.0},
+        "resources": {"walltime_used_s": 12.0},
+        "started": "2026-01-01T00:00:00+00:00",
+    }
+    path = Path(plan.layout.metrics(point.study, point.id))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record))
+    return str(path)
+
+
+def test_a_new_study_plans_every_point_and_says_so_in_one_line(tmp_path):
+    plan = pingpong_plan(tmp_path)
+    assert plan.summary_lines() == [
+        "scalestudy: 4 points (pp 4); 4 run jobs to submit (4 not run yet); `report` alone submits none"
+    ]
+    # The default target: the report and one missing record per study (the rest follow it).
+    first = plan.layout.metrics("pp", plan.study.points[0].id)
+    assert plan.targets(report_only=False) == [plan.layout.report_html, first]
+    assert plan.targets(report_only=True) == [plan.layout.report_html]
+    assert plan.pack_of == {} and plan.packs == []
+
+
+def test_report_and_compare_alone_run_no_point(tmp_path):
+    plan = pingpong_plan(tmp_path)
+    assert plan.report_only({"report"}) and plan.report_only({"compare", "report"})
+    assert not plan.report_only(set()) and not plan.report_only({"all"}) and not plan.report_only({"report", "all"})
+    assert pingpong_plan(tmp_path, partial=True).report_only({"all"})
+    point = plan.study.points[0]
+    # A table built from what has finished reads no record as an input (no run job enters the DAG).
+    assert plan.aggregate_inputs("pp", report_only=True) == []
+    assert plan.aggregate_inputs("pp", report_only=False)[0] == plan.layout.metrics("pp", point.id)
+    assert plan.finished_fingerprint("pp", report_only=False) == ""
+    assert plan.finished_fingerprint("pp", report_only=True) == []
+    path = write_record(plan, point)
+    assert plan.finished_fingerprint("pp", report_only=True)[0].startswith(f"{path}@")
+
+
+def test_resources_equal_for_every_point_are_constants_and_the_rest_functions_of_the_point(tmp_path):
+    plan = pingpong_plan(tmp_path)
+    resources = plan.run_resources(PINGPONG)
+    assert resources["nodes"] == 1 and resources["tasks"] == 2 and resources["mpi"] == "mpirun"
+    assert resources["runtime"] == 1 and resources["walltime_s"] == 60
+    assert resources["planned_cluster"] == "local" and resources["measurement_slot"] == 1
+    # A second study with another walltime: walltime_s differs between the app's points.
+    config = pingpong_config(tmp_path)
+    config["studies"]["pp2"] = {**config["studies"]["pp"], "walltime": "00:02:00"}
+    plan = Plan.load(config)
+    resources = plan.run_resources(PINGPONG)
+    assert resources["tasks"] == 2 and callable(resources["walltime_s"]) and callable(resources["runtime"])
+    walltimes = {(p.study, resources["walltime_s"](p.study, p.id), resources["runtime"](p.study, p.id))
+                 for p in plan.study.points}  # fmt: skip
+    assert walltimes == {("pp", 60, 1), ("pp2", 120, 2)}
+
+
+def test_a_changed_point_is_kept_before_it_reruns_and_a_finished_one_is_not_planned(tmp_path):
+    plan = pingpong_plan(tmp_path)
+    finished, changed = plan.study.points[0], plan.study.points[1]
+    write_record(plan, finished)
+    write_record(plan, changed, params={**changed.params, "iterations": 1})
+    plan = pingpong_plan(tmp_path)
+    line = plan.summary_lines()[0]
+    assert "3 run jobs to submit (2 not run yet, 1 definition changed)" in line
+    assert [(p.study, p.id) for p in plan.to_submit if p.id in (finished.id, changed.id)] == [("pp", changed.id)]
+    # The kept record is a target (it makes the point rerun) and an input of that point only.
+    [keep] = plan.survey.to_keep
+    assert keep in plan.targets(report_only=False) and "/history/" in keep
+    inputs = plan.run_inputs(PINGPONG)
+    assert callable(inputs)
+    assert inputs("pp", changed.id) == [keep] and inputs("pp", finished.id) == []
+
+
+def test_a_failed_point_retried_gets_a_retry_number_and_an_ok_point_never(tmp_path):
+    plan = pingpong_plan(tmp_path)
+    ok, failed = plan.study.points[0], plan.study.points[1]
+    write_record(plan, ok)
+    path = Path(write_record(plan, failed))
+    path.write_text(json.dumps({**json.loads(path.read_text()), "status": "failed", "reason": "boom"}))
+    plan = pingpong_plan(tmp_path, retry_failed=True)
+    assert json.loads(plan.point_json("pp", failed.id))["retry"] == 1
+    assert plan.point_json("pp", ok.id) == ok.to_json()
+    assert "1 to retry" in plan.summary_lines()[0]
+
+
+def test_before_the_first_job_the_lock_is_taken_and_records_to_rerun_are_kept(tmp_path):
+    plan = pingpong_plan(tmp_path)
+    point = plan.study.points[0]
+    metrics = write_record(plan, point)
+    plan = pingpong_plan(tmp_path)
+    held = plan.start(lock=True, reruns={metrics: "forced"}, resumed={}, forget=lambda metrics: None)
+    assert len(held) == 1 and Path(plan.layout.lock).exists()
+    kept = list(Path(metrics).parent.glob("history/*-rerun/definition.json"))
+    assert len(kept) == 1 and "rerun by Snakemake: forced" in kept[0].read_text()
+    for handle in held:
+        handle.close()
+
+
+def test_missing_inputs_warn_at_planning_and_stop_the_first_job(tmp_path, repo, monkeypatch):
+    assert pingpong_plan(tmp_path).missing_inputs == []
+    monkeypatch.setenv("PROJECT", "ab12")
+    shipped = yaml.safe_load((repo / "config/sweep.yaml").read_text())
+    config = {**shipped, "cluster": "gadi", "results_dir": str(tmp_path / "results")}
+    config["studies"] = {"litgpt-lora": {**shipped["studies"]["litgpt-lora"]}}
+    config["studies"]["litgpt-lora"]["params"]["data_path"] = str(tmp_path / "no-such.json")
+    plan = Plan.load(config)
+    assert f"studies.litgpt-lora.params.data_path: {tmp_path}/no-such.json does not exist" in plan.missing_inputs
+    with pytest.raises(SweepError) as stopped:
+        plan.start(lock=False, reruns={}, resumed={}, forget=lambda metrics: None)
+    assert stopped.value.problems == plan.missing_inputs
+
+
+def test_inside_a_batch_job_nothing_is_surveyed_or_packed(tmp_path):
+    plan = Plan.load(pingpong_config(tmp_path), main_process=False)
+    assert plan.to_submit == [] and plan.packs == [] and plan.survey.to_run == 0
+    assert plan.aggregate_inputs("pp", report_only=False) == []
+
+
+def test_a_packed_study_on_a_pbs_site_is_one_group_per_pack_and_priced(tmp_path, repo, monkeypatch):
+    monkeypatch.setenv("PROJECT", "ab12")
+    shipped = yaml.safe_load((repo / "config/sweep.yaml").read_text())
+    config = {**shipped, "cluster": "gadi", "results_dir": str(tmp_path / "results")}
+    config["studies"] = {"hoomd-wca": {**shipped["studies"]["hoomd-wca"], "pack": "scale"}}
+    plan = Plan.load(config)
+    assert len(plan.packs) == 3 and len(plan.pack_of) == 18
+    assert {plan.pack_group("hoomd-wca", p.id) for p in plan.study.points} == {pack.name for pack in plan.packs}
+    lines = plan.summary_lines()
+    assert lines[1].startswith("scalestudy: packed 18 points into 3 batch jobs (hoomd-wca.n1r48.pack1, ")
+    assert lines[2].startswith("scalestudy: cost forecast for the 18 run jobs to submit")
+    submitted = plan.packs_for_submit()
+    assert [len(points) for points in submitted.values()] == [6, 6, 6]
+    assert set(submitted["hoomd-wca.n1r48.pack1"][0]) == {"metrics", "point", "walltime_s", "queue"}
+
+
+def test_a_pack_the_queue_would_refuse_stops_planning(tmp_path, repo, monkeypatch):
+    monkeypatch.setenv("PROJECT", "ab12")
+    shipped = yaml.safe_load((repo / "config/sweep.yaml").read_text())
+    config = {**shipped, "cluster": "gadi", "results_dir": str(tmp_path / "results")}
+    config["studies"] = {"hoomd-wca": {**shipped["studies"]["hoomd-wca"], "pack": "scale", "walltime": "09:00:00"}}
+    with pytest.raises(SweepError) as refused:
+        Plan.load(config)
+    assert "use a smaller pack" in refused.value.problems[0]
+
+
+def test_the_compare_target_needs_a_baseline_named_in_one_line(tmp_path):
+    with pytest.raises(SweepError) as refused:
+        Plan.compare_baseline({})
+    assert refused.value.problems == [
+        "compare_baseline: not given; the compare target needs --config compare_baseline=PATH (a results directory)"
+    ]
+    plan = pingpong_plan(tmp_path)
+    (tmp_path / "base/pp").mkdir(parents=True)
+    (tmp_path / "base/pp/runs.csv").write_text("x\n")
+    assert plan.compare_inputs(str(tmp_path / "base")) == [
+        plan.layout.table("pp", "runs"),
+        plan.layout.table("pp", "scaling"),
+        str(tmp_path / "base/pp/runs.csv"),
+    ]
+
+
+def test_job_commands_quote_every_path_and_jobs_import_what_their_deployment_gives():
+    shell = python_module_shell("/a dir/{x}", "/venv/bin/python", "scalestudy run-point")
+    assert shell == "PYTHONPATH='/a dir/{{x}}'${{PYTHONPATH:+:$PYTHONPATH}} /venv/bin/python -m scalestudy run-point"
+    assert run_rule("pingpong") == "run_pingpong"
+    nothing_here = lambda module: False  # noqa: E731
+    assert not Deployment().jobs_can_import("hoomd", [], nothing_here)
+    assert Deployment(conda=True).jobs_can_import("hoomd", [], nothing_here)
+    assert Deployment(env_modules=True).jobs_can_import("hoomd", ["hoomd/4.8"], nothing_here)
+    assert not Deployment(env_modules=True).jobs_can_import("hoomd", [], nothing_here)
+    assert Deployment().jobs_can_import(None, [], nothing_here)

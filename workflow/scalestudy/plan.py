@@ -1,0 +1,350 @@
+"""Everything the rules need, built once from the config and the files Snakemake read.
+
+    plan = Plan.load(config, files=workflow_configfiles, main_process=True)   # raises SweepError
+    plan.summary_lines()             # the one summary line (+ packs, forecast) before any job
+    plan.run_resources(app)          # a run rule's resources: constants, or functions of a point
+    plan.point_json("study", "id")   # a run rule's one param
+
+The study (`scheduler.site.load_study`: the sweep, the cluster, every refusal), the survey
+of what each point's run directory holds (`launch.history.survey`), the points this
+invocation submits, their packs and each point's pack, every input and resource of the run
+rules and the lines printed before the first job. Plain values in, plain values out: no
+Snakemake object reaches this module (`scalestudy.snakemake_adapter` reads Snakemake's
+state and hands it over), so the whole plan is unit-tested without a subprocess
+(tests/unit/test_plan.py). `workflow/rules/common.smk` turns it into Snakemake terms.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shlex
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .apps import APPS
+from .apps.base import App
+from .config import forecast, packing
+from .launch import history, locking, retry
+from .model.errors import SweepError
+from .model.point import Point, first_repeats
+from .scheduler import site
+from .scheduler.pbs import cache as pbs_cache
+from .scheduler.pbs import resume as pbs_resume
+from .study import Study, made_here, under_assets
+
+# The targets that build from what has finished and run no point.
+REPORT_TARGETS = frozenset({"report", "compare"})
+# What every rule asks for so that, locally, nothing runs beside a point being timed
+# (profiles/local limits it to 1). Given per rule, not as the profile's default-resources,
+# which would switch on Snakemake's per-job mem_mb and disk_mb defaults (computed from the
+# input files' sizes: most of a large dry run's time).
+LOCAL_STEP = {"measurement_slot": 1}
+
+# A value of a run rule's directive that depends on the point: a function of (study, point id).
+OfPoint = Callable[[str, str], Any]
+
+
+def shell_word(value: Any) -> str:
+    """A value from config as one shell word inside a rule's shell string (braces escaped
+    for Snakemake's formatting)."""
+    return shlex.quote(str(value)).replace("{", "{{").replace("}", "}}")
+
+
+def python_module_shell(package_dir: str, python: str, module: str) -> str:
+    """The start of a job's shell command: `python -m module` with the checkout's package first
+    on the path. Written into the command, not given as params: a param is a rerun trigger, so
+    moving the checkout or the venv would rerun every finished point (and every param costs
+    each job of a plan its evaluation)."""
+    return f"PYTHONPATH={shell_word(package_dir)}${{{{PYTHONPATH:+:$PYTHONPATH}}}} {shell_word(python)} -m {module}"
+
+
+def run_rule(app: str) -> str:
+    """The name of `app`'s run rule (workflow/rules/run.smk makes one per registered app)."""
+    return f"run_{app}"
+
+
+def slurm_mpi(point: Point) -> str | None:
+    """Slurm plugin: a multi-rank point runs mpirun itself in the allocation (no srun -n1
+    wrapper, which would hold the CPUs mpirun's daemons need); one rank needs nothing."""
+    return "mpirun" if point.ranks > 1 else None
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """How jobs get their software (Snakemake's --sdm): under conda a job runs the env's
+    `python` and has its app's packages; under env-modules a site module may bring them."""
+
+    conda: bool = False
+    env_modules: bool = False
+
+    def jobs_can_import(self, module: str | None, site_modules: Sequence[str], here: Callable[[str], bool]) -> bool:
+        """Can run jobs import `module`? Under conda, or a site module under env-modules, they
+        get it in the job; otherwise they run this interpreter, which is asked (`here`)."""
+        if module is None or self.conda or (self.env_modules and site_modules):
+            return True
+        return here(module)
+
+
+class Plan:
+    """The plan of one Snakemake invocation (see the module's docstring)."""
+
+    def __init__(self, study: Study, main_process: bool = True) -> None:
+        self.study = study
+        self.main_process = main_process
+        self.sweep, self.cluster, self.layout = study.sweep, study.cluster, study.layout
+        self.studies = list(self.sweep.studies)
+        # Inputs that no rule makes (a real checkpoint, a dataset) are checked once per study,
+        # not made DAG edges of every job. A dry run only warns; a real run stops in `start`.
+        self.missing_inputs = study.missing_inputs() if main_process else []
+        self._made_inputs: dict[tuple[str, Any], list[str]] = {}
+        # What each point's run directory holds, read once: not run yet, changed, to retry, kept
+        # records. Reads only. A job run in a process of its own (a batch job) needs none of it.
+        self.survey = (
+            history.survey(study.points, self.layout, self.cluster.name, study.retry_failed, self.point_made_inputs)
+            if main_process
+            else history.Survey()
+        )
+        # The points this invocation submits, once: packed here, priced by the forecast.
+        self.to_submit = self.survey.to_submit(study.points) if main_process and not study.partial else []
+        sizes = {name: settings["pack"] for name, settings in self.sweep.studies.items()}
+        self.packs = packing.packs(self.to_submit, self.cluster, sizes)
+        if self.cluster.scheduler != "none":
+            problems = site.pack_problems(self.packs, self.cluster)
+            if problems:
+                raise SweepError(problems)
+        self.pack_of = {(point.study, point.id): pack.name for pack in self.packs for point in pack.points}
+
+    @classmethod
+    def load(cls, config: Mapping[str, Any], files: Iterable[str | os.PathLike[str]] = (), main_process: bool = True):
+        """The study as the site takes it (the same loader as `python -m scalestudy.scheduler.pbs
+        plan`); raises SweepError, every problem one line. Inside a batch job (not the main
+        process) nothing is submitted: no project is needed there."""
+        return cls(site.load_study(config, files=files, submits=main_process), main_process)
+
+    # ------------------------------------------------------------------ before the first job
+
+    def report_only(self, targets: Iterable[str]) -> bool:
+        """`report` or `compare` (or `--config partial=true`): the report (or the comparison)
+        from the runs that have finished; no point runs."""
+        targets = set(targets)
+        return self.study.partial or (bool(targets) and targets <= REPORT_TARGETS)
+
+    def summary_lines(self) -> list[str]:
+        """Printed once, before Snakemake's own output: the points per study and the run jobs to
+        submit and why; the packs; what the jobs to submit may cost (on a cluster)."""
+        lines = [history.summary_line(self.survey, self.study.partial)]
+        if self.packs:
+            packed = sum(len(pack.points) for pack in self.packs)
+            names = ", ".join(pack.name for pack in self.packs)
+            lines.append(f"scalestudy: packed {packed} points into {len(self.packs)} batch jobs ({names})")
+        if self.cluster.scheduler != "none" and not self.study.partial and self.survey.to_run:
+            result = forecast.forecast(self.to_submit, self.cluster, self.survey.measured(), self.packs)
+            lines += forecast.forecast_lines(result, f"the {self.survey.to_run} run jobs to submit")
+        return lines
+
+    def start(
+        self,
+        lock: bool,
+        reruns: Mapping[str, str],
+        resumed: Mapping[str, str],
+        forget: Callable[[str], None],
+        say: Callable[[str], None] = print,
+    ) -> list:
+        """Before the first job of a run (not a report): stop on missing inputs; take the results
+        lock (`lock`: Snakemake's own is asked for); archive the failed records to retry; keep
+        the record of every finished point Snakemake is about to rerun (`reruns`: metrics.json
+        -> why); forget the resumed batch jobs that never ran (`resumed`: metrics.json -> the id
+        of the batch job Snakemake would resume; PBS only) so they are submitted again; write
+        the packs for the submit command. Returns the held lock (keep it as long as the
+        workflow runs). Raises SweepError or ResultsBusy."""
+        if self.missing_inputs:
+            raise SweepError(self.missing_inputs)
+        held = [locking.hold(self.layout.results)] if lock else []
+        retry.archive(self.survey.retry_archives)
+        history.keep_before_rerun(reruns, planned=self.survey.keeping)
+        if self.cluster.scheduler == "pbspro":
+            for metrics in pbs_resume.never_ran(resumed):
+                say(f"scalestudy: {metrics}: its batch job was deleted before it ran; submitted again")
+                forget(metrics)
+            if self.packs:
+                pbs_cache.save_packs(pbs_cache.cache_dir(), self.packs_for_submit())
+        return held
+
+    def packs_for_submit(self) -> dict[str, list[dict[str, Any]]]:
+        """For the PBS submit command: which points each group job runs (scheduler/pbs/cache.py)."""
+        return {
+            pack.name: [
+                {"metrics": self.layout.metrics(p.study, p.id), "point": p.to_json(), "walltime_s": p.walltime_seconds,
+                 "queue": p.queue}
+                for p in pack.points
+            ]
+            for pack in self.packs
+        }  # fmt: skip
+
+    # ------------------------------------------------------------------ targets and run rules
+
+    def point(self, study: str, point_id: str) -> Point:
+        return self.study.point(study, point_id)
+
+    def targets(self, report_only: bool) -> list[str]:
+        """The default target: the report, after every point not run yet and every record to keep.
+        Snakemake 9 does not rerun a finished table for a missing input (a new repeat, a new
+        study) when it has no metadata, e.g. in a fresh clone; asked for by name, the missing
+        record makes its run job run, then its study's table, whose other missing records
+        follow: one per study is enough (each target file costs planning time). Every record to
+        keep is asked for: it makes its point rerun."""
+        if report_only:
+            return [self.layout.report_html]
+        return [self.layout.report_html, *self.survey.first_missing.values(), *self.survey.to_keep]
+
+    def study_pattern(self, app: App) -> str:
+        """Wildcard constraint: only the studies of `app` match that app's run rule."""
+        names = self.sweep.studies_of_app(app.name)
+        return "|".join(map(re.escape, names)) if names else "(?!)"
+
+    def made_inputs(self, inputs: Mapping[str, str]) -> list[str]:
+        """Only inputs a rule makes are dependencies; the rest were checked at load. They are
+        spelled from the assets directory, as the rules' outputs are (a relative path in the
+        sweep still matches an absolute results_dir)."""
+        assets = self.layout.assets
+        return [under_assets(p, assets) for p in inputs.values() if made_here(p, assets)]
+
+    def point_made_inputs(self, point: Point) -> list[str]:
+        """The files the workflow makes that `point` reads (its app's inputs under the assets)."""
+        app = APPS[point.app]
+        key = (point.app, app.inputs_key(point))
+        if key not in self._made_inputs:
+            self._made_inputs[key] = self.made_inputs(app.inputs(point, self.layout))
+        return self._made_inputs[key]
+
+    def run_inputs(self, app: App) -> list[str] | OfPoint:
+        """The input directive of `app`'s run rule: the made files its points read, and each
+        point's kept records (launch/history.py). Planning cost grows with every input file and
+        every function Snakemake calls per job, so when all points of the app read the same
+        made files and none has a kept record (the usual case) this is a plain list, else a
+        function of the point."""
+        by_key = self.study.inputs_by_key(app.name)
+        shared = {tuple(self.made_inputs(inputs)) for _point, inputs in by_key.values()}
+        kept = {
+            key: state.kept
+            for key, state in self.survey.states.items()
+            if state.kept and self.point(*key).app == app.name
+        }
+        if len(shared) <= 1:
+            made = list(shared.pop()) if shared else []
+            if not kept:
+                return made
+            return lambda study, point_id: [*made, *kept.get((study, point_id), ())]
+
+        def inputs_of(study: str, point_id: str) -> list[str]:
+            point = self.point(study, point_id)
+            return [
+                *self.made_inputs(by_key[(app.name, app.inputs_key(point))][1]),
+                *kept.get((study, point_id), ()),
+            ]
+
+        return inputs_of
+
+    def point_json(self, study: str, point_id: str) -> str:
+        """Everything that defines a point; a change reruns it (rerun-trigger params). Under
+        `--config retry_failed=true` a failed point gains a retry number, so it reruns
+        (launch/retry.py); an ok point never changes."""
+        return retry.with_retry(self.point(study, point_id).to_json(), self.survey.state(study, point_id).retry)
+
+    def pack_group(self, study: str, point_id: str) -> str | None:
+        """The run rules' `group:` (None: the point is a batch job of its own)."""
+        return self.pack_of.get((study, point_id))
+
+    @functools.cached_property
+    def point_resources(self) -> dict[str, Callable[[Point], Any]]:
+        """What every app's run job asks of a batch system, as functions of its point; the PBS
+        submit command and the Slurm plugin size each batch job from them."""
+        return {
+            "nodes": lambda point: point.nodes,
+            "ranks_per_node": lambda point: point.ranks_per_node,
+            "gpus_per_node": lambda point: point.gpus_per_node,
+            "tasks": lambda point: point.ranks,
+            "cpus_per_task": lambda point: point.threads_per_rank,
+            "mpi": slurm_mpi,
+            "queue": lambda point: self.cluster.queue_name(point.gpus_per_node, point.queue),
+            # Snakemake's runtime is minutes, rounded up.
+            "runtime": lambda point: max(1, -(-point.walltime_seconds // 60)),
+            "walltime_s": lambda point: point.walltime_seconds,
+        }
+
+    def run_resources(self, app: App) -> dict[str, Any]:
+        """The resources of `app`'s run rule. A resource that is the same for every point of the
+        app (the walltime of its studies, often the queue and threads) is a constant; only the
+        others are functions of (study, point id), which Snakemake calls for every job it lists
+        or submits."""
+        points = [point for point in first_repeats(self.study.points) if point.app == app.name]
+        resources: dict[str, Any] = {}
+        for name, of_point in self.point_resources.items():
+            values = {of_point(point) for point in points}
+            if len(values) == 1:
+                resources[name] = values.pop()
+            else:
+                resources[name] = lambda study, point_id, of_point=of_point: of_point(self.point(study, point_id))
+        # The cluster the job was planned for: the PBS submit command refuses a job planned for
+        # another. A resource, not a param (params are rerun triggers); not named `cluster`,
+        # which Snakemake's Slurm plugin passes to sbatch as --clusters.
+        return {**resources, **LOCAL_STEP, "planned_cluster": self.cluster.name}
+
+    # ------------------------------------------------------------------ tables, report, compare
+
+    def run_metrics(self, study: str) -> list[str]:
+        return [self.layout.metrics(p.study, p.id) for p in self.sweep.points_of(study)]
+
+    def expected_runs(self, study: str) -> list[tuple[dict[str, Any], str]]:
+        """(point record, metrics.json path) of every point of `study`, finished or not."""
+        return [(p.as_record(), self.layout.metrics(p.study, p.id)) for p in self.sweep.points_of(study)]
+
+    def aggregate_inputs(self, study: str, report_only: bool) -> list[str]:
+        """The study's records, except for a report from what has finished: then none (no run job
+        enters the DAG) and `finished_fingerprint` rebuilds the tables as results come in. A
+        table job run in a process of its own does not know the targets; it reads the records
+        itself, and the main process has planned them."""
+        return [] if report_only or not self.main_process else self.run_metrics(study)
+
+    def finished_fingerprint(self, study: str, report_only: bool) -> str | list[str]:
+        """Report only: which metrics.json exist, and when written (a change rebuilds the tables)."""
+        if not report_only:
+            return ""
+        found = []
+        for _record, path in self.expected_runs(study):
+            try:
+                found.append(f"{path}@{os.stat(path).st_mtime_ns}")
+            except FileNotFoundError:
+                continue
+        return sorted(found)
+
+    def study_setting(self, study: str, key: str) -> Any:
+        """A study's key as the schema filled it (e.g. `estimator`, `budget_su`)."""
+        return self.sweep.studies[study].get(key)
+
+    def budgets(self) -> dict[str, Any]:
+        """Each study's budget_su, sorted by study: params are compared as text, and reordering
+        the sweep file changes no result."""
+        return {study: self.study_setting(study, "budget_su") for study in sorted(self.studies)}
+
+    @staticmethod
+    def compare_baseline(config: Mapping[str, Any]) -> str:
+        """The compare target's baseline (`--config compare_baseline=PATH`); raises SweepError
+        (one line) without one."""
+        baseline = config.get("compare_baseline")
+        if not baseline:
+            raise SweepError(
+                ["compare_baseline: not given; the compare target needs --config compare_baseline=PATH "
+                 "(a results directory)"]
+            )  # fmt: skip
+        return str(baseline)
+
+    def compare_inputs(self, baseline: str) -> list[str]:
+        """This results directory's tables, and the baseline's (its runs.csv per study)."""
+        path = Path(baseline)
+        found = [str(path)] if path.is_file() else sorted(str(p) for p in path.glob("*/runs.csv"))
+        return [self.layout.table(study, name) for study in self.studies for name in ("runs", "scaling")] + found

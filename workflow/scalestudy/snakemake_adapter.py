@@ -1,0 +1,158 @@
+"""Every use of a Snakemake internal, in one place: what the plan (scalestudy.plan) needs to
+know of the running Snakemake, read from its `workflow` object, and the few things done to it.
+
+Snakemake's documented API for a Snakefile is its directives, `config`, `workflow.basedir`
+and the `onstart` hook; everything below reaches past that and may change in any release.
+Tested with Snakemake 9.27.1 (requirements.txt), with the cluster-generic executor 1.0.9 and
+the Slurm executor 2.8.0. Each function says why it is needed, so that a Snakemake upgrade
+that breaks one shows here, in the tests of the rules that use it (tests/integration:
+test_nothing_lost, test_pbs_commands, test_scheduler_integration, test_workflow_checks,
+benchmarks/overhead.py), and nowhere else.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import sys
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from .plan import Deployment
+
+try:  # see per_job
+    from snakemake.common import overwrite_function_params
+except ImportError:  # a Snakemake without the hook: functions are inspected per call
+    overwrite_function_params = None
+
+
+class SnakemakeRun:
+    """The running Snakemake, as the plan sees it."""
+
+    def __init__(self, workflow: Any) -> None:
+        self.workflow = workflow
+
+    @property
+    def main_process(self) -> bool:
+        """False inside a job Snakemake runs in a process of its own (a batch job), which needs no
+        survey and submits nothing (`workflow.is_main_process`)."""
+        return self.workflow.is_main_process
+
+    @property
+    def configfiles(self) -> list[str]:
+        """The files Snakemake read the config from (the --configfile or profile ones, else the
+        Snakefile's `configfile:`), read again strictly by the loader."""
+        return list(self.workflow.configfiles)
+
+    @property
+    def configfiles_given(self) -> bool:
+        """Were sweep files named (--configfile, a profile's configfiles)? They replace the shipped
+        example instead of being merged into it (`workflow.overwrite_configfiles`)."""
+        return bool(self.workflow.overwrite_configfiles)
+
+    def targets(self) -> set[str]:
+        """The targets asked for; known only once the DAG is planned, not while the Snakefile is
+        read (`workflow.dag_settings.targets`)."""
+        settings = self.workflow.dag_settings
+        return set(settings.targets) if settings is not None else set()
+
+    def lock_requested(self) -> bool:
+        """Snakemake takes its own lock (not --nolock): scalestudy then takes the results
+        directory's, which Snakemake's does not cover from another working directory."""
+        return bool(self.workflow.execution_settings.lock)
+
+    def deployment(self) -> Deployment:
+        """--sdm conda / env-modules: which interpreter jobs run and what they can import."""
+        from snakemake_interface_executor_plugins.settings import DeploymentMethod
+
+        methods = self.workflow.deployment_settings.deployment_method
+        return Deployment(conda=DeploymentMethod.CONDA in methods, env_modules=DeploymentMethod.ENV_MODULES in methods)
+
+    def job_python(self) -> str:
+        """The interpreter of run jobs: the conda env's under --sdm conda, else the one running
+        this workflow (its venv need not be activated; clusters share its path)."""
+        return "python" if self.deployment().conda else sys.executable
+
+    def jobs_can_import(self, module: str | None, site_modules: Iterable[str]) -> bool:
+        return self.deployment().jobs_can_import(module, list(site_modules), here_importable)
+
+    def jobs_to_rerun(self, rules: Iterable[str]) -> dict[str, str]:
+        """metrics.json -> why, of every job of `rules` Snakemake is about to run, whatever its
+        reason (one of its own too: an input made again, --forcerun): their records are kept
+        first (`dag.needrun_jobs`, `dag.reason`)."""
+        rules, dag = set(rules), self.workflow.dag
+        return {job.output.metrics: str(dag.reason(job)) for job in dag.needrun_jobs() if job.rule.name in rules}
+
+    def resumed_batch_jobs(self, rules: Iterable[str]) -> dict[str, str]:
+        """metrics.json -> external id, of each job of `rules` that Snakemake will resume (poll)
+        under the batch job id an interrupted run recorded, instead of submitting it
+        (`dag.incomplete_external_jobid`)."""
+        rules, dag = set(rules), self.workflow.dag
+        return {
+            job.output.metrics: job_id
+            for job in dag.needrun_jobs()
+            if job.rule.name in rules and (job_id := dag.incomplete_external_jobid(job))
+        }
+
+    def forget_batch_job(self, metrics: str) -> None:
+        """Take the incomplete mark (and its external id) off the job writing `metrics`, so it is
+        submitted afresh (`persistence.cleanup`)."""
+        for job in self.workflow.dag.needrun_jobs():
+            if getattr(job.output, "metrics", None) == metrics:
+                self.workflow.persistence.cleanup(job)
+
+    def count_group_components_as(self, groups: Iterable[str], name: str) -> None:
+        """Snakemake makes one group job per connected component of a group, and a pack's points
+        are not connected: the profiles' `group-components: [<name>=...]` lets a group span
+        that many, and a group's id is looked up under the name its components are counted by
+        (`workflow.parent_groupids`)."""
+        self.workflow.parent_groupids.update(dict.fromkeys(groups, name))
+
+    def end_executor_wait_at_exit(self) -> None:
+        """Let Snakemake exit when it had nothing to do (issue 13, fix 4).
+
+        cluster-generic starts the sidecar with the executor, and a thread that waits (not a
+        daemon) until the executor's `wait` turns False, which only the executor's shutdown
+        does. When the DAG is empty, Snakemake prints "Nothing to be done" and returns without
+        shutting the executor down: that thread keeps the process alive until Ctrl-C. Python
+        joins such threads at exit AFTER its threading-atexit hooks (and before `atexit`'s), so
+        one hook here ends the wait: the thread then terminates the sidecar (which deletes no
+        job: the run submitted none) and the process exits. After a normal end `wait` is
+        already False and this does nothing (`workflow._scheduler._executor.wait`)."""
+        workflow = self.workflow
+
+        def end_wait() -> None:
+            scheduler = getattr(workflow, "_scheduler", None)
+            executor = getattr(scheduler, "_executor", None)
+            if getattr(executor, "wait", False):
+                executor.wait = False
+
+        threading._register_atexit(end_wait)  # the only hook that runs before non-daemon threads are joined
+
+
+def per_job(function: Callable) -> Callable:
+    """A function Snakemake calls for every job (an input, param or resource function). Snakemake
+    reads its signature on every call (inspect.signature, twice: most of the cost of calling
+    it); given once here (`snakemake.common.overwrite_function_params`), a 100,000-point plan
+    saves seconds per function. With a Snakemake that lacks the hook, the function is
+    inspected per call, as before."""
+    if overwrite_function_params is not None:
+        overwrite_function_params(function, inspect.signature(function).parameters)
+    return function
+
+
+def of_wildcards(value: Any) -> Any:
+    """A plan's value of a run rule's directive as Snakemake takes it: a function of (study,
+    point id) becomes a function of the job's wildcards; a constant stays one."""
+    if not callable(value):
+        return value
+    return per_job(lambda wildcards: value(wildcards.study, wildcards.point))
+
+
+def resources_of_wildcards(resources: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: of_wildcards(value) for name, value in resources.items()}
+
+
+def here_importable(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
