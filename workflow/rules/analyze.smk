@@ -26,7 +26,7 @@ rule aggregate:
     run:
         from scalestudy.analysis import write_runs_table
 
-        write_runs_table(expected_runs(wildcards.study), output[0], log[0])
+        write_runs_table(PLAN.expected_runs(wildcards.study), output[0], log[0])
 
 
 rule scaling:
