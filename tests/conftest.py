@@ -25,6 +25,6 @@ def data_dir() -> Path:
 @pytest.fixture(scope="module")
 def record_page(tmp_path_factory) -> Path:
     """The published Gadi HOOMD-blue record as a report page (index.html), made once per module."""
-    from scalestudy import published
+    from scalestudy.published_page import write_record_page
 
-    return published.write_page(DATA / "gadi-2024-hoomd-wca-strong.csv", tmp_path_factory.mktemp("published"))
+    return write_record_page(DATA / "gadi-2024-hoomd-wca-strong.csv", tmp_path_factory.mktemp("published"))

@@ -24,7 +24,8 @@ def test_an_ok_record_without_its_primary_figure_is_a_failed_run_that_names_the_
 
 
 def test_the_runs_table_and_the_report_count_it_as_failed(tmp_path):
-    from scalestudy.report import study_blocks, to_html
+    from scalestudy.page import to_html
+    from scalestudy.report import study_blocks
 
     good = [pingpong_point(study="pp", repeat=r) for r in (1, 2, 3)]
     bad = pingpong_point(study="pp", repeat=4)

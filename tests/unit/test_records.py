@@ -159,7 +159,8 @@ def test_a_rerun_snakemake_chose_keeps_its_record_outside_the_inputs(tmp_path):
 
 
 def test_the_runs_table_and_report_say_a_point_was_measured_again(tmp_path):
-    from scalestudy.report import run_blocks, to_html
+    from scalestudy.page import to_html
+    from scalestudy.report import run_blocks
 
     layout = Layout(str(tmp_path / "results"))
     old = pingpong_point(study="pp")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 from scalestudy.model.paths import PLOT_KINDS
-from scalestudy.report import Table, hpc_table, summary_sentence, to_markdown
+from scalestudy.report import hpc_table, summary_sentence
 
 
 def test_the_published_table_is_on_the_page_and_in_markdown(record_page):
@@ -20,11 +20,6 @@ def test_the_published_table_is_on_the_page_and_in_markdown(record_page):
     assert page.count("data:image/png;base64,") == len(PLOT_KINDS) - 2
     assert "Not drawn: the variants plot: one MPI flag set, one NCCL env set and one placement" in page
     assert "holds ≥ 70% efficiency up to 16 nodes (p = 768)" in page
-
-
-def test_markdown_tables_escape_pipes(tmp_path):
-    text = to_markdown([Table(["a|b"], [["1|2"]])], tmp_path)
-    assert text.splitlines()[0] == "| a\\|b |" and text.splitlines()[2] == "| 1\\|2 |"
 
 
 def test_summary_and_table_of_a_weak_study():
@@ -125,6 +120,7 @@ def test_a_large_studys_provenance_is_only_in_the_side_file(tmp_path, monkeypatc
 
     from pages import md_runs
     from scalestudy import report
+    from scalestudy.page import to_html
 
     runs = md_runs()
     runs["provenance"] = '{"hosts": ["n1"], "ranks": [{"rank": 0, "env": {"A": "1"}}]}'
@@ -135,10 +131,10 @@ def test_a_large_studys_provenance_is_only_in_the_side_file(tmp_path, monkeypatc
     assert len(lines) == len(runs) and lines[0]["reason"] == 'a reason with "quotes" and a | pipe'
     assert lines[1]["provenance"]["ranks"][0]["env"] == {"A": "1"} and lines[1]["point"] == runs["point"][1]
     monkeypatch.setattr(report, "INLINE_PROVENANCE_BYTES", 1000)
-    page = report.to_html(report.run_blocks(runs, "provenance/md.jsonl"))
+    page = to_html(report.run_blocks(runs, "provenance/md.jsonl"))
     assert "href='provenance/md.jsonl'" in page and "<details>" not in page
     monkeypatch.setattr(report, "INLINE_PROVENANCE_BYTES", 10**7)
-    assert report.to_html(report.run_blocks(runs, "provenance/md.jsonl")).count("<details>") == len(runs) + 1
+    assert to_html(report.run_blocks(runs, "provenance/md.jsonl")).count("<details>") == len(runs) + 1
 
 
 def test_one_scale_draws_no_speedup_or_efficiency_box():

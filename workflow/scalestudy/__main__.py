@@ -61,9 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "memory":
         return print_memory(args.configfile, args.study)
     if args.command == "published":
-        from .published import write_page
+        from .published_page import write_record_page
 
-        print(f"scalestudy: {write_page(args.record, args.out)}")
+        print(f"scalestudy: {write_record_page(args.record, args.out)}")
         return 0
     if args.command == "compare":
         return compare_command(args)

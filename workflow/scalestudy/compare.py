@@ -34,9 +34,9 @@ from .model.errors import SweepError
 from .model.metrics import DECLARED, HIGHER_IS_BETTER, direction
 from .model.paths import Layout, compare_outputs
 from .model.steplog import step_log
+from .page import Bullets, Heading, Image, Para, Table, fmt, missing, scale_text, write_page
 from .plots import message_plot, plot_ratios
 from .published import read_record, record_scaling
-from .report import Bullets, Heading, Image, Para, Table, fmt, missing, scale_text, write_page
 
 BASELINE, CANDIDATE = "baseline", "candidate"
 BOTH, ONLY_BASELINE, ONLY_CANDIDATE = "both", "baseline only", "candidate only"

@@ -1,5 +1,6 @@
-"""Regenerate a published scaling table from its record, through the same analysis
-and report code as a study run here, and say where its figures and ours differ.
+"""A published scaling table's record, read as runs and scaled through the same analysis
+as a study run here, and where its figures and ours differ (its page: published_page;
+a comparison's baseline: compare).
 
 A record is a CSV (lines starting with '#' are notes) with one row per run:
 nodes, cores_per_node, steps_per_s, walltime_used (as PBS prints it: hh:mm:ss, or mm:ss
@@ -11,7 +12,7 @@ job's wall time is mostly start-up, or when the work per run changes with scale.
 
 A record is checked against itself first: a job cannot time-step for longer than it ran,
 so (warm-up + benchmark steps) / steps/s must not exceed the walltime used. Where it
-does, the steps/s and walltime columns cannot come from the same runs, and the page says
+does, the steps/s and walltime columns cannot come from the same runs, and the notes say
 so instead of explaining the gap between them.
 """
 
@@ -24,11 +25,7 @@ import pandas as pd
 from .analysis import scaling
 from .apps import APPS
 from .model.metrics import WALLTIME_USED, metric
-from .model.paths import PLOT_KINDS
 from .model.timefmt import hms_seconds
-from .plots import plot_study
-from .report import Bullets, Heading, Para, Table, definition_blocks, duration, fmt, study_blocks
-from .report import write_page as write_report_page
 
 APP = "hoomd"
 # The figure as the app declares it (a per-step rate: weak efficiency compares it as is).
@@ -162,57 +159,3 @@ def nodes_of(compared: pd.DataFrame, work) -> str:
         (compared["warmup_steps"] == work.warmup_steps) & (compared["benchmark_steps"] == work.benchmark_steps)
     ]["nodes"]
     return ", ".join(str(int(n)) for n in nodes) + " node(s)"
-
-
-def comparison_table(compared: pd.DataFrame) -> Table:
-    def cell(value, digits=3):
-        return fmt(value, digits)
-
-    headers = ["nodes", "cores", "memory used (GB)", "walltime used (hh:mm:ss)", "steps/s (n=1)",
-               "published: wall-time speedup", "published: 'efficiency' = S/cores",
-               "steps/s speedup S", "parallel efficiency S·p0/p", "warm-up / benchmark steps",
-               "time-stepping share of wall time (steps ÷ steps/s ÷ walltime; > 100%: impossible)"]  # fmt: skip
-    rows = []
-    for _, r in compared.iterrows():
-        steps = f"{int(r['warmup_steps']):,} / {int(r['benchmark_steps']):,}" if "warmup_steps" in r else "–"
-        share = "–"
-        if "stepping_share" in r:
-            share = f"{r['stepping_share']:.0%}" + ("" if r["consistent"] else " (impossible)")
-        rows.append(
-            [
-                cell(r["nodes"]),
-                cell(r["cores"]),
-                cell(r.get("memory_used_gb"), 4),
-                duration(r["walltime_used_s"]),
-                cell(r["steps_per_s"]),
-                f"{r['walltime_speedup']:.2f}",
-                f"{r['walltime_speedup_per_core']:.3f}",
-                f"{r['rate_speedup']:.2f}",
-                f"{r['rate_parallel_efficiency']:.3f}",
-                steps,
-                share,
-            ]
-        )
-    return Table(headers, rows)
-
-
-def write_page(record_path: str | Path, out_dir: str | Path, study: str | None = None) -> Path:
-    """The record as a report page (index.html + index.md + plots) in `out_dir`."""
-    out_dir = Path(out_dir)
-    runs = read_record(record_path, study)
-    study = runs["study"].iloc[0]
-    table = record_scaling(runs)
-    plots = {kind: out_dir / "plots" / f"{study}.{kind}.png" for kind in PLOT_KINDS}
-    plot_study(table, pd.DataFrame(), study, plots)
-    compared = comparison(runs, table)
-    blocks = [
-        Heading(2, f"{study}: the published table, regenerated"),
-        Para(f"From the record {Path(record_path).name}, through the same analysis and report code as a study."),
-        comparison_table(compared),
-        Bullets(why_they_disagree(compared)),
-        *study_blocks(study, runs, table, pd.DataFrame(), list(plots.values())),
-        *definition_blocks(),
-    ]
-    out_html = out_dir / "index.html"
-    write_report_page(blocks, f"scalestudy: published record {study}", out_html, out_dir / "index.md")
-    return out_html
