@@ -16,7 +16,7 @@ from scalestudy import study as study_loader  # noqa: E402
 from scalestudy.apps import APPS  # noqa: E402
 from scalestudy.config import forecast, packing  # noqa: E402
 from scalestudy.config.files import file_problems  # noqa: E402
-from scalestudy.launch import history, locking, retry  # noqa: E402
+from scalestudy.results import history, locking, retry  # noqa: E402
 from scalestudy.model.errors import SweepError  # noqa: E402
 from scalestudy.model.paths import DEFAULT_SWEEP, KEEP_LOG, PLOT_KINDS, compare_outputs  # noqa: E402
 from scalestudy.model.point import first_repeats  # noqa: E402

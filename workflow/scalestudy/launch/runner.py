@@ -27,8 +27,8 @@ from ..model.memory import memory_figures
 from ..model.paths import LAUNCH_SCRIPT, METRICS, REPO_ROOT, STDOUT, Layout
 from ..model.point import Point
 from ..model.record import DEFINITION, definition
+from ..results import retry
 from . import provenance as evidence
-from . import retry
 from .command import allocated_hosts, launch_script, mpirun_command, pbs_slots, resolve_launcher, slurm_allocation
 from .failures import classify, scheduler_category
 
