@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from .apps import APPS
-from .apps.litgpt_assets import settings_problems as litgpt_assets_problems
 from .config import clusters, placement
 from .config.files import file_problems, is_true
 from .config.forecast import budget_problems, forecast
@@ -116,6 +115,15 @@ def app_problems(config: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def assets_problems(assets: Mapping[str, Any]) -> list[str]:
+    """Each entry of the sweep's `assets:` checked by the app whose made inputs it sets."""
+    problems = []
+    for app in APPS.values():
+        if app.assets_key is not None:
+            problems += [f"assets.{app.assets_key}{p}" for p in app.assets_problems(assets.get(app.assets_key) or {})]
+    return problems
+
+
 def preflight_problems(points: Iterable[Point]) -> list[str]:
     """Per-point checks that need the scale (e.g. batch size vs ranks), reported once per study/key."""
     problems: dict[str, None] = {}
@@ -204,9 +212,7 @@ def load(
         raise SweepError(problems)
     validated = validate(config)
     problems = app_problems(validated)
-    problems += [
-        f"assets.litgpt_tiny{p}" for p in litgpt_assets_problems(validated.get("assets", {}).get("litgpt_tiny") or {})
-    ]
+    problems += assets_problems(validated.get("assets") or {})
     if problems:
         raise SweepError(problems)
     sweep = expand(validated)

@@ -16,6 +16,7 @@ from ..model.metrics import declare
 from ..model.paths import Layout
 from ..model.point import Point
 from .base import App, Param, ParseError
+from .litgpt_assets import settings_problems
 from .litgpt_entry import PEAK_RSS_PREFIX
 
 # LitGPT 0.5 end-of-training block.
@@ -189,6 +190,12 @@ class LitGPT(App):
             bool, help="keep the fine-tuned weights (a 7B model is ~13 GB per run)", default=False
         ),
     }
+
+    # config/local.yaml's stand-in model and data (apps.litgpt_assets, rules/litgpt.smk).
+    assets_key = "litgpt_tiny"
+
+    def assets_problems(self, settings: Mapping[str, Any]) -> list[str]:
+        return settings_problems(settings)
 
     def preflight(self, point: Point) -> list[str]:
         gbs, mbs = point.params["global_batch_size"], point.params["micro_batch_size"]
