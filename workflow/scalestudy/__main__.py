@@ -109,8 +109,8 @@ def print_memory(configfiles: list[str] | None, studies: list[str] | None) -> in
     from .apps import APPS, App
     from .config.files import load_files
     from .model.errors import SweepError
-    from .model.memory import GB
     from .model.paths import DEFAULT_SWEEP
+    from .model.units import GB
     from .scheduler.site import load_study
     from .study import memory_rows
 

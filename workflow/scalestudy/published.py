@@ -4,7 +4,8 @@ and report code as a study run here, and say where its figures and ours differ.
 A record is a CSV (lines starting with '#' are notes) with one row per run:
 nodes, cores_per_node, steps_per_s, walltime_used (as PBS prints it: hh:mm:ss, or mm:ss
 for short jobs; read by scalestudy.model.timefmt, so '0:55' is 55 s), and optional
-memory_used_gb, warmup_steps, benchmark_steps. Published HPC tables often give a
+memory_used_gb (PBS's "Memory Used" as printed: 2^30 bytes; shown in GB of 10^9 bytes),
+warmup_steps, benchmark_steps. Published HPC tables often give a
 "speedup" from the whole job's wall time and an "efficiency" that is that speedup
 divided by total cores; the benchmark's own rate tells a different story when the
 job's wall time is mostly start-up, or when the work per run changes with scale.
@@ -26,6 +27,7 @@ from .apps import APPS
 from .model.metrics import WALLTIME_USED, metric
 from .model.paths import PLOT_KINDS
 from .model.timefmt import hms_seconds
+from .model.units import MEMORY_UNIT, gib_in_gb
 from .plots import plot_study
 from .report import Bullets, Heading, Para, Table, definition_blocks, duration, fmt, study_blocks
 from .report import write_page as write_report_page
@@ -61,9 +63,12 @@ def read_record(path: str | Path, study: str | None = None) -> pd.DataFrame:
             "gpus_allocated": 0,
         }
     )
-    for column in ("memory_used_gb", "warmup_steps", "benchmark_steps"):
+    for column in ("warmup_steps", "benchmark_steps"):
         if column in record.columns:
             runs[column] = record[column]
+    if "memory_used_gb" in record.columns:
+        # As PBS prints it ("Memory Used"): 2^30 bytes; ours is 10^9.
+        runs["memory_used_gb"] = record["memory_used_gb"].map(gib_in_gb)
     return runs
 
 
@@ -168,7 +173,7 @@ def comparison_table(compared: pd.DataFrame) -> Table:
     def cell(value, digits=3):
         return fmt(value, digits)
 
-    headers = ["nodes", "cores", "memory used (GB)", "walltime used (hh:mm:ss)", "steps/s (n=1)",
+    headers = ["nodes", "cores", f"memory used [{MEMORY_UNIT}]", "walltime used (hh:mm:ss)", "steps/s (n=1)",
                "published: wall-time speedup", "published: 'efficiency' = S/cores",
                "steps/s speedup S", "parallel efficiency S·p0/p", "warm-up / benchmark steps",
                "time-stepping share of wall time (steps ÷ steps/s ÷ walltime; > 100%: impossible)"]  # fmt: skip

@@ -28,9 +28,10 @@ from .config.forecast import budget_problems, forecast
 from .config.requests import RequestRule, sweep_problems
 from .config.sweep import expand, fitting_sets, flag_set_flavour, setting, validate
 from .model.errors import SweepError
-from .model.memory import GB, Prediction
+from .model.memory import Prediction
 from .model.paths import Layout
 from .model.point import Point, Sweep, first_repeats
+from .model.units import GB
 
 
 @dataclass(frozen=True)
