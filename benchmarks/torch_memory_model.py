@@ -24,8 +24,8 @@ sys.path.insert(0, str(REPO / "workflow"))
 
 from scalestudy.apps import APPS  # noqa: E402
 from scalestudy.apps.torch_parallel import parse_torch_parallel  # noqa: E402
-from scalestudy.model.memory import GB  # noqa: E402
 from scalestudy.model.point import Point  # noqa: E402
+from scalestudy.model.units import GB  # noqa: E402
 
 MODELS = {
     "mlp": {"width": 1024, "depth": 4, "heads": 8, "seq_len": 64},

@@ -6,6 +6,7 @@ import textwrap
 
 from points import point
 from scalestudy.config.clusters import Cluster, MpiLauncher
+from scalestudy.config.requests import job_request
 from scalestudy.launch import runner
 from scalestudy.launch.runner import run_point
 
@@ -76,8 +77,10 @@ def test_parsed_run_is_ok_with_an_estimated_cost(tmp_path, data_dir):
     assert metrics["figures"]["training_time_s"] == 16.60
     resources = metrics["resources"]
     assert resources["service_units_source"] == "estimated"
-    # 2 SU per core-hour x max(cores asked, memory share in cores) x the wall time used
-    cores = max(resources["cores_allocated"], resources["memory_requested_gb"] / (8.0 / 2))
+    # 2 SU per core-hour x max(cores asked, memory share in cores) x the wall time used; the
+    # share is of the request in the cluster's numbers (the record's memory is in GB of 10^9 bytes)
+    request = job_request(point(), cluster_with(launcher))
+    cores = max(resources["cores_allocated"], request.mem_gb / (8.0 / 2))
     assert resources["service_units"] == round(2.0 * cores * resources["walltime_used_s"] / 3600, 6)
 
 

@@ -248,4 +248,4 @@ def test_the_sites_usage_record_replaces_the_estimated_cost(tmp_path, data_dir):
     (run_dir / BATCH_LOG).write_text((data_dir / "pbs/gadi-resource-usage-576cpu.log").read_text())
     row = aggregate([run_dir / "metrics.json"]).iloc[0]
     assert (row["service_units"], row["service_units_source"]) == (12.8, "site")
-    assert row["memory_used_gb"] == 187.65
+    assert row["memory_used_gb"] == 201.4877  # the block's 187.65 (2^30 bytes) in GB of 10^9 bytes

@@ -10,9 +10,9 @@ import yaml
 from scalestudy.config import clusters
 from scalestudy.config.forecast import budget_problems, forecast, forecast_lines, point_service_units
 from scalestudy.config.requests import job_request
-from scalestudy.launch.history import survey
 from scalestudy.model.errors import SweepError
 from scalestudy.model.paths import Layout
+from scalestudy.results.history import survey
 from scalestudy.scheduler import site
 
 

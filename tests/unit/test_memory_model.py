@@ -8,7 +8,8 @@ from scalestudy.__main__ import main
 from scalestudy.apps import APPS
 from scalestudy.apps.litgpt import LORA_RANK, litgpt_parameters
 from scalestudy.model.errors import SweepError
-from scalestudy.model.memory import DEEPSPEED_MIXED, GB, PRECISIONS, Shape, Sharding, predict
+from scalestudy.model.memory import DEEPSPEED_MIXED, PRECISIONS, Shape, Sharding, predict
+from scalestudy.model.units import GB
 from scalestudy.study import load
 
 P = 6.74e9
@@ -130,7 +131,7 @@ def test_a_litgpt_point_that_does_not_fit_is_refused_at_load_with_its_terms(tmp_
     (line,) = [p for p in refused.value.problems if "needs" in p]
     assert line.startswith("studies.litgpt-full.params.micro_batch_size: 4 needs ~")
     assert "GB per GPU (model 13.5 + optimizer 27 + gradients 13.5 + activations " in line
-    assert "> 40 GB per GPU on aspire2a" in line
+    assert "> 42.9 GB per GPU on aspire2a" in line  # an A100-40GB: 40 x 2^30 bytes
 
 
 def test_the_same_model_fits_when_fsdp_shards_it_over_four_gpus(tmp_path, monkeypatch):
@@ -157,7 +158,7 @@ def test_memory_command_prints_every_point_and_exits_1_when_one_does_not_fit(tmp
         "fits",
     ]
     cells = row.split("\t")
-    assert cells[0] == "litgpt-full" and cells[-2] == "40 per GPU" and cells[-1] == "NO"
+    assert cells[0] == "litgpt-full" and cells[-2] == "42.9 per GPU" and cells[-1] == "NO"
     assert float(cells[2]) == pytest.approx(13.48, rel=1e-3)
     assert "micro_batch_size: 4 needs" in err
 

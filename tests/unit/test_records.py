@@ -1,5 +1,5 @@
 """Records name the definition they measured and are never lost: planning reads what each
-run directory holds (launch/history.py), a changed point's old record is kept before it
+run directory holds (results/history.py), a changed point's old record is kept before it
 reruns, and the report says a point was measured again."""
 
 import json
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from points import pingpong_point, point
 from scalestudy.analysis import aggregate
-from scalestudy.launch import history
 from scalestudy.launch.runner import new_record
 from scalestudy.model.paths import Layout
 from scalestudy.model.record import definition, definition_changes, recorded_definition, same_definition
+from scalestudy.results import history
 
 # ---------------------------------------------------------------- the definition a record measured
 

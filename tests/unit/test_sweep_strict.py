@@ -8,6 +8,7 @@ import os
 import pytest
 import yaml
 from scalestudy import study
+from scalestudy.apps import APPS
 from scalestudy.config import clusters, files, sweep
 from scalestudy.model.errors import SweepError
 
@@ -73,6 +74,15 @@ def test_unknown_asset_keys_are_refused():
     assert problems_of({**pingpong(), "assets": {"litgpt": {}}}) == [
         "assets: unknown key 'litgpt'; did you mean 'litgpt_tiny'? allowed: litgpt_tiny"
     ]
+
+
+def test_each_assets_entry_is_an_apps_and_checked_by_it():
+    # The schema lists the entries `assets:` may have; each is the assets_key of the app whose
+    # made inputs it sets, and that app checks it (the study loader names no app).
+    assert set(sweep.schema()["properties"]["assets"]["properties"]) == {
+        app.assets_key for app in APPS.values() if app.assets_key is not None
+    }
+    assert APPS["litgpt"].assets_problems({"seed": -1}) == [".seed: -1 is not allowed; use a whole number, at least 0"]
 
 
 def test_an_unknown_app_param_names_the_one_meant():

@@ -12,8 +12,8 @@ sys.path.insert(0, PACKAGE_DIR)
 from scalestudy.apps import APPS  # noqa: E402
 from scalestudy.config.files import file_problems  # noqa: E402
 from scalestudy.config.packing import GROUP_COMPONENTS_NAME  # noqa: E402
-from scalestudy.launch import history  # noqa: E402
-from scalestudy.launch.locking import ResultsBusy  # noqa: E402
+from scalestudy.results import history  # noqa: E402
+from scalestudy.results.locking import ResultsBusy  # noqa: E402
 from scalestudy.model.errors import SweepError  # noqa: E402
 from scalestudy.model.paths import DEFAULT_SWEEP, KEEP_LOG, PLOT_KINDS, compare_outputs  # noqa: E402
 from scalestudy.plan import LOCAL_STEP, Plan, python_module_shell, run_rule, shell_word  # noqa: E402

@@ -13,7 +13,7 @@ RUN_POINT_SHELL = (
 
 rule keep_record:
     # Before a changed (or retried) point reruns: its record, log and launch script are copied to
-    # history/<tag>/ with definition.json, the definition they measured (scalestudy/launch/
+    # history/<tag>/ with definition.json, the definition they measured (scalestudy/results/
     # history.py). The note is an input of the point's run job, so the point reruns after it,
     # with or without metadata.
     output:

@@ -106,10 +106,11 @@ def compare_command(args) -> int:
 
 
 def print_memory(configfiles: list[str] | None, studies: list[str] | None) -> int:
+    from .apps import APPS, App
     from .config.files import load_files
     from .model.errors import SweepError
-    from .model.memory import GB
     from .model.paths import DEFAULT_SWEEP
+    from .model.units import GB
     from .scheduler.site import load_study
     from .study import memory_rows
 
@@ -156,7 +157,8 @@ def print_memory(configfiles: list[str] | None, studies: list[str] | None) -> in
     for row in refused:
         print(row.refusal(study.cluster.name), file=sys.stderr)
     if not rows:
-        print("scalestudy: no point of an app with a memory model (torch-parallel, litgpt)", file=sys.stderr)
+        modelled = ", ".join(name for name, app in APPS.items() if type(app).memory is not App.memory)
+        print(f"scalestudy: no point of an app with a memory model ({modelled})", file=sys.stderr)
     return 1 if refused else 0
 
 

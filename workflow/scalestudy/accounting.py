@@ -15,6 +15,7 @@ from typing import Any
 
 from .model.paths import BATCH_LOG
 from .model.timefmt import hms_seconds
+from .model.units import KIB, gb
 
 USAGE_FIELDS = {
     "Job Id": "job_id",
@@ -31,14 +32,16 @@ USAGE_FIELDS = {
     "JobFS requested": "jobfs_requested",
     "JobFS used": "jobfs_used",
 }
-SIZE_UNITS = {"B": 1 / 1024**3, "KB": 1 / 1024**2, "MB": 1 / 1024, "GB": 1.0, "TB": 1024.0, "PB": 1024.0**2}
+# Bytes of each size suffix the block writes: PBS's are binary ("12.3GB" is 12.3 x 2^30 bytes).
+SIZE_UNITS = {"B": 1, "KB": KIB, "MB": KIB**2, "GB": KIB**3, "TB": KIB**4, "PB": KIB**5}
 
 
 def size_gb(text: str) -> float:
+    """A size the block prints ("187.65GB", PBS's binary units) in GB (10^9 bytes)."""
     match = re.fullmatch(r"([\d.]+)\s*([KMGTP]?B)", text.strip(), re.IGNORECASE)
     if not match:
         raise ValueError(f"not a size: {text!r}")
-    return float(match.group(1)) * SIZE_UNITS[match.group(2).upper()]
+    return gb(float(match.group(1)) * SIZE_UNITS[match.group(2).upper()])
 
 
 def parse_resource_usage(text: str) -> dict[str, Any] | None:

@@ -44,12 +44,12 @@ from scipy import stats
 
 from .accounting import site_resources
 from .apps import APPS
-from .launch.history import history_of
 from .model.metrics import HIGHER_IS_BETTER, WALLTIME_USED, Metric
 from .model.paths import study_and_point
 from .model.point import PLACEMENT_DEFAULTS
 from .model.record import INVALID_RECORD, record_problems
 from .model.steplog import step_log
+from .results.history import history_of
 
 CONFIDENCE = 0.95
 OUTLIER_Z = 3.5
@@ -190,7 +190,7 @@ def run_row(metrics: dict, path: Path | None = None) -> dict:
 
 
 def remeasured(path: Path) -> dict:
-    """Earlier records of the point, kept when it was measured again (launch.history): how
+    """Earlier records of the point, kept when it was measured again (results.history): how
     many, and why each was superseded, oldest first ('params.iterations: 50 → 100')."""
     kept = history_of(path)
     if not kept:

@@ -6,7 +6,7 @@
     plan.point_json("study", "id")   # a run rule's one param
 
 The study (`scheduler.site.load_study`: the sweep, the cluster, every refusal), the survey
-of what each point's run directory holds (`launch.history.survey`), the points this
+of what each point's run directory holds (`results.history.survey`), the points this
 invocation submits, their packs and each point's pack, every input and resource of the run
 rules and the lines printed before the first job. Plain values in, plain values out: no
 Snakemake object reaches this module (`scalestudy.snakemake_adapter` reads Snakemake's
@@ -28,9 +28,9 @@ from typing import Any
 from .apps import APPS
 from .apps.base import App
 from .config import forecast, packing
-from .launch import history, locking, retry
 from .model.errors import SweepError
 from .model.point import Point, first_repeats
+from .results import history, locking, retry
 from .scheduler import site
 from .scheduler.pbs import cache as pbs_cache
 from .scheduler.pbs import resume as pbs_resume
@@ -223,7 +223,7 @@ class Plan:
 
     def run_inputs(self, app: App) -> list[str] | OfPoint:
         """The input directive of `app`'s run rule: the made files its points read, and each
-        point's kept records (launch/history.py). Planning cost grows with every input file and
+        point's kept records (results/history.py). Planning cost grows with every input file and
         every function Snakemake calls per job, so when all points of the app read the same
         made files and none has a kept record (the usual case) this is a plain list, else a
         function of the point."""
@@ -252,7 +252,7 @@ class Plan:
     def point_json(self, study: str, point_id: str) -> str:
         """Everything that defines a point; a change reruns it (rerun-trigger params). Under
         `--config retry_failed=true` a failed point gains a retry number, so it reruns
-        (launch/retry.py); an ok point never changes."""
+        (results/retry.py); an ok point never changes."""
         return retry.with_retry(self.point(study, point_id).to_json(), self.survey.state(study, point_id).retry)
 
     def pack_group(self, study: str, point_id: str) -> str | None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from .model.paths import PLOT_KINDS
+from .model.units import MEMORY_UNIT
 from .page import Bullets, Heading, Para, Table, duration, fmt, write_page
 from .plots import plot_study
 from .published import comparison, read_record, record_scaling, why_they_disagree
@@ -19,7 +20,7 @@ def comparison_table(compared: pd.DataFrame) -> Table:
     def cell(value, digits=3):
         return fmt(value, digits)
 
-    headers = ["nodes", "cores", "memory used (GB)", "walltime used (hh:mm:ss)", "steps/s (n=1)",
+    headers = ["nodes", "cores", f"memory used [{MEMORY_UNIT}]", "walltime used (hh:mm:ss)", "steps/s (n=1)",
                "published: wall-time speedup", "published: 'efficiency' = S/cores",
                "steps/s speedup S", "parallel efficiency S·p0/p", "warm-up / benchmark steps",
                "time-stepping share of wall time (steps ÷ steps/s ÷ walltime; > 100%: impossible)"]  # fmt: skip

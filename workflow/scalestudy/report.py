@@ -19,6 +19,7 @@ from .apps import APPS
 from .model.metrics import metric
 from .model.paths import PLOT_KINDS
 from .model.steplog import step_log
+from .model.units import MEMORY_UNIT
 from .page import (
     Bullets,
     Details,
@@ -129,7 +130,8 @@ def hpc_table(table: pd.DataFrame) -> Table:
     if (table.get("gpus_allocated", pd.Series(0)).fillna(0) > 0).any():
         columns.append(("GPUs", lambda r: fmt(get(r, "gpus_allocated"))))
     columns.append(("p (ranks)", lambda r: fmt(r["ranks"])))
-    for column, name in (("memory_requested_gb", "memory requested (GB)"), ("memory_used_gb", "memory used (GB)")):
+    for column, what in (("memory_requested_gb", "memory requested"), ("memory_used_gb", "memory used")):
+        name = f"{what} [{MEMORY_UNIT}]"
         if column in table.columns and table[column].notna().any():
             columns.append((name, lambda r, c=column: fmt(get(r, c), 4)))
     if "walltime_used_s" in table.columns:
@@ -273,8 +275,8 @@ def memory_blocks(runs: pd.DataFrame) -> list:
             [
                 "curve",
                 "p (ranks)",
-                "predicted GB",
-                *(f"{metric(c).label} GB" for c in measured),
+                f"predicted [{MEMORY_UNIT}]",
+                *(f"{metric(c).label} [{metric(c).unit}]" for c in measured),
                 "measured / predicted",
                 "n",
             ],

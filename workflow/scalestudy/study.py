@@ -22,16 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from .apps import APPS
-from .apps.litgpt_assets import settings_problems as litgpt_assets_problems
 from .config import clusters, placement
 from .config.files import file_problems, is_true
 from .config.forecast import budget_problems, forecast
 from .config.requests import RequestRule, sweep_problems
 from .config.sweep import expand, fitting_sets, flag_set_flavour, setting, validate
 from .model.errors import SweepError
-from .model.memory import GB, Prediction
+from .model.memory import Prediction
 from .model.paths import Layout
 from .model.point import Point, Sweep, first_repeats
+from .model.units import GB
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,15 @@ def app_problems(config: Mapping[str, Any]) -> list[str]:
         problems += [f"{where}.{p}" for p in placement.study_problems(study, app.mpi_flavour)]
         problems += [f"{where}.{p}" for p in app.param_problems(study["params"])]
         problems += [f"{where}.{p}" for p in app.study_problems(study)]
+    return problems
+
+
+def assets_problems(assets: Mapping[str, Any]) -> list[str]:
+    """Each entry of the sweep's `assets:` checked by the app whose made inputs it sets."""
+    problems = []
+    for app in APPS.values():
+        if app.assets_key is not None:
+            problems += [f"assets.{app.assets_key}{p}" for p in app.assets_problems(assets.get(app.assets_key) or {})]
     return problems
 
 
@@ -204,9 +213,7 @@ def load(
         raise SweepError(problems)
     validated = validate(config)
     problems = app_problems(validated)
-    problems += [
-        f"assets.litgpt_tiny{p}" for p in litgpt_assets_problems(validated.get("assets", {}).get("litgpt_tiny") or {})
-    ]
+    problems += assets_problems(validated.get("assets") or {})
     if problems:
         raise SweepError(problems)
     sweep = expand(validated)

@@ -62,6 +62,9 @@ class App:
     quality: ClassVar[tuple[str, ...]] = ()
     # A module jobs must be able to import (HOOMD-blue is not on PyPI); None: nothing beyond the venv.
     python_module: ClassVar[str | None] = None
+    # The entry of the sweep's `assets:` that sets how this app's made inputs are made (the
+    # local LitGPT stand-ins: litgpt_tiny), checked by `assets_problems`; None: no such entry.
+    assets_key: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -102,6 +105,10 @@ class App:
 
     def study_problems(self, study: Mapping[str, Any]) -> list[str]:
         """Problems of a study's params together with its other keys (e.g. scaling)."""
+        return []
+
+    def assets_problems(self, settings: Mapping[str, Any]) -> list[str]:
+        """Problems of the settings under `assets.<assets_key>`, each '.<key>: <what is wrong>'."""
         return []
 
     def preflight(self, point: Point) -> list[str]:

@@ -15,18 +15,24 @@ from ..model.memory import PRECISIONS, Need, Shape, Sharding
 from ..model.metrics import declare
 from ..model.paths import Layout
 from ..model.point import Point
+from ..model.units import GIB, KIB, MEMORY_UNIT, gb
 from .base import App, Param, ParseError
-from .litgpt_entry import PEAK_RSS_PREFIX
+from .litgpt_assets import settings_problems
+from .litgpt_entry import PEAK_RSS_PREFIX, PEAK_RSS_UNIT
 
 # LitGPT 0.5 end-of-training block.
 TRAINING_TIME = re.compile(r"^\|\s*-\s*Training Time\s*:\s*([0-9.]+)\s*s\b", re.M)
 TOKENS_PER_S = re.compile(r"^\|\s*-\s*Tok/sec\s*:\s*([0-9.]+)\s*tok/s", re.M)
+# LitGPT prints torch.cuda.max_memory_allocated() / 1e9 (both forms): GB as ours (model.units).
 MEMORY_USED = re.compile(r"^\|\s*-\s*Memory Used\s*:\s*([0-9.]+)\s*GB", re.M)
 # Older LitGPT: one line per node.
 OLD_TRAINING_TIME = re.compile(r"^Training time:\s*([0-9.]+)\s*s\b", re.M)
 OLD_MEMORY_USED = re.compile(r"^Memory used:\s*([0-9.]+)\s*GB", re.M)
 ITERATION = re.compile(r"iter (\d+) step (\d+) \| loss train: ([0-9.naninf]+).*?\| iter time: ([0-9.]+) ms( \(step\))?")
-PEAK_RSS = re.compile(rf"^{re.escape(PEAK_RSS_PREFIX)} rank (\d+): ([0-9.]+) GB", re.M)
+# litgpt_entry's peak RSS line, in KiB; logs written before said "<x> GB" for KiB / 1024**2,
+# i.e. 2^30 bytes.
+PEAK_RSS = re.compile(rf"^{re.escape(PEAK_RSS_PREFIX)} rank (\d+): ([0-9.]+) ({PEAK_RSS_UNIT}|GB)", re.M)
+PEAK_RSS_BYTES = {PEAK_RSS_UNIT: KIB, "GB": GIB}
 
 
 def floats(pattern: re.Pattern[str], text: str) -> list[float]:
@@ -85,7 +91,7 @@ def parse_litgpt(log_text: str, run_dir: Path | None = None) -> dict[str, Any]:
     memory = floats(MEMORY_USED, log_text) or floats(OLD_MEMORY_USED, log_text)
     if memory:
         figures["gpu_memory_gb"] = max(memory)
-    rss = [float(gb) for _rank, gb in PEAK_RSS.findall(log_text)]
+    rss = [gb(float(value) * PEAK_RSS_BYTES[unit]) for _rank, value, unit in PEAK_RSS.findall(log_text)]
     if rss:
         figures["host_memory_peak_gb"] = max(rss)
     steps, loss = step_times_s(log_text)
@@ -169,8 +175,8 @@ class LitGPT(App):
         declare("training_time_s", "training time", "s", "time"),
         declare("tokens_per_s", "throughput", "tok/s", "rate"),
         declare("step_time_s", "mean optimizer-step time (first step excluded)", "s", "time"),
-        declare("gpu_memory_gb", "peak GPU memory (CUDA max allocated)", "GB", "size"),
-        declare("host_memory_peak_gb", "peak host memory per rank (max RSS)", "GB", "size"),
+        declare("gpu_memory_gb", "peak GPU memory (CUDA max allocated)", MEMORY_UNIT, "size"),
+        declare("host_memory_peak_gb", "peak host memory per rank (max RSS)", MEMORY_UNIT, "size"),
     )
     params = {
         "method": Param(str, required=True, choices=("full", "lora"), help="finetune_full or finetune_lora"),
@@ -189,6 +195,12 @@ class LitGPT(App):
             bool, help="keep the fine-tuned weights (a 7B model is ~13 GB per run)", default=False
         ),
     }
+
+    # config/local.yaml's stand-in model and data (apps.litgpt_assets, rules/litgpt.smk).
+    assets_key = "litgpt_tiny"
+
+    def assets_problems(self, settings: Mapping[str, Any]) -> list[str]:
+        return settings_problems(settings)
 
     def preflight(self, point: Point) -> list[str]:
         gbs, mbs = point.params["global_batch_size"], point.params["micro_batch_size"]

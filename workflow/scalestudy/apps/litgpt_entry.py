@@ -17,7 +17,9 @@ import os
 import resource
 import sys
 
+# The per-rank line: "scalestudy: peak host memory rank 0: 589312 KiB" (getrusage's unit).
 PEAK_RSS_PREFIX = "scalestudy: peak host memory"
+PEAK_RSS_UNIT = "KiB"
 
 
 def use_cpu_capable_strategy() -> bool:
@@ -48,8 +50,9 @@ def main(argv: list[str]) -> int:
     try:
         litgpt_main()
     finally:
+        # ru_maxrss as the kernel gives it (KiB on Linux); the parser converts it (apps.litgpt).
         peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        print(f"{PEAK_RSS_PREFIX} rank {rank()}: {peak_kib / 1024**2:.3f} GB", flush=True)
+        print(f"{PEAK_RSS_PREFIX} rank {rank()}: {peak_kib} {PEAK_RSS_UNIT}", flush=True)
     return 0
 
 

@@ -25,11 +25,11 @@ from ..model.memory import PRECISIONS, Need, Shape, Sharding
 from ..model.metrics import declare
 from ..model.paths import Layout
 from ..model.point import Point
+from ..model.units import GB, MEMORY_UNIT
 from .base import App, Param, ParseError
 
 EPOCH_PREFIX = "scalestudy-torch-epoch"
 RESULT_PREFIX = "scalestudy-torch-result"
-GB = 1e9
 
 
 @dataclass(frozen=True)
@@ -167,12 +167,15 @@ class TorchParallel(App):
         declare("final_loss", "validation loss after the last epoch", "", "size"),
         declare("final_accuracy", "validation accuracy after the last epoch", "", "size"),
         declare(
-            "peak_memory_gb", "peak memory per rank (CUDA max allocated; max RSS on CPU), largest rank", "GB", "size"
+            "peak_memory_gb",
+            "peak memory per rank (CUDA max allocated; max RSS on CPU), largest rank",
+            MEMORY_UNIT,
+            "size",
         ),
         declare(
             "memory_growth_gb",
             "peak memory per rank minus the rank's before the model is built, largest rank",
-            "GB",
+            MEMORY_UNIT,
             "size",
         ),
     )

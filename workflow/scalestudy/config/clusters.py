@@ -1,6 +1,11 @@
 """Facts about the machine a study runs on (config/clusters/<name>.yaml): cores, GPUs and
 memory per node, hardware threads per core, how many nodes, queues with their limits and charge rates, modules, MPI
-defaults. The local cluster says `auto`: this machine's cores, memory and GPUs."""
+defaults. The local cluster says `auto`: this machine's cores, memory and GPUs.
+
+Memory numbers (`mem_per_node_gb`, `gpu_memory_gb`, `jobfs_gb`) are the site's request
+numbers, in the unit batch systems and GPU vendors write "GB" in: 2^30 bytes (PBS's `mem=190GB`,
+Slurm's `--mem=190G`, "A100-40GB"); requests are written with them as they are. Where they meet
+the memory model they are converted to GB = 10^9 bytes (`Cluster.device_memory`, model.units)."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from ..model.errors import SweepError, did_you_mean
 from ..model.paths import clusters_dir
 from ..model.rank_probe import parse_cpu_list
 from ..model.timefmt import hms_seconds
+from ..model.units import GIB, gib_in_gb
 from .files import read_yaml
 from .sweep import MPI_FLAVOURS
 
@@ -59,7 +65,7 @@ class Queue:
     # The name given to qsub -q when it differs (ASPIRE 2A routes CPU and GPU jobs of
     # `normal` to different nodes: two queues here, one name there).
     submit_as: str | None = None
-    # Memory of one GPU (GB): what a rank of a GPU point may use (the memory model's capacity).
+    # Memory of one GPU in the cluster file's unit (below): what a rank of a GPU point may use.
     gpu_memory_gb: float | None = None
 
     @property
@@ -116,7 +122,7 @@ class Cluster:
     # The batch walltime is the point's plus this margin, so that the point's own timer
     # (which still writes metrics.json) fires before the scheduler kills the job.
     walltime_margin_s: int = 0
-    # Memory of one GPU (GB) where the queues do not say; None: not known (no GPU check).
+    # Memory of one GPU where the queues do not say; None: not known (no GPU check).
     gpu_memory_gb: float | None = None
 
     def launcher_for(self, flavour: str) -> MpiLauncher:
@@ -154,13 +160,14 @@ class Cluster:
     def device_memory(
         self, gpus_per_node: int, ranks_per_node: int, queue: str | None = None
     ) -> tuple[float | None, str]:
-        """What one rank of a point may use (GB) and of what: a GPU's memory on GPU points
-        (None where the cluster file does not give it), the node's host memory shared by its
-        ranks on CPU points."""
+        """What one rank of a point may use, in GB (10^9 bytes, the memory model's unit), and of
+        what: a GPU's memory on GPU points (None where the cluster file does not give it), the
+        node's host memory shared by its ranks on CPU points."""
         chosen = self.queue(self.queue_name(gpus_per_node, queue))
         if gpus_per_node:
-            return chosen.gpu_memory_gb or self.gpu_memory_gb, "GPU"
-        return chosen.mem_per_node_gb / max(ranks_per_node, 1), "rank"
+            gpu = chosen.gpu_memory_gb or self.gpu_memory_gb
+            return (None if gpu is None else gib_in_gb(gpu)), "GPU"
+        return gib_in_gb(chosen.mem_per_node_gb) / max(ranks_per_node, 1), "rank"
 
     def project_name(self, environ: Mapping[str, str] = os.environ) -> str | None:
         return self.project or environ.get("PROJECT") or None
@@ -177,8 +184,9 @@ def project_problems(cluster: Cluster, environ: Mapping[str, str] = os.environ) 
     ]
 
 
-def physical_memory_gb() -> float:
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
+def physical_memory_gib() -> float:
+    """This machine's memory in the cluster file's unit (2^30 bytes; sysconf counts pages)."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB
 
 
 def detected_gpus(environ: Mapping[str, str] = os.environ, gpus_dir: str = NVIDIA_GPUS_DIR) -> int:
@@ -238,7 +246,7 @@ def from_mapping(data: Mapping[str, Any]) -> Cluster:
     data = {
         **data,
         "cores_per_node": (os.cpu_count() or 1) if cores == "auto" else int(cores),
-        "mem_per_node_gb": round(physical_memory_gb(), 1) if memory == "auto" else float(memory),
+        "mem_per_node_gb": round(physical_memory_gib(), 1) if memory == "auto" else float(memory),
         "gpus_per_node": detected_gpus() if gpus == "auto" else int(gpus),
         "threads_per_core": detected_threads_per_core() if threads == "auto" else int(threads),
     }

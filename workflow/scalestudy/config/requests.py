@@ -29,6 +29,7 @@ class JobRequest:
     nodes: int
     ncpus_per_node: int
     ngpus_per_node: int
+    # In the cluster file's unit, the site's "GB" (2^30 bytes; config.clusters), as requested.
     mem_per_node_gb: int
     walltime_s: int
     # What the point itself runs with: the batch walltime adds the cluster's margin.

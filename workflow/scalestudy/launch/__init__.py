@@ -1,10 +1,8 @@
-"""The launch/runner layer: everything that happens inside a run job, and the guards
-around the jobs of one workflow.
+"""The launch/runner layer: everything that happens inside a run job (the state of the
+results directory between jobs, what is finished, kept and locked, is scalestudy.results).
 
 command.py     the launcher's argument list (Open MPI mpirun or MPICH Hydra), launch.sh
 runner.py      run one point: launch, time, classify, parse, always write metrics.json
 provenance.py  what a run ran on, and proof that its MPI flags and NCCL variables took effect
 failures.py    the category and reason of a failed run
-retry.py       --config retry_failed=true: which failed points rerun, their earlier attempts kept
-locking.py     one running workflow per results directory
 """

@@ -27,8 +27,9 @@ from ..model.memory import memory_figures
 from ..model.paths import LAUNCH_SCRIPT, METRICS, REPO_ROOT, STDOUT, Layout
 from ..model.point import Point
 from ..model.record import DEFINITION, definition
+from ..model.units import gib_in_gb
+from ..results import retry
 from . import provenance as evidence
-from . import retry
 from .command import allocated_hosts, launch_script, mpirun_command, pbs_slots, resolve_launcher, slurm_allocation
 from .failures import classify, scheduler_category
 
@@ -99,7 +100,8 @@ def resources(point: Point, cluster: Cluster, wall_s: float | None) -> dict[str,
         "queue": request.queue.name,
         "cores_allocated": request.ncpus,
         "gpus_allocated": request.ngpus,
-        "memory_requested_gb": request.mem_gb,
+        # The request is in the site's unit (2^30 bytes, config.clusters); the record's in GB (10^9).
+        "memory_requested_gb": round(gib_in_gb(request.mem_gb), 4),
         "walltime_requested_s": point.walltime_seconds,
         "walltime_used_s": wall_s,
         "charge_rate": request.queue.charge_rate,

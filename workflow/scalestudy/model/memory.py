@@ -21,14 +21,14 @@ activations recomputed in the backward. Model parallelism over n ranks (pipeline
 tensor-parallel groups) divides every term by n.
 
 Apps supply the Shape; the configuration layer supplies the capacity (GPU memory per GPU,
-host memory per rank).
+host memory per rank), both in GB = 10^9 bytes (model.units).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-GB = 1e9
+from .units import GB
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,7 @@ class Layout:
 
     def kept(self, study: str, point: str, tag: str, name: str = DEFINITION_FILE) -> str:
         """A file of history/<tag>/, where an earlier record of the point is kept when it is
-        superseded (`launch.history`): by default its note (definition.json), written last,
+        superseded (`results.history`): by default its note (definition.json), written last,
         which says that the folder is whole."""
         return f"{self.history(study, point)}/{tag}/{name}"
 

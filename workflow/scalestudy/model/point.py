@@ -18,7 +18,7 @@ from .timefmt import hms, hms_seconds
 SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 # How a point is run, not what it measures: left out of its identity.
 HOW_RUN_FIELDS = frozenset({"walltime", "queue"})
-# The key of the retry number in a retried point's JSON (scalestudy.launch.retry).
+# The key of the retry number in a retried point's JSON (scalestudy.results.retry).
 RETRY_KEY = "retry"
 # Process placement (hardware threads as slots, binding, mapping): each field's value when a
 # study does not choose, i.e. what the launcher does by itself. A point at these values has no
@@ -135,7 +135,7 @@ class Point:
     @classmethod
     def from_json(cls, text: str, walltime_seconds: int, queue: str | None = None) -> Point:
         data = json.loads(text)
-        data.pop(RETRY_KEY, None)  # the retry number of a retried point (scalestudy.launch.retry)
+        data.pop(RETRY_KEY, None)  # the retry number of a retried point (scalestudy.results.retry)
         data["queue"] = queue
         data["axes"] = tuple(data["axes"])
         data["walltime"] = hms(walltime_seconds)

@@ -40,6 +40,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ...model.units import KIB
 from ..torch_parallel import EPOCH_PREFIX, IMPLEMENTATIONS, MODELS, RESULT_PREFIX, model_setting
 from . import models
 
@@ -117,7 +118,7 @@ def peak_memory_bytes(device: torch.device) -> int:
     """CUDA max allocated on GPU; the process's max RSS on CPU."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device)
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * KIB  # ru_maxrss: KiB on Linux
 
 
 class Trainer:

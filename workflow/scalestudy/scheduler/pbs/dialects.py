@@ -73,6 +73,7 @@ class GadiDialect(Dialect):
         items = [f"ncpus={request.ncpus}"]
         if request.ngpus:
             items.append(f"ngpus={request.ngpus}")
+        # PBS's GB (2^30 bytes), the cluster file's numbers as they are (config.clusters).
         items += [f"mem={request.mem_gb}GB", self.walltime(request)]
         if self.cluster.jobfs_gb:
             items.append(f"jobfs={self.cluster.jobfs_gb:g}GB")

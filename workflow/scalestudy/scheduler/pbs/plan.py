@@ -19,9 +19,9 @@ from ...config import packing
 from ...config.files import load_files, read_yaml, with_overrides
 from ...config.forecast import forecast, forecast_lines
 from ...config.requests import job_request
-from ...launch.history import survey
 from ...model.errors import SweepError
 from ...model.paths import BATCH_LOG, DEFAULT_SWEEP
+from ...results.history import survey
 from ..site import load_study, pack_problems
 from .submit import qsub_command
 

@@ -23,6 +23,7 @@ from ...config.packing import Pack
 from ...config.requests import JobRequest, job_request, request_problems
 from ...model.paths import BATCH_LOG, CLUSTERS_DIR_ENV, clusters_dir
 from ...model.point import Point
+from ...model.units import GIB, MB
 from . import cache
 from .dialects import dialect_of, site_rules
 from .sidecar import SIDECAR_VARS
@@ -69,7 +70,8 @@ def generic_request(properties: Mapping[str, Any], cluster) -> JobRequest:
     resources = properties.get("resources") or {}
     queue = cluster.queue(cluster.queue_name(0, resources.get("queue") or None))
     ncpus = max(1, int(properties.get("threads") or 1))
-    mem_gb = resources.get("mem_mb")
+    # Snakemake's mem_mb is in MB (10^6 bytes); PBS's mem= in its GB (2^30 bytes).
+    mem_mb = resources.get("mem_mb")
     walltime_s = int(resources.get("runtime") or 60) * 60
     return JobRequest(
         name=re.sub(r"[^A-Za-z0-9._-]", "_", str(properties.get("rule", "job")))[:48],
@@ -77,7 +79,7 @@ def generic_request(properties: Mapping[str, Any], cluster) -> JobRequest:
         nodes=1,
         ncpus_per_node=ncpus,
         ngpus_per_node=0,
-        mem_per_node_gb=max(1, int(mem_gb / 1024) if mem_gb else int(ncpus * queue.mem_per_core_gb)),
+        mem_per_node_gb=max(1, int(mem_mb * MB / GIB) if mem_mb else int(ncpus * queue.mem_per_core_gb)),
         walltime_s=walltime_s,
         point_walltime_s=walltime_s,
     )
