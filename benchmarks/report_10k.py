@@ -34,7 +34,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-from scalestudy.analysis import POINT_COLUMNS, SCALE_COLUMNS, write_runs_table, write_scaling_tables  # noqa: E402
+from scalestudy.analysis import CURVE_COLUMNS, SCALE_COLUMNS, write_runs_table, write_scaling_tables  # noqa: E402
 from scalestudy.model.paths import PLOT_KINDS, Layout  # noqa: E402
 from scalestudy.model.point import PLACEMENT_DEFAULTS  # noqa: E402
 from scalestudy.plots import plot_from_files  # noqa: E402
@@ -125,7 +125,7 @@ def study_runs(total: int, seed: int = 0) -> pd.DataFrame:
 
 def write_records(table: pd.DataFrame, layout: Layout) -> list[tuple[dict, Path]]:
     """One metrics.json per run, as the runner writes them; (point columns, path) per run."""
-    columns = [*POINT_COLUMNS, *SCALE_COLUMNS, "point", "repeat", "threads_per_rank", "param.N"]
+    columns = [*CURVE_COLUMNS, *SCALE_COLUMNS, "point", "repeat", "threads_per_rank", "param.N"]
     expected = []
     for row in table.to_dict("records"):
         point = {c: row[c] for c in columns}

@@ -17,7 +17,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
-from .analysis import DEFINITIONS, GOOD_EFFICIENCY  # noqa: E402
+from .analysis import DEFINITIONS, GOOD_EFFICIENCY, curve_name  # noqa: E402
 from .model.paths import PLOT_KINDS
 from .model.steplog import step_log  # noqa: E402
 
@@ -277,7 +277,7 @@ def plot_ratios(points: pd.DataFrame, path: Path | str, definition: str) -> bool
     rows = points[points["primary"].astype(bool) & points["ratio"].notna()] if not points.empty else points
     if rows.empty:
         return False
-    names = [f"{r['study']} {r['mpi_flag_set']}/{r['nccl_env_set']} p={r['ranks']}" for _, r in rows.iterrows()]
+    names = [f"{curve_name(r)} p={r['ranks']}" for r in rows.to_dict("records")]
     ratio = rows["ratio"].to_numpy(float)
     low = np.nan_to_num(ratio - rows["ci_low"].to_numpy(float))
     high = np.nan_to_num(rows["ci_high"].to_numpy(float) - ratio)

@@ -18,6 +18,8 @@ from .timefmt import hms, hms_seconds
 SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 # How a point is run, not what it measures: left out of its identity.
 HOW_RUN_FIELDS = frozenset({"walltime", "queue"})
+# A parameter axis's column in the tables (runs.csv, scaling.csv): "param.<name>".
+AXIS_PREFIX = "param."
 # The key of the retry number in a retried point's JSON (scalestudy.launch.retry).
 RETRY_KEY = "retry"
 # Process placement (hardware threads as slots, binding, mapping): each field's value when a
@@ -161,7 +163,7 @@ class Point:
             "binding": self.binding,
             "mapping": self.mapping,
         }
-        record.update({f"param.{name}": self.params[name] for name in self.axes})
+        record.update({AXIS_PREFIX + name: self.params[name] for name in self.axes})
         return record
 
 
