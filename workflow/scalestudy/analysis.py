@@ -115,7 +115,7 @@ RESOURCE_COLUMNS = [
     "memory_requested_gb",
     "memory_used_gb",
     "walltime_requested_s",
-    "walltime_used_s",
+    WALLTIME_USED.name,
     "service_units",
 ]
 STATUS_PENDING = "pending"
@@ -377,8 +377,8 @@ def add_cost_per_work(table: pd.DataFrame, metric: Metric) -> None:
         return
     su = table["service_units"].where(table["service_units"] > 0)
     table["su_per_run"] = su
-    if metric.kind == "rate" and "walltime_used_s" in table.columns:
-        su_per_hour = su / (table["walltime_used_s"] / 3600)
+    if metric.kind == "rate" and WALLTIME_USED.name in table.columns:
+        su_per_hour = su / (table[WALLTIME_USED.name] / 3600)
         table["su_per_million"] = su_per_hour * 1e6 / table["mean"] / 3600
 
 

@@ -24,6 +24,7 @@ from ..apps import APPS, ParseError
 from ..config.clusters import Cluster
 from ..config.requests import estimated_service_units, job_request
 from ..model.memory import memory_figures
+from ..model.metrics import WALLTIME_USED
 from ..model.paths import LAUNCH_SCRIPT, METRICS, REPO_ROOT, STDOUT, Layout
 from ..model.point import Point
 from ..model.record import DEFINITION, definition
@@ -101,7 +102,7 @@ def resources(point: Point, cluster: Cluster, wall_s: float | None) -> dict[str,
         "gpus_allocated": request.ngpus,
         "memory_requested_gb": request.mem_gb,
         "walltime_requested_s": point.walltime_seconds,
-        "walltime_used_s": wall_s,
+        WALLTIME_USED.name: wall_s,
         "charge_rate": request.queue.charge_rate,
         "charge_unit": request.queue.charge_unit,
     }
