@@ -29,7 +29,7 @@ def hoomd_packed(shipped, pack="scale"):
 
 
 def sizes(study):
-    return {name: s.get("pack", 1) for name, s in study.sweep.studies.items()}
+    return study.sweep.studies
 
 
 def test_the_shipped_hoomd_strong_study_packs_18_points_into_3_jobs(shipped):

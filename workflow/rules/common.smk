@@ -218,7 +218,7 @@ SURVEY = (
 # groups (Snakemake runs grouped jobs one by one there, as any other).
 # The points this invocation submits, once: packed here, priced by the forecast below.
 TO_SUBMIT = SURVEY.to_submit(STUDY.points) if workflow.is_main_process and not STUDY.partial else []
-PACKS = packing.packs(TO_SUBMIT, CLUSTER, {n: s.get("pack", 1) for n, s in SWEEP.studies.items()})
+PACKS = packing.packs(TO_SUBMIT, CLUSTER, SWEEP.studies)
 stop_on(site.pack_problems(PACKS, CLUSTER) if CLUSTER.scheduler != "none" else [])
 PACK_OF = {(point.study, point.id): pack.name for pack in PACKS for point in pack.points}
 # Snakemake makes one group job per connected component of a group, and a pack's points are
