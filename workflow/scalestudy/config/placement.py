@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..model.errors import did_you_mean
-from ..model.point import DEFAULT_PLACEMENT, Point
+from ..model.point import DEFAULT_PLACEMENT, PLACEMENT_FIELDS, Point
 
 FLAVOUR_NAMES = {"openmpi": "Open MPI", "mpich": "MPICH Hydra"}
 # The binding words, the same for both launchers (Open MPI --bind-to, Hydra -bind-to).
@@ -83,7 +83,7 @@ def study_problems(study: Mapping[str, Any], flavour: str) -> list[str]:
         problem = mapping_problem(value, flavour)
         if problem:
             problems.append(f"mapping[{i}]: {problem}")
-    for key in ("hyperthreads", "binding", "mapping"):
+    for key in PLACEMENT_FIELDS:
         values = [str(v) for v in study[key]]
         if len(set(values)) != len(values):
             problems.append(f"{key}: a value is listed twice: {study[key]}")
