@@ -101,15 +101,21 @@ def parse_litgpt(log_text: str, run_dir: Path | None = None) -> dict[str, Any]:
     return figures
 
 
+# A LitGPT checkpoint directory's files, as LitGPT names them: the weights, the model's config
+# (litgpt.utils.save_config writes it), the tokenizer's files.
+CHECKPOINT_WEIGHTS = "lit_model.pth"
+CHECKPOINT_CONFIG = "model_config.yaml"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
 # LitGPT 0.5's finetune_lora defaults: rank 8 adapters on the query and value projections.
 LORA_RANK = 8
 
 
 @functools.lru_cache(maxsize=256)
 def read_model_config(checkpoint_dir: str) -> dict[str, Any]:
-    """The checkpoint's model_config.yaml; where the checkpoint is not on this machine,
-    LitGPT's own config of the same name (e.g. Llama-2-7b-hf)."""
-    path = Path(checkpoint_dir) / "model_config.yaml"
+    """The checkpoint's model config (CHECKPOINT_CONFIG); where the checkpoint is not on this
+    machine, LitGPT's own config of the same name (e.g. Llama-2-7b-hf)."""
+    path = Path(checkpoint_dir) / CHECKPOINT_CONFIG
     if path.is_file():
         import yaml
 
@@ -128,7 +134,7 @@ def litgpt_config(name: str) -> dict[str, Any]:
 
     spec = importlib.util.find_spec("litgpt")
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError(f"no model_config.yaml there, and LitGPT is not installed to look up {name!r}")
+        raise ValueError(f"no {CHECKPOINT_CONFIG} there, and LitGPT is not installed to look up {name!r}")
     source = Path(next(iter(spec.submodule_search_locations))) / "config.py"
     module_spec = importlib.util.spec_from_file_location("scalestudy_litgpt_config", source)
     module = importlib.util.module_from_spec(module_spec)
@@ -137,7 +143,7 @@ def litgpt_config(name: str) -> dict[str, Any]:
     try:
         config = module.Config.from_name(name)
     except ValueError:
-        raise ValueError(f"no model_config.yaml there, and LitGPT has no config named {name!r}") from None
+        raise ValueError(f"no {CHECKPOINT_CONFIG} there, and LitGPT has no config named {name!r}") from None
     return dataclasses.asdict(config)
 
 
@@ -232,7 +238,7 @@ class LitGPT(App):
 
     def inputs(self, point: Point, layout: Layout) -> dict[str, str]:
         return {
-            "checkpoint_dir": str(Path(point.params["checkpoint_dir"]) / "lit_model.pth"),
+            "checkpoint_dir": str(Path(point.params["checkpoint_dir"]) / CHECKPOINT_WEIGHTS),
             "data_path": str(point.params["data_path"]),
         }
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model.errors import did_you_mean
+from .litgpt import CHECKPOINT_CONFIG, CHECKPOINT_WEIGHTS, TOKENIZER_FILES
 
 WORDS = (
     "node rank core socket cache memory network switch packet queue job batch "
@@ -44,10 +45,6 @@ class TinyModelShape:
     intermediate_size: int = 172
     vocab_size: int = 1024
     block_size: int = 256
-
-
-# The settings the asset rule reads (config assets.litgpt_tiny), in a fixed order.
-SETTINGS = (*TinyModelShape.__dataclass_fields__, "samples", "seed")
 
 
 def settings_param(settings: dict) -> dict:
@@ -111,7 +108,8 @@ def train_tokenizer(records: list[dict[str, str]], vocab_size: int, checkpoint_d
     )
     texts = [template] + [" ".join(r.values()) for r in records]
     tokenizer.train_from_iterator(texts, trainer=trainer)
-    tokenizer.save(str(checkpoint_dir / "tokenizer.json"))
+    tokenizer_file, tokenizer_config_file = TOKENIZER_FILES
+    tokenizer.save(str(checkpoint_dir / tokenizer_file))
     tokenizer_config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "bos_token": "<s>",
@@ -119,7 +117,7 @@ def train_tokenizer(records: list[dict[str, str]], vocab_size: int, checkpoint_d
         "unk_token": "<unk>",
         "add_bos_token": True,
     }
-    (checkpoint_dir / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=1) + "\n")
+    (checkpoint_dir / tokenizer_config_file).write_text(json.dumps(tokenizer_config, indent=1) + "\n")
 
 
 def write_checkpoint(checkpoint_dir: Path, shape: TinyModelShape, seed: int) -> None:
@@ -142,8 +140,8 @@ def write_checkpoint(checkpoint_dir: Path, shape: TinyModelShape, seed: int) -> 
     )
     torch.manual_seed(seed)
     model = GPT(config)
-    torch.save(model.state_dict(), checkpoint_dir / "lit_model.pth")
-    save_config(config, checkpoint_dir)
+    torch.save(model.state_dict(), checkpoint_dir / CHECKPOINT_WEIGHTS)
+    save_config(config, checkpoint_dir)  # CHECKPOINT_CONFIG
 
 
 def make_tiny_assets(
@@ -155,7 +153,8 @@ def make_tiny_assets(
     write_checkpoint(checkpoint_dir, shape, seed)
 
 
-# The keys of the sweep's `assets: litgpt_tiny:`: whole numbers, at least 1 (seed: at least 0).
+# The keys of the sweep's `assets: litgpt_tiny:` (whole numbers, at least 1; seed: at least 0),
+# in the fixed order of the asset rule's param (settings_param).
 SETTINGS = (*(f.name for f in fields(TinyModelShape)), "samples", "seed")
 
 
@@ -170,6 +169,26 @@ def settings_problems(settings: Mapping[str, Any]) -> list[str]:
                 f".{key}: {value!r} is not allowed; use a whole number, at least {0 if key == 'seed' else 1}"
             )
     return problems
+
+
+# Under the stand-in's folder (model.paths.Layout.litgpt_tiny): its checkpoint directory (the
+# local study's checkpoint_dir, config/local.yaml) and its dataset.
+CHECKPOINT_FOLDER = "checkpoint"
+DATA_FILE = "alpaca.json"
+
+
+def tiny_asset_files(folder: str) -> dict[str, str]:
+    """The asset rule's outputs by name: the checkpoint's weights, config and tokenizer files,
+    and the dataset."""
+    checkpoint = f"{folder}/{CHECKPOINT_FOLDER}"
+    tokenizer, tokenizer_config = TOKENIZER_FILES
+    return {
+        "weights": f"{checkpoint}/{CHECKPOINT_WEIGHTS}",
+        "config": f"{checkpoint}/{CHECKPOINT_CONFIG}",
+        "tokenizer": f"{checkpoint}/{tokenizer}",
+        "tokenizer_config": f"{checkpoint}/{tokenizer_config}",
+        "data": f"{folder}/{DATA_FILE}",
+    }
 
 
 def make_tiny_assets_from_config(output, settings: dict, log_path: str) -> None:
