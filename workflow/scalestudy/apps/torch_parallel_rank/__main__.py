@@ -41,7 +41,7 @@ import torch.distributed as dist
 from torch import nn
 
 from ...model.rank_probe import LOCAL_RANK_VARIABLES, LOCAL_SIZE_VARIABLES, RANK_VARIABLES, SIZE_VARIABLES, first_int
-from ..torch_parallel import EPOCH_PREFIX, IMPLEMENTATIONS, MODELS, RESULT_PREFIX, model_setting
+from ..torch_parallel_spec import EPOCH_PREFIX, IMPLEMENTATIONS, MODELS, RESULT_PREFIX, model_setting
 from . import models
 
 # The backend of each device: gloo between CPU ranks, NCCL between GPUs (one per rank).
