@@ -144,8 +144,16 @@ def write_checkpoint(checkpoint_dir: Path, shape: TinyModelShape, seed: int) -> 
     save_config(config, checkpoint_dir)  # CHECKPOINT_CONFIG
 
 
+# The dataset's size and the seed of data and weights where `assets: litgpt_tiny:` does not say.
+SAMPLES, SEED = 600, 0
+
+
 def make_tiny_assets(
-    checkpoint_dir: Path, data_path: Path, samples: int = 600, seed: int = 0, shape: TinyModelShape = TinyModelShape()
+    checkpoint_dir: Path,
+    data_path: Path,
+    samples: int = SAMPLES,
+    seed: int = SEED,
+    shape: TinyModelShape = TinyModelShape(),
 ) -> None:
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     records = write_dataset(data_path, samples, seed)
@@ -194,8 +202,8 @@ def tiny_asset_files(folder: str) -> dict[str, str]:
 def make_tiny_assets_from_config(output, settings: dict, log_path: str) -> None:
     """The asset rule's entry: `output` has .weights and .data; `settings` comes from config assets.litgpt_tiny."""
     settings = dict(settings)
-    samples = int(settings.pop("samples", 600))
-    seed = int(settings.pop("seed", 0))
+    samples = int(settings.pop("samples", SAMPLES))
+    seed = int(settings.pop("seed", SEED))
     shape = TinyModelShape(**{k: int(v) for k, v in settings.items()})
     make_tiny_assets(Path(output.weights).parent, Path(output.data), samples=samples, seed=seed, shape=shape)
     Path(log_path).write_text(f"tiny Llama-2-shaped assets: {shape}, samples={samples}, seed={seed}\n")
