@@ -34,7 +34,8 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-from scalestudy.analysis import POINT_COLUMNS, SCALE_COLUMNS, write_runs_table, write_scaling_tables  # noqa: E402
+from scalestudy.analysis import CURVE_COLUMNS, SCALE_COLUMNS, write_runs_table, write_scaling_tables  # noqa: E402
+from scalestudy.model.metrics import WALLTIME_USED  # noqa: E402
 from scalestudy.model.paths import PLOT_KINDS, Layout  # noqa: E402
 from scalestudy.model.point import PLACEMENT_DEFAULTS  # noqa: E402
 from scalestudy.plots import plot_from_files  # noqa: E402
@@ -113,7 +114,7 @@ def study_runs(total: int, seed: int = 0) -> pd.DataFrame:
                 "reason": "walltime exceeded (scalestudy): killed after 1800 s" if failed else "",
                 "category": "walltime" if failed else "",
                 "steps_per_s": np.nan if failed else 400.0 * ranks**0.85 * (1 + 0.02 * rng.standard_normal()),
-                "walltime_used_s": 60.0 + 5 * rng.random(), "cores_allocated": ranks,
+                WALLTIME_USED.name: 60.0 + 5 * rng.random(), "cores_allocated": ranks,
                 "service_units": 2.0 * ranks * 65 / 3600, "service_units_source": "estimated",
                 "params": '{"N": 200000, "benchmark_steps": 80000, "warmup_steps": 40000}',
                 "mpi_flags": "{}" if mpi_set == "default" else '{"btl": "^ucx", "coll_hcoll_enable": "0"}',
@@ -125,7 +126,7 @@ def study_runs(total: int, seed: int = 0) -> pd.DataFrame:
 
 def write_records(table: pd.DataFrame, layout: Layout) -> list[tuple[dict, Path]]:
     """One metrics.json per run, as the runner writes them; (point columns, path) per run."""
-    columns = [*POINT_COLUMNS, *SCALE_COLUMNS, "point", "repeat", "threads_per_rank", "param.N"]
+    columns = [*CURVE_COLUMNS, *SCALE_COLUMNS, "point", "repeat", "threads_per_rank", "param.N"]
     expected = []
     for row in table.to_dict("records"):
         point = {c: row[c] for c in columns}
@@ -136,7 +137,7 @@ def write_records(table: pd.DataFrame, layout: Layout) -> list[tuple[dict, Path]
             "status": row["status"], "reason": row["reason"] or None, "category": row["category"] or None,
             "point": point, "params": json.loads(row["params"]), "mpi_flags": json.loads(row["mpi_flags"]),
             "nccl_env": {}, "figures": {"steps_per_s": row["steps_per_s"]} if ok else {},
-            "resources": {c: row[c] for c in ("walltime_used_s", "cores_allocated", "service_units",
+            "resources": {c: row[c] for c in (WALLTIME_USED.name, "cores_allocated", "service_units",
                                               "service_units_source")},
             "provenance": json.loads(row["provenance"]), "started": row["started"], "finished": row["finished"],
         }  # fmt: skip

@@ -2,13 +2,17 @@
 ranks, the rank probe records the CPUs each got, and the settings proof judges them."""
 
 import os
+import subprocess
+import sys
 
+import pandas as pd
 import pytest
 from points import md_config, pingpong_point
 from scalestudy import study
+from scalestudy.analysis import write_runs_table, write_scaling_tables
 from scalestudy.config import clusters
 from scalestudy.launch.runner import run_point
-from scalestudy.model.paths import Layout
+from scalestudy.model.paths import Layout, compare_outputs
 from scalestudy.model.rank_probe import parse_cpu_list
 
 pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="binding 2 ranks to cores needs 2 CPUs")
@@ -60,3 +64,30 @@ def test_open_mpi_takes_hardware_threads_as_slots(tmp_path):
     assert "--use-hwthread-cpus" in (tmp_path / "run" / "launch.sh").read_text()
     assert [len(parse_cpu_list(r["cpus"])) for r in ranks_of(metrics)] == [1, 1]
     assert metrics["settings_proof"]["verified"] is True, metrics["settings_proof"]["problems"]
+
+
+def test_a_placement_study_compared_with_itself_pairs_each_binding_with_itself(tmp_path, repo):
+    # Real runs bound to cores and unbound, two repeats each, compared by the command line:
+    # every pair is one binding on both sides, so nothing is faster or slower than itself.
+    layout, expected = Layout(str(tmp_path / "results")), []
+    for binding in ("core", "none"):
+        for repeat in (1, 2):
+            point = pingpong_point(binding=binding, repeat=repeat)
+            run_dir = layout.run_dir(point.study, point.id)
+            assert run_point(point, run_dir, clusters.load("local"), layout=layout)["status"] == "ok"
+            expected.append((point.as_record(), layout.metrics(point.study, point.id)))
+    study_name = expected[0][0]["study"]
+    write_runs_table(expected, layout.table(study_name, "runs"))
+    write_scaling_tables(layout.table(study_name, "runs"), layout.table(study_name, "scaling"),
+                         layout.table(study_name, "variants"))  # fmt: skip
+    out = tmp_path / "compare"
+    command = [sys.executable, "-m", "scalestudy", "compare", layout.results, layout.results, "--out", out]
+    # The package under test, whichever checkout an installed one points at.
+    env = {**os.environ, "PYTHONPATH": str(repo / "workflow")}
+    run = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stderr
+    table = pd.read_csv(compare_outputs(out)["csv"])
+    both = table[table["present"] == "both"]
+    assert set(both["binding"]) == {"core", "none"} and len(both) == len(table)
+    assert set(both["verdict"]) == {"no measurable difference"}
+    assert (both["ratio"] == 1).all()

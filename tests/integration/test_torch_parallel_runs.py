@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from scalestudy.apps.torch_parallel import MODELS, RESULT_PREFIX, TENSOR_MODELS
+from scalestudy.apps.torch_parallel_spec import MODELS, RESULT_PREFIX, TENSOR_MODELS
 from scalestudy.config import clusters
 from scalestudy.launch.runner import run_point
 from scalestudy.model.point import Point

@@ -147,3 +147,32 @@ def test_sides_summarized_differently_are_named(tmp_path):
     compare(base, cand, tmp_path / "out")
     markdown = (tmp_path / "out/index.md").read_text()
     assert "(n=4 trimmed)" in markdown and "summarize their repeats differently in md" in markdown
+
+
+def placement_runs(seed: int) -> pd.DataFrame:
+    """A placement study: the same flag sets bound to cores and unbound, the unbound twice as fast."""
+    bound = runs(seed=seed).assign(binding="core", hyperthreads=False, mapping="default")
+    unbound = runs(seed=seed + 10).assign(binding="none", hyperthreads=False, mapping="default")
+    unbound["steps_per_s"] *= 2
+    for table, binding in ((bound, "core"), (unbound, "none")):
+        table["variant"] = table["variant"] + f"/bind-{binding}"
+    return pd.concat([bound, unbound], ignore_index=True)
+
+
+def test_a_placement_study_compared_with_itself_pairs_each_binding_with_itself(tmp_path):
+    # Paired by study, sets and scale only, core met none: "slower 0.5" and "faster 2.0".
+    base = results(tmp_path, "base", placement_runs(seed=1))
+    cand = results(tmp_path, "cand", placement_runs(seed=2))
+    table, failing = compare(base, cand, tmp_path / "out", threshold=0.05)
+    assert set(table["verdict"]) == {"no measurable difference"} and failing.empty
+    both = table[table["present"] == "both"]
+    assert len(primary(table)) == 12 and set(both["binding"]) == {"core", "none"}
+    # Each pair is one placement on both sides (a key, not a column per side), and its
+    # figures agree: core against none would be twice or half as fast.
+    assert not {"binding_baseline", "hyperthreads_baseline", "mapping_baseline"} & set(table.columns)
+    rates = primary(table)
+    assert (rates["mean_candidate"] / rates["mean_baseline"]).between(0.9, 1.1).all()
+    # The curves' changes name each binding's curve apart.
+    markdown = (tmp_path / "out/index.md").read_text()
+    assert "md mpi-fast/nccl-default (N=8000, binding=core): Amdahl" in markdown
+    assert "md mpi-fast/nccl-default (N=8000, binding=none): Amdahl" in markdown

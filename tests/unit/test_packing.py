@@ -28,13 +28,9 @@ def hoomd_packed(shipped, pack="scale"):
     return site.load_study(config)
 
 
-def sizes(study):
-    return {name: s.get("pack", 1) for name, s in study.sweep.studies.items()}
-
-
 def test_the_shipped_hoomd_strong_study_packs_18_points_into_3_jobs(shipped):
     study = hoomd_packed(shipped)
-    found = packs(study.points, study.cluster, sizes(study))
+    found = packs(study.points, study.cluster, study.sweep.studies)
     assert len(study.points) == 18 and [len(p.points) for p in found] == [6, 6, 6]
     assert [p.name for p in found] == ["hoomd-wca.n1r48.pack1", "hoomd-wca.n2r48.pack1", "hoomd-wca.n4r48.pack1"]
     # Repeats and variants interleaved: A B A B A B.
@@ -51,19 +47,19 @@ def test_points_whose_requests_differ_only_in_hardware_threads_are_packed_apart(
     config["studies"] = {"hoomd-wca": {**shipped["studies"]["hoomd-wca"], "nodes": [1], "ranks_per_node": [1],
                                        "hyperthreads": [False, True], "pack": "scale"}}  # fmt: skip
     study = site.load_study(config)
-    found = packs(study.points, study.cluster, sizes(study))
+    found = packs(study.points, study.cluster, study.sweep.studies)
     assert [len(p.points) for p in found] == [6, 6]
     assert [{point.hyperthreads for point in p.points} for p in found] == [{False}, {True}]
 
 
 def test_a_number_is_points_per_job(shipped):
     study = hoomd_packed(shipped, 4)
-    assert [len(p.points) for p in packs(study.points, study.cluster, sizes(study))] == [4, 2] * 3
+    assert [len(p.points) for p in packs(study.points, study.cluster, study.sweep.studies)] == [4, 2] * 3
 
 
 def test_pack_one_is_no_packing_and_a_bad_value_is_one_line(shipped):
     study = hoomd_packed(shipped, 1)
-    assert packs(study.points, study.cluster, sizes(study)) == []
+    assert packs(study.points, study.cluster, study.sweep.studies) == []
     with pytest.raises(SweepError) as refused:
         hoomd_packed(shipped, "scales")
     assert refused.value.problems == [
@@ -82,7 +78,7 @@ def test_plan_and_the_forecast_count_a_pack_as_one_job(shipped, repo, tmp_path, 
     qsubs = [line for line in lines if line.startswith("qsub")]
     assert len(qsubs) == 3 and "walltime=03:05:00" in qsubs[0] and " -N hoomd-wca.n1r48.pack1 " in qsubs[0]
     study = hoomd_packed(shipped)
-    packed = forecast(study.points, study.cluster, packs=packs(study.points, study.cluster, sizes(study)))
+    packed = forecast(study.points, study.cluster, packs=packs(study.points, study.cluster, study.sweep.studies))
     unpacked = forecast(study.points, study.cluster)
     # The same requests; five margins fewer per pack (rate 2 x (48 + 96 + 192) cores x 5 x 5 min).
     assert packed.jobs == {"hoomd-wca": 3} and unpacked.jobs == {"hoomd-wca": 18}
@@ -98,7 +94,7 @@ run_hoomd:study=hoomd-wca,point={a} --allowed-rules run_hoomd --cores all --mode
 
 def test_a_group_jobs_command_becomes_one_per_point_in_the_packs_order(shipped):
     study = hoomd_packed(shipped)
-    first, second = packs(study.points, study.cluster, sizes(study))[0].points[:2]
+    first, second = packs(study.points, study.cluster, study.sweep.studies)[0].points[:2]
     script = GROUP_SCRIPT.format(a=first.id, b=second.id)
     lines = submit.one_after_another(script, [first, second]).splitlines()
     assert lines[2].endswith(f"--target-jobs run_hoomd:study=hoomd-wca,point={first.id} --allowed-rules run_hoomd "

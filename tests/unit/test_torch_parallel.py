@@ -8,9 +8,10 @@ import pandas as pd
 import pytest
 from scalestudy.analysis import variants
 from scalestudy.apps import APPS, ParseError
-from scalestudy.apps.torch_parallel import IMPLEMENTATIONS, MODELS, RESULT_PREFIX, parse_torch_parallel
+from scalestudy.apps.torch_parallel import parse_torch_parallel
 from scalestudy.apps.torch_parallel_rank import __main__ as rank_program
 from scalestudy.apps.torch_parallel_rank import models
+from scalestudy.apps.torch_parallel_spec import IMPLEMENTATIONS, MODELS, RESULT_PREFIX
 from scalestudy.model.errors import SweepError
 from scalestudy.model.point import Point
 from scalestudy.study import load
@@ -147,6 +148,13 @@ def test_every_model_has_enough_blocks_for_two_stages_and_the_app_counts_them(mo
     assert len(blocks) == APP.blocks(tp_point(model=model)) >= 2
     cuts = models.split_points([sum(p.numel() for p in b.parameters()) for b in blocks], 2)
     assert cuts[0] == 0 and cuts[-1] == len(blocks) and len(cuts) == 3 and cuts[0] < cuts[1] < cuts[2]
+
+
+@pytest.mark.parametrize("model", list(MODELS))
+def test_the_planner_counts_each_familys_blocks_at_any_depth(model):
+    # The planner's count (torch_parallel_spec, no torch) against the rank program's model.
+    blocks = models.blocks(model, MODELS[model].width, 3, vocab=64, seq_len=16, heads=4)
+    assert len(blocks) == APP.blocks(tp_point(model=model, depth=3))
 
 
 def test_every_strategy_names_its_torch_implementation():

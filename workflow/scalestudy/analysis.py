@@ -46,7 +46,7 @@ from .accounting import site_resources
 from .apps import APPS
 from .model.metrics import HIGHER_IS_BETTER, WALLTIME_USED, Metric
 from .model.paths import study_and_point
-from .model.point import PLACEMENT_DEFAULTS
+from .model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS
 from .model.record import INVALID_RECORD, record_problems
 from .model.steplog import step_log
 from .results.history import history_of
@@ -91,7 +91,15 @@ DEFINITIONS = {
     "su_per_million": "SU per million units of a rate metric: SU per job-hour × 10⁶ / rate / 3600",
 }
 
-POINT_COLUMNS = ["study", "app", "scaling", "variant", "mpi_flag_set", "nccl_env_set", *PLACEMENT_DEFAULTS]
+# What tells one curve from another (a curve: one study's points at every scale), with its
+# parameter axes (the AXIS_PREFIX columns beside): the runs.csv columns of model.point.Point.as_record.
+# Every table groups, pairs (scalestudy.compare) and holds fixed (variants) by these. VARIANT is
+# the same curve named in one text (Point.variant), carried in every table; never a key between
+# two results (a published record's names no parameter axes).
+VARIANT = "variant"
+CURVE_COLUMNS = ("study", "app", "scaling", VARIANT, "mpi_flag_set", "nccl_env_set", *PLACEMENT_DEFAULTS)
+# Where a point is on its curve.
+SCALE_COLUMNS = ["nodes", "ranks_per_node", "gpus_per_node", "ranks"]
 # What a variant is compared along, each against its baseline at the same scale with every
 # other axis held: the MPI and NCCL sets against `default`, the placement fields against the
 # launcher's default placement.
@@ -100,7 +108,6 @@ VARIANT_AXES = (
     ("NCCL env set", "nccl_env_set", "default"),
     *((name.replace("_", " "), name, default) for name, default in PLACEMENT_DEFAULTS.items()),
 )
-SCALE_COLUMNS = ["nodes", "ranks_per_node", "gpus_per_node", "ranks"]
 # Per-scale means of these resources go into scaling.csv beside every metric.
 RESOURCE_COLUMNS = [
     "cores_allocated",
@@ -108,7 +115,7 @@ RESOURCE_COLUMNS = [
     "memory_requested_gb",
     "memory_used_gb",
     "walltime_requested_s",
-    "walltime_used_s",
+    WALLTIME_USED.name,
     "service_units",
 ]
 STATUS_PENDING = "pending"
@@ -261,10 +268,24 @@ def outlier_mask(values: pd.Series) -> pd.Series:
 # ---------------------------------------------------------------- scaling.csv
 
 
-def curve_columns(runs: pd.DataFrame) -> list[str]:
-    """What identifies a curve: study, app, MPI/NCCL sets and every parameter axis."""
-    params = sorted(c for c in runs.columns if c.startswith("param."))
-    return [c for c in POINT_COLUMNS if c in runs.columns] + params
+def curve_columns(*tables: pd.DataFrame, named: bool = True) -> list[str]:
+    """What identifies a curve in every one of `tables`: the CURVE_COLUMNS they all have, then
+    the parameter axes they all have. `named=False` leaves out the VARIANT text (two results'
+    tables may name one curve differently)."""
+    shared = set.intersection(*(set(table.columns) for table in tables))
+    curve = [c for c in CURVE_COLUMNS if c in shared and (named or c != VARIANT)]
+    return curve + sorted(c for c in shared if c.startswith(AXIS_PREFIX))
+
+
+def curve_name(curve: Mapping) -> str:
+    """E.g. 'md mpi-fast/nccl-default (N=8000, binding=core)': the curve's parameter axes, and
+    its placement where not the launcher's own. The cells are text (compare's key cells)."""
+    chosen = [(name, curve[name]) for name, default in PLACEMENT_DEFAULTS.items()
+              if curve.get(name, "") not in ("", str(default))]  # fmt: skip
+    axes = [(k[len(AXIS_PREFIX) :], v) for k, v in curve.items() if k.startswith(AXIS_PREFIX) and v != ""]
+    params = ", ".join(f"{k}={v}" for k, v in [*axes, *chosen])
+    sets = f"mpi-{curve.get('mpi_flag_set', '?')}/nccl-{curve.get('nccl_env_set', '?')}"
+    return f"{curve['study']} {sets}" + (f" ({params})" if params else "")
 
 
 def metrics_of(app_name: str) -> list[Metric]:
@@ -356,8 +377,8 @@ def add_cost_per_work(table: pd.DataFrame, metric: Metric) -> None:
         return
     su = table["service_units"].where(table["service_units"] > 0)
     table["su_per_run"] = su
-    if metric.kind == "rate" and "walltime_used_s" in table.columns:
-        su_per_hour = su / (table["walltime_used_s"] / 3600)
+    if metric.kind == "rate" and WALLTIME_USED.name in table.columns:
+        su_per_hour = su / (table[WALLTIME_USED.name] / 3600)
         table["su_per_million"] = su_per_hour * 1e6 / table["mean"] / 3600
 
 
@@ -408,7 +429,7 @@ def add_cost_choices(table: pd.DataFrame, budget_su: float | None) -> pd.DataFra
     table["fastest_within_budget"] = False
     if "su_per_run" not in table.columns:
         return table
-    keys = [c for c in table.columns if c in POINT_COLUMNS or c.startswith("param.")] + ["metric"]
+    keys = [*curve_columns(table), "metric"]
     for _, rows in table.groupby(keys, dropna=False):
         costed = rows[rows["su_per_run"].notna() & (rows["n"] > 0)]
         if costed.empty:
@@ -475,20 +496,19 @@ def variants(scaling_table: pd.DataFrame, runs: pd.DataFrame | None = None) -> p
     if scaling_table.empty:
         return pd.DataFrame()
     rows = []
-    params = [c for c in scaling_table.columns if c.startswith("param.")]
+    params = [c for c in scaling_table.columns if c.startswith(AXIS_PREFIX)]
     axes = [(axis, column, baseline) for axis, column, baseline in VARIANT_AXES if column in scaling_table.columns]
     # (axis, column, baseline value, the one app it applies to or None)
     comparisons = [(axis, column, baseline, None) for axis, column, baseline in axes]
     for app_name in scaling_table["app"].dropna().unique():
         for name, base_value in getattr(APPS.get(app_name), "compared", {}).items():
-            if f"param.{name}" in params:
-                comparisons.append((name, f"param.{name}", base_value, app_name))
+            if AXIS_PREFIX + name in params:
+                comparisons.append((name, AXIS_PREFIX + name, base_value, app_name))
     for axis, column, baseline, only_app in comparisons:
         table = scaling_table if only_app is None else scaling_table[scaling_table["app"] == only_app]
         if table[column].nunique() < 2:
             continue
-        others = [c for _, c, _ in axes if c != column]
-        held = ["study", "app", "scaling", *others, *(c for c in params if c != column), *SCALE_COLUMNS, "metric"]
+        held = [c for c in curve_columns(table, named=False) if c != column] + [*SCALE_COLUMNS, "metric"]
         for _, group in table.groupby(held, dropna=False, sort=True):
             base = group[group[column].astype(str) == str(baseline)]
             if base.empty:

@@ -29,10 +29,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from .analysis import DEFINITIONS, MEAN, SCALE_COLUMNS, read_table, scaling, speed_ratio, write_table
+from .analysis import (
+    DEFINITIONS,
+    MEAN,
+    SCALE_COLUMNS,
+    curve_columns,
+    curve_name,
+    read_table,
+    scaling,
+    speed_ratio,
+    write_table,
+)
 from .model.errors import SweepError
 from .model.metrics import DECLARED, HIGHER_IS_BETTER, direction
 from .model.paths import Layout, compare_outputs
+from .model.point import AXIS_PREFIX
 from .model.steplog import step_log
 from .page import Bullets, Heading, Image, Para, Table, fmt, missing, scale_text, write_page
 from .plots import message_plot, plot_ratios
@@ -40,8 +51,6 @@ from .published import read_record, record_scaling
 
 BASELINE, CANDIDATE = "baseline", "candidate"
 BOTH, ONLY_BASELINE, ONLY_CANDIDATE = "both", "baseline only", "candidate only"
-# What a point is: its curve, its scale, the figure.
-CURVE_COLUMNS = ["study", "app", "scaling", "mpi_flag_set", "nccl_env_set"]
 STATS = ["mean", "std", "ci95", "n", "n_used", "estimator"]
 # What differs between the two sides' runs, by where it is in a record's provenance.
 PROVENANCE_KEYS = {
@@ -136,11 +145,11 @@ def key_text(value) -> str:
 
 
 def point_keys(base: pd.DataFrame, cand: pd.DataFrame) -> list[str]:
-    """The columns that name a point on both sides: the curve, the parameter axes both have,
-    the scale and the figure. A published record has no parameter columns: its rows then
-    match a candidate's curve whatever its parameters (the page says which were ignored)."""
-    params = sorted(c for c in base.columns if c.startswith("param.") and c in cand.columns)
-    return [c for c in CURVE_COLUMNS if c in base.columns and c in cand.columns] + params + SCALE_COLUMNS + ["metric"]
+    """The columns that name a point on both sides: the curve (analysis.curve_columns: sets,
+    placement, the parameter axes both have), the scale and the figure. A published record has
+    no parameter columns: its rows then match a candidate's curve whatever its parameters (the
+    page says which were ignored)."""
+    return curve_columns(base, cand, named=False) + SCALE_COLUMNS + ["metric"]
 
 
 def direction_kind(name: str, kind) -> str:
@@ -212,7 +221,7 @@ def curve_changes(table: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
     if table.empty:
         return rows, amdahl
     shared = table[(table["present"] == BOTH) & table["primary"]]
-    curve = [c for c in CURVE_COLUMNS if c in shared.columns] + sorted(c for c in shared if c.startswith("param."))
+    curve = curve_columns(shared, named=False)
     for key, group in shared.groupby(curve, sort=True):
         name = curve_name(dict(zip(curve, key, strict=True)))
         weak = group["scaling"].iloc[0] == "weak"
@@ -242,12 +251,6 @@ def curve_changes(table: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
                     + ("; f ≥ 1: more ranks made it slower, a slowdown, not a serial fraction." if slowdown else ".")
                 )
     return rows, amdahl
-
-
-def curve_name(curve: Mapping) -> str:
-    params = ", ".join(f"{k[len('param.') :]}={v}" for k, v in curve.items() if k.startswith("param.") and v != "")
-    sets = f"mpi-{curve.get('mpi_flag_set', '?')}/nccl-{curve.get('nccl_env_set', '?')}"
-    return f"{curve['study']} {sets}" + (f" ({params})" if params else "")
 
 
 def provenance_values(runs: pd.DataFrame) -> dict[str, dict[str, set[str]]]:
@@ -401,8 +404,8 @@ def blocks_of(base: Side, cand: Side, table: pd.DataFrame, threshold: float | No
         blocks.append(Para("None: both sides measured the same points."))
     else:
         blocks.append(Bullets([f"{point_name(r)}: {r['present']}" for r in alone[alone["primary"]].to_dict("records")]))
-    ignored = sorted({c for side in (base.scaling, cand.scaling) for c in side.columns if c.startswith("param.")}
-                     - {c for c in table.columns if c.startswith("param.")})  # fmt: skip
+    ignored = sorted({c for side in (base.scaling, cand.scaling) for c in side.columns if c.startswith(AXIS_PREFIX)}
+                     - {c for c in table.columns if c.startswith(AXIS_PREFIX)})  # fmt: skip
     if ignored:
         blocks.append(Para(f"Parameter columns only one side has, not used to match points: {', '.join(ignored)}."))
     changes = provenance_changes(base, cand, sorted(set(shared["study"])))

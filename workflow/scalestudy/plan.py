@@ -110,8 +110,7 @@ class Plan:
         )
         # The points this invocation submits, once: packed here, priced by the forecast.
         self.to_submit = self.survey.to_submit(study.points) if main_process and not study.partial else []
-        sizes = {name: settings["pack"] for name, settings in self.sweep.studies.items()}
-        self.packs = packing.packs(self.to_submit, self.cluster, sizes)
+        self.packs = packing.packs(self.to_submit, self.cluster, self.sweep.studies)
         if self.cluster.scheduler != "none":
             problems = site.pack_problems(self.packs, self.cluster)
             if problems:

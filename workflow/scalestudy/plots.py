@@ -17,7 +17,8 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
-from .analysis import DEFINITIONS, GOOD_EFFICIENCY  # noqa: E402
+from .analysis import DEFINITIONS, GOOD_EFFICIENCY, curve_name  # noqa: E402
+from .model.metrics import WALLTIME_USED
 from .model.paths import PLOT_KINDS
 from .model.steplog import step_log  # noqa: E402
 
@@ -67,7 +68,7 @@ def missing_plots(scaling: pd.DataFrame, variants: pd.DataFrame, study: str) -> 
     elif compared["ratio"].notna().sum() == 0:
         why["variants"] = "no set other than default has a successful run at a scale where default has one"
     su = table["su_per_run"] if "su_per_run" in table.columns else pd.Series(np.nan, index=table.index)
-    if ((table["n"] > 0) & su.notna()).sum() == 0 or "walltime_used_s" not in table.columns:
+    if ((table["n"] > 0) & su.notna()).sum() == 0 or WALLTIME_USED.name not in table.columns:
         why["cost"] = "no service units recorded (no charge rate on this cluster)"
     return why
 
@@ -228,12 +229,12 @@ def plot_cost(table: pd.DataFrame, study: str, path: Path, budget_su=None) -> No
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for variant, rows in costed.groupby("variant"):
         rows = rows.sort_values("ranks")
-        ax.plot(rows["walltime_used_s"] / 3600, rows["su_per_run"], marker="o", label=variant)
-        for row in rows.itertuples():
-            ax.annotate(f"{int(row.nodes)}n", (row.walltime_used_s / 3600, row.su_per_run), fontsize=7,
+        ax.plot(rows[WALLTIME_USED.name] / 3600, rows["su_per_run"], marker="o", label=variant)
+        for row in rows.to_dict("records"):
+            ax.annotate(f"{int(row['nodes'])}n", (row[WALLTIME_USED.name] / 3600, row["su_per_run"]), fontsize=7,
                         xytext=(3, 3), textcoords="offset points")  # fmt: skip
     best = costed[costed["cost_optimal"].astype(bool)]
-    ax.scatter(best["walltime_used_s"] / 3600, best["su_per_run"], s=160, facecolors="none", edgecolors="green",
+    ax.scatter(best[WALLTIME_USED.name] / 3600, best["su_per_run"], s=160, facecolors="none", edgecolors="green",
                label="cost-optimal scale")  # fmt: skip
     if budget_su is not None:
         ax.axhline(budget_su, color="red", linestyle=":", label=f"budget {budget_su:g} SU")
@@ -277,7 +278,7 @@ def plot_ratios(points: pd.DataFrame, path: Path | str, definition: str) -> bool
     rows = points[points["primary"].astype(bool) & points["ratio"].notna()] if not points.empty else points
     if rows.empty:
         return False
-    names = [f"{r['study']} {r['mpi_flag_set']}/{r['nccl_env_set']} p={r['ranks']}" for _, r in rows.iterrows()]
+    names = [f"{curve_name(r)} p={r['ranks']}" for r in rows.to_dict("records")]
     ratio = rows["ratio"].to_numpy(float)
     low = np.nan_to_num(ratio - rows["ci_low"].to_numpy(float))
     high = np.nan_to_num(rows["ci_high"].to_numpy(float) - ratio)

@@ -32,6 +32,8 @@ from .model.units import gib_in_gb
 APP = "hoomd"
 # The figure as the app declares it (a per-step rate: weak efficiency compares it as is).
 STEPS_PER_S = metric(APPS[APP].primary_metric)
+# The figures' columns (in the runs and in the comparison), by their declared names.
+RATE, WALL = STEPS_PER_S.name, WALLTIME_USED.name
 
 
 def read_record(path: str | Path, study: str | None = None) -> pd.DataFrame:
@@ -54,8 +56,8 @@ def read_record(path: str | Path, study: str | None = None) -> pd.DataFrame:
             "repeat": 1,
             "status": "ok",
             "reason": "",
-            "steps_per_s": record["steps_per_s"].astype(float),
-            "walltime_used_s": record["walltime_used"].map(hms_seconds).astype(float),
+            RATE: record["steps_per_s"].astype(float),
+            WALL: record["walltime_used"].map(hms_seconds).astype(float),
             "cores_allocated": record["nodes"] * record["cores_per_node"],
             "gpus_allocated": 0,
         }
@@ -70,20 +72,20 @@ def read_record(path: str | Path, study: str | None = None) -> pd.DataFrame:
 
 
 def record_scaling(runs: pd.DataFrame) -> pd.DataFrame:
-    return scaling(runs, metrics={APP: [STEPS_PER_S, WALLTIME_USED]}, primary={APP: STEPS_PER_S.name})
+    return scaling(runs, metrics={APP: [STEPS_PER_S, WALLTIME_USED]}, primary={APP: RATE})
 
 
 def comparison(runs: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     """One row per node count: the published view (wall-time speedup, S/cores) beside what
     the rate says (speedup, parallel efficiency), and how much of the job was time-stepping."""
-    wall = table[table["metric"] == WALLTIME_USED.name].set_index("nodes")
-    rate = table[table["metric"] == STEPS_PER_S.name].set_index("nodes")
+    wall = table[table["metric"] == WALL].set_index("nodes")
+    rate = table[table["metric"] == RATE].set_index("nodes")
     out = pd.DataFrame(
         {
             "nodes": rate.index,
             "cores": rate["cores_allocated"].to_numpy(),
-            "steps_per_s": rate["mean"].to_numpy(),
-            "walltime_used_s": wall["mean"].reindex(rate.index).to_numpy(),
+            RATE: rate["mean"].to_numpy(),
+            WALL: wall["mean"].reindex(rate.index).to_numpy(),
             "walltime_speedup": wall["speedup"].reindex(rate.index).to_numpy(),
             "walltime_speedup_per_core": wall["speedup_per_core"].reindex(rate.index).to_numpy(),
             "rate_speedup": rate["speedup"].to_numpy(),
@@ -96,10 +98,10 @@ def comparison(runs: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
         out["warmup_steps"] = by_nodes["warmup_steps"].reindex(out["nodes"]).to_numpy()
         out["benchmark_steps"] = by_nodes["benchmark_steps"].reindex(out["nodes"]).to_numpy()
         # Warm-up runs at about the measured rate; the rest of the job is start-up, set-up and I/O.
-        out["stepping_s"] = steps / out["steps_per_s"]
-        out["stepping_share"] = out["stepping_s"] / out["walltime_used_s"]
+        out["stepping_s"] = steps / out[RATE]
+        out["stepping_share"] = out["stepping_s"] / out[WALL]
         # A job cannot time-step for longer than it ran.
-        out["consistent"] = out["stepping_s"] <= out["walltime_used_s"]
+        out["consistent"] = out["stepping_s"] <= out[WALL]
     if "memory_used_gb" in runs.columns:
         out["memory_used_gb"] = by_nodes["memory_used_gb"].reindex(out["nodes"]).to_numpy()
     return out
@@ -121,8 +123,8 @@ def why_they_disagree(compared: pd.DataFrame) -> list[str]:
             # The columns disagree with each other: no explanation of the gap can rest on both.
             cases = "; ".join(
                 f"{int(r['nodes'])} node(s): {int(r['warmup_steps'] + r['benchmark_steps']):,} steps at "
-                f"{r['steps_per_s']:,.0f} steps/s take {r['stepping_s']:.0f} s, more than the "
-                f"{r['walltime_used_s']:.0f} s of walltime used"
+                f"{r[RATE]:,.0f} steps/s take {r['stepping_s']:.0f} s, more than the "
+                f"{r[WALL]:.0f} s of walltime used"
                 for _, r in impossible.iterrows()
             )
             notes.append(
@@ -134,8 +136,8 @@ def why_they_disagree(compared: pd.DataFrame) -> list[str]:
         else:
             notes.append(
                 "The wall time is mostly not time-stepping: warm-up + benchmark steps at the measured rate take "
-                f"{first['stepping_s']:.0f} s of {first['walltime_used_s']:.0f} s ({first['stepping_share']:.0%}) "
-                f"at {int(first['nodes'])} node(s) and {last['stepping_s']:.0f} s of {last['walltime_used_s']:.0f} s"
+                f"{first['stepping_s']:.0f} s of {first[WALL]:.0f} s ({first['stepping_share']:.0%}) "
+                f"at {int(first['nodes'])} node(s) and {last['stepping_s']:.0f} s of {last[WALL]:.0f} s"
                 f" ({last['stepping_share']:.0%}) at {int(last['nodes'])}; the rest (start-up, initial state, I/O) "
                 "does not shrink with nodes, so the wall-time speedup flattens."
             )

@@ -12,7 +12,7 @@ from .model.paths import PLOT_KINDS
 from .model.units import MEMORY_UNIT
 from .page import Bullets, Heading, Para, Table, duration, fmt, write_page
 from .plots import plot_study
-from .published import comparison, read_record, record_scaling, why_they_disagree
+from .published import RATE, WALL, comparison, read_record, record_scaling, why_they_disagree
 from .report import definition_blocks, study_blocks
 
 
@@ -35,8 +35,8 @@ def comparison_table(compared: pd.DataFrame) -> Table:
                 cell(r["nodes"]),
                 cell(r["cores"]),
                 cell(r.get("memory_used_gb"), 4),
-                duration(r["walltime_used_s"]),
-                cell(r["steps_per_s"]),
+                duration(r[WALL]),
+                cell(r[RATE]),
                 f"{r['walltime_speedup']:.2f}",
                 f"{r['walltime_speedup_per_core']:.3f}",
                 f"{r['rate_speedup']:.2f}",

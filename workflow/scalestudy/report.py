@@ -16,7 +16,7 @@ import pandas as pd
 
 from .analysis import DEFINITIONS, ESTIMATOR_NAMES, GOOD_EFFICIENCY, MEAN, STATUS_PENDING, VARIANT_AXES, read_table
 from .apps import APPS
-from .model.metrics import metric
+from .model.metrics import WALLTIME_USED, metric
 from .model.paths import PLOT_KINDS
 from .model.steplog import step_log
 from .model.units import MEMORY_UNIT
@@ -134,8 +134,8 @@ def hpc_table(table: pd.DataFrame) -> Table:
         name = f"{what} [{MEMORY_UNIT}]"
         if column in table.columns and table[column].notna().any():
             columns.append((name, lambda r, c=column: fmt(get(r, c), 4)))
-    if "walltime_used_s" in table.columns:
-        columns.append(("walltime used (hh:mm:ss)", lambda r: duration(get(r, "walltime_used_s"))))
+    if WALLTIME_USED.name in table.columns:
+        columns.append(("walltime used (hh:mm:ss)", lambda r: duration(get(r, WALLTIME_USED.name))))
     columns.append((f"{table['metric_label'].iloc[0]} [{unit}] {estimator_name(table)} ± 95% CI (n)", mean_ci))
     if weak:
         columns += [

@@ -18,6 +18,7 @@ from ..model.point import Point
 from ..model.units import GIB, KIB, MEMORY_UNIT, gb
 from .base import App, Param, ParseError
 from .litgpt_assets import settings_problems
+from .litgpt_checkpoint import CHECKPOINT_CONFIG, CHECKPOINT_WEIGHTS
 from .litgpt_entry import PEAK_RSS_PREFIX, PEAK_RSS_UNIT
 
 # LitGPT 0.5 end-of-training block.
@@ -113,9 +114,9 @@ LORA_RANK = 8
 
 @functools.lru_cache(maxsize=256)
 def read_model_config(checkpoint_dir: str) -> dict[str, Any]:
-    """The checkpoint's model_config.yaml; where the checkpoint is not on this machine,
-    LitGPT's own config of the same name (e.g. Llama-2-7b-hf)."""
-    path = Path(checkpoint_dir) / "model_config.yaml"
+    """The checkpoint's model config (CHECKPOINT_CONFIG); where the checkpoint is not on this
+    machine, LitGPT's own config of the same name (e.g. Llama-2-7b-hf)."""
+    path = Path(checkpoint_dir) / CHECKPOINT_CONFIG
     if path.is_file():
         import yaml
 
@@ -134,7 +135,7 @@ def litgpt_config(name: str) -> dict[str, Any]:
 
     spec = importlib.util.find_spec("litgpt")
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError(f"no model_config.yaml there, and LitGPT is not installed to look up {name!r}")
+        raise ValueError(f"no {CHECKPOINT_CONFIG} there, and LitGPT is not installed to look up {name!r}")
     source = Path(next(iter(spec.submodule_search_locations))) / "config.py"
     module_spec = importlib.util.spec_from_file_location("scalestudy_litgpt_config", source)
     module = importlib.util.module_from_spec(module_spec)
@@ -143,7 +144,7 @@ def litgpt_config(name: str) -> dict[str, Any]:
     try:
         config = module.Config.from_name(name)
     except ValueError:
-        raise ValueError(f"no model_config.yaml there, and LitGPT has no config named {name!r}") from None
+        raise ValueError(f"no {CHECKPOINT_CONFIG} there, and LitGPT has no config named {name!r}") from None
     return dataclasses.asdict(config)
 
 
@@ -244,7 +245,7 @@ class LitGPT(App):
 
     def inputs(self, point: Point, layout: Layout) -> dict[str, str]:
         return {
-            "checkpoint_dir": str(Path(point.params["checkpoint_dir"]) / "lit_model.pth"),
+            "checkpoint_dir": str(Path(point.params["checkpoint_dir"]) / CHECKPOINT_WEIGHTS),
             "data_path": str(point.params["data_path"]),
         }
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model.errors import did_you_mean
+from .litgpt_checkpoint import CHECKPOINT_CONFIG, CHECKPOINT_WEIGHTS, TOKENIZER_FILES
 
 WORDS = (
     "node rank core socket cache memory network switch packet queue job batch "
@@ -44,10 +45,6 @@ class TinyModelShape:
     intermediate_size: int = 172
     vocab_size: int = 1024
     block_size: int = 256
-
-
-# The settings the asset rule reads (config assets.litgpt_tiny), in a fixed order.
-SETTINGS = (*TinyModelShape.__dataclass_fields__, "samples", "seed")
 
 
 def settings_param(settings: dict) -> dict:
@@ -111,7 +108,8 @@ def train_tokenizer(records: list[dict[str, str]], vocab_size: int, checkpoint_d
     )
     texts = [template] + [" ".join(r.values()) for r in records]
     tokenizer.train_from_iterator(texts, trainer=trainer)
-    tokenizer.save(str(checkpoint_dir / "tokenizer.json"))
+    tokenizer_file, tokenizer_config_file = TOKENIZER_FILES
+    tokenizer.save(str(checkpoint_dir / tokenizer_file))
     tokenizer_config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
         "bos_token": "<s>",
@@ -119,7 +117,7 @@ def train_tokenizer(records: list[dict[str, str]], vocab_size: int, checkpoint_d
         "unk_token": "<unk>",
         "add_bos_token": True,
     }
-    (checkpoint_dir / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=1) + "\n")
+    (checkpoint_dir / tokenizer_config_file).write_text(json.dumps(tokenizer_config, indent=1) + "\n")
 
 
 def write_checkpoint(checkpoint_dir: Path, shape: TinyModelShape, seed: int) -> None:
@@ -142,12 +140,20 @@ def write_checkpoint(checkpoint_dir: Path, shape: TinyModelShape, seed: int) -> 
     )
     torch.manual_seed(seed)
     model = GPT(config)
-    torch.save(model.state_dict(), checkpoint_dir / "lit_model.pth")
-    save_config(config, checkpoint_dir)
+    torch.save(model.state_dict(), checkpoint_dir / CHECKPOINT_WEIGHTS)
+    save_config(config, checkpoint_dir)  # CHECKPOINT_CONFIG
+
+
+# The dataset's size and the seed of data and weights where `assets: litgpt_tiny:` does not say.
+SAMPLES, SEED = 600, 0
 
 
 def make_tiny_assets(
-    checkpoint_dir: Path, data_path: Path, samples: int = 600, seed: int = 0, shape: TinyModelShape = TinyModelShape()
+    checkpoint_dir: Path,
+    data_path: Path,
+    samples: int = SAMPLES,
+    seed: int = SEED,
+    shape: TinyModelShape = TinyModelShape(),
 ) -> None:
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     records = write_dataset(data_path, samples, seed)
@@ -155,7 +161,8 @@ def make_tiny_assets(
     write_checkpoint(checkpoint_dir, shape, seed)
 
 
-# The keys of the sweep's `assets: litgpt_tiny:`: whole numbers, at least 1 (seed: at least 0).
+# The keys of the sweep's `assets: litgpt_tiny:` (whole numbers, at least 1; seed: at least 0),
+# in the fixed order of the asset rule's param (settings_param).
 SETTINGS = (*(f.name for f in fields(TinyModelShape)), "samples", "seed")
 
 
@@ -172,11 +179,31 @@ def settings_problems(settings: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+# Under the stand-in's folder (model.paths.Layout.litgpt_tiny): its checkpoint directory (the
+# local study's checkpoint_dir, config/local.yaml) and its dataset.
+CHECKPOINT_FOLDER = "checkpoint"
+DATA_FILE = "alpaca.json"
+
+
+def tiny_asset_files(folder: str) -> dict[str, str]:
+    """The asset rule's outputs by name: the checkpoint's weights, config and tokenizer files,
+    and the dataset."""
+    checkpoint = f"{folder}/{CHECKPOINT_FOLDER}"
+    tokenizer, tokenizer_config = TOKENIZER_FILES
+    return {
+        "weights": f"{checkpoint}/{CHECKPOINT_WEIGHTS}",
+        "config": f"{checkpoint}/{CHECKPOINT_CONFIG}",
+        "tokenizer": f"{checkpoint}/{tokenizer}",
+        "tokenizer_config": f"{checkpoint}/{tokenizer_config}",
+        "data": f"{folder}/{DATA_FILE}",
+    }
+
+
 def make_tiny_assets_from_config(output, settings: dict, log_path: str) -> None:
     """The asset rule's entry: `output` has .weights and .data; `settings` comes from config assets.litgpt_tiny."""
     settings = dict(settings)
-    samples = int(settings.pop("samples", 600))
-    seed = int(settings.pop("seed", 0))
+    samples = int(settings.pop("samples", SAMPLES))
+    seed = int(settings.pop("seed", SEED))
     shape = TinyModelShape(**{k: int(v) for k, v in settings.items()})
     make_tiny_assets(Path(output.weights).parent, Path(output.data), samples=samples, seed=seed, shape=shape)
     Path(log_path).write_text(f"tiny Llama-2-shaped assets: {shape}, samples={samples}, seed={seed}\n")

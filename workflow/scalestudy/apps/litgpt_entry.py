@@ -13,9 +13,10 @@ Usage: python -m scalestudy.apps.litgpt_entry finetune_full <litgpt arguments>
 
 from __future__ import annotations
 
-import os
 import resource
 import sys
+
+from ..model.rank_probe import RANK_VARIABLES, first_int
 
 # The per-rank line: "scalestudy: peak host memory rank 0: 589312 KiB" (getrusage's unit).
 PEAK_RSS_PREFIX = "scalestudy: peak host memory"
@@ -34,13 +35,6 @@ def use_cpu_capable_strategy() -> bool:
     return True
 
 
-def rank() -> str:
-    for name in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"):
-        if name in os.environ:
-            return os.environ[name]
-    return "0"
-
-
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "finetune_full" and use_cpu_capable_strategy():
         print("scalestudy: no CUDA device; finetune_full uses DDP (gloo) instead of FSDP", flush=True)
@@ -52,7 +46,7 @@ def main(argv: list[str]) -> int:
     finally:
         # ru_maxrss as the kernel gives it (KiB on Linux); the parser converts it (apps.litgpt).
         peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        print(f"{PEAK_RSS_PREFIX} rank {rank()}: {peak_kib} {PEAK_RSS_UNIT}", flush=True)
+        print(f"{PEAK_RSS_PREFIX} rank {first_int(RANK_VARIABLES, 0)}: {peak_kib} {PEAK_RSS_UNIT}", flush=True)
     return 0
 
 

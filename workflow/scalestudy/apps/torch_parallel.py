@@ -3,8 +3,9 @@ stages 1-3), pipeline, tensor and hybrid parallelism on eight small model famili
 
 The rank program is the package torch_parallel_rank (`python -m
 scalestudy.apps.torch_parallel_rank`); this module holds what planning needs without torch:
-the families and which strategies fit each, the parameters, the command line and the
-parser of the lines rank 0 prints.
+which strategies fit each family (the families themselves, the strategies and the lines rank 0
+prints are in torch_parallel_spec, which both sides import), the parameters, the command line
+and the parser of those lines.
 
 `batch_size` is per data-parallel replica (global batch = batch_size x replicas; ddp and
 fsdp: every rank is a replica; pipeline and tensor: one; hybrid: ranks / group_size).
@@ -17,7 +18,6 @@ import json
 import statistics
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,53 +27,7 @@ from ..model.paths import Layout
 from ..model.point import Point
 from ..model.units import GB, MEMORY_UNIT
 from .base import App, Param, ParseError
-
-EPOCH_PREFIX = "scalestudy-torch-epoch"
-RESULT_PREFIX = "scalestudy-torch-result"
-
-
-@dataclass(frozen=True)
-class Family:
-    """A model family: its task, default size, and whether its blocks have a tensor-parallel
-    plan (column-parallel in, row-parallel out: MLP and decoder blocks)."""
-
-    task: str
-    width: int
-    depth: int
-    tensor: bool = False
-    transformer: bool = False
-
-
-MODELS: dict[str, Family] = {
-    "vgg11": Family("classify", width=8, depth=8),
-    "cnn": Family("classify", width=16, depth=2),
-    "autoencoder": Family("reconstruct", width=16, depth=2),
-    "bow": Family("classify", width=64, depth=2, tensor=True),
-    "seq2seq": Family("tokens", width=64, depth=1),
-    "seq2seq-lstm": Family("tokens", width=64, depth=1),
-    "mlp": Family("classify", width=64, depth=2, tensor=True),
-    "resnet50": Family("classify", width=8, depth=50),
-    "gpt2": Family("tokens", width=64, depth=2, tensor=True, transformer=True),
-}
-# What each strategy is in torch (the fsdp entry by ZeRO stage).
-IMPLEMENTATIONS: dict[str, Any] = {
-    "ddp": "DistributedDataParallel",
-    "fsdp": {
-        1: "DDP + ZeroRedundancyOptimizer (optimizer states sharded)",
-        2: "FSDP2 fully_shard(reshard_after_forward=False) (optimizer states and gradients sharded)",
-        3: "FSDP2 fully_shard (optimizer states, gradients and parameters sharded)",
-    },
-    "pipeline": "torch.distributed.pipelining ScheduleGPipe (blocks split across ranks, micro-batched)",
-    "tensor": "DTensor tensor parallel (column-parallel in, row-parallel out) across all ranks",
-    "hybrid": "DTensor tensor parallel within groups of group_size ranks, gradients averaged across groups",
-}
-STRATEGIES = tuple(IMPLEMENTATIONS)
-TENSOR_MODELS = tuple(name for name, family in MODELS.items() if family.tensor)
-
-
-def model_setting(model: str, name: str) -> int:
-    """A family's default width or depth (resnet50's depth is its name's: 50 layers)."""
-    return getattr(MODELS[model], name)
+from .torch_parallel_spec import EPOCH_PREFIX, MODELS, RESULT_PREFIX, STRATEGIES, TENSOR_MODELS, model_setting
 
 
 def values(value: Any) -> list[Any]:
@@ -248,7 +202,7 @@ class TorchParallel(App):
             )
         if strategy in ("tensor", "hybrid"):
             width, heads = self.size(point, "width"), self.setting(point, "heads")
-            if (4 * width) % group or (model == "gpt2" and heads % group):
+            if (4 * width) % group or (MODELS[model].transformer and heads % group):
                 problems.append(
                     f"params.strategy: {strategy} splits {model}'s heads ({heads}) and hidden size 4 x {width} "
                     f"over {group} ranks {scale}; allowed: group sizes that divide both"
@@ -264,16 +218,7 @@ class TorchParallel(App):
 
     def blocks(self, point: Point) -> int:
         """How many blocks the model has (a pipeline needs one per stage at least)."""
-        model, depth = point.params["model"], self.size(point, "depth")
-        if model == "vgg11":
-            return 7
-        if model in ("cnn", "bow", "mlp", "gpt2"):
-            return depth + (1 if model == "cnn" else 2)
-        if model == "autoencoder":
-            return 2 * depth
-        if model == "resnet50":
-            return 18
-        return 4  # seq2seq: embedding, encoder, decoder, head
+        return MODELS[point.params["model"]].blocks(self.size(point, "depth"))
 
     def memory(self, point: Point, figures: Mapping[str, Any] | None = None) -> Need:
         """The model's parameters and the activations autograd keeps (counted on torch's meta

@@ -19,6 +19,7 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ..model.point import Point
 from ..model.timefmt import hms
@@ -60,12 +61,13 @@ def interleaved(points: list[Point]) -> list[Point]:
     return sorted(points, key=lambda p: (p.repeat, variants.index(p.variant)))
 
 
-def packs(points: Iterable[Point], cluster: Cluster, sizes: Mapping[str, int | str]) -> list[Pack]:
-    """The packs of the points whose study packs (`sizes`: study -> its `pack`, 1 or absent
-    for none), in study order; a pack of one point is no pack (it runs as it would unpacked)."""
+def packs(points: Iterable[Point], cluster: Cluster, studies: Mapping[str, Mapping[str, Any]]) -> list[Pack]:
+    """The packs of the points whose study packs (`studies`: the sweep's, their `pack` filled
+    by the schema; 1 for none), in study order; a pack of one point is no pack (it runs as it
+    would unpacked)."""
     groups: dict[tuple, list[Point]] = {}
     for point in points:
-        size = sizes.get(point.study, 1)
+        size = studies[point.study]["pack"]
         if size == 1:
             continue
         groups.setdefault((point.study, request_key(point, cluster)), []).append(point)
@@ -73,7 +75,7 @@ def packs(points: Iterable[Point], cluster: Cluster, sizes: Mapping[str, int | s
     names: set[str] = set()
     for (study, _key), members in groups.items():
         ordered = interleaved(members)
-        size = sizes[study]
+        size = studies[study]["pack"]
         chunk = len(ordered) if size == SCALE else int(size)
         first = ordered[0]
         per_node = f"g{first.gpus_per_node}" if first.gpus_per_node else f"r{first.ranks_per_node}"

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..model.errors import did_you_mean
-from ..model.point import DEFAULT_PLACEMENT, Point
+from ..model.point import DEFAULT_PLACEMENT, PLACEMENT_FIELDS, Point
 
 FLAVOUR_NAMES = {"openmpi": "Open MPI", "mpich": "MPICH Hydra"}
 # The binding words, the same for both launchers (Open MPI --bind-to, Hydra -bind-to).
@@ -65,26 +65,26 @@ def mapping_problem(value: Any, flavour: str) -> str | None:
 
 
 def study_problems(study: Mapping[str, Any], flavour: str) -> list[str]:
-    """The placement axes of one study against its app's MPI flavour; each line starts with
-    the key (the caller prefixes studies.<name>.)."""
+    """The placement axes of one validated study (the schema's defaults filled) against its
+    app's MPI flavour; each line starts with the key (the caller prefixes studies.<name>.)."""
     problems = []
-    for i, value in enumerate(study.get("binding") or ()):
+    for i, value in enumerate(study["binding"]):
         if value not in BINDINGS:
             suggestion = did_you_mean(str(value), BINDINGS) or ";"
             problems.append(
                 f"binding[{i}]: {value!r} is not a binding{suggestion} allowed for {flavour}: {', '.join(BINDINGS)}"
             )
-        elif study.get("threads_per_rank", 1) > 1 and flavour == "openmpi" and value not in BINDINGS_WITH_PE:
+        elif study["threads_per_rank"] > 1 and flavour == "openmpi" and value not in BINDINGS_WITH_PE:
             problems.append(
                 f"binding[{i}]: {value!r} with threads_per_rank {study['threads_per_rank']}: Open MPI reserves "
                 f"cores per rank (--map-by ...:PE=N), which binds to them; allowed: {', '.join(BINDINGS_WITH_PE)}"
             )
-    for i, value in enumerate(study.get("mapping") or ()):
+    for i, value in enumerate(study["mapping"]):
         problem = mapping_problem(value, flavour)
         if problem:
             problems.append(f"mapping[{i}]: {problem}")
-    for key in ("hyperthreads", "binding", "mapping"):
-        values = [str(v) for v in study.get(key) or ()]
+    for key in PLACEMENT_FIELDS:
+        values = [str(v) for v in study[key]]
         if len(set(values)) != len(values):
             problems.append(f"{key}: a value is listed twice: {study[key]}")
     return problems

@@ -24,6 +24,7 @@ from ..apps import APPS, ParseError
 from ..config.clusters import Cluster
 from ..config.requests import estimated_service_units, job_request
 from ..model.memory import memory_figures
+from ..model.metrics import WALLTIME_USED
 from ..model.paths import LAUNCH_SCRIPT, METRICS, REPO_ROOT, STDOUT, Layout
 from ..model.point import Point
 from ..model.record import DEFINITION, definition
@@ -103,7 +104,7 @@ def resources(point: Point, cluster: Cluster, wall_s: float | None) -> dict[str,
         # The request is in the site's unit (2^30 bytes, config.clusters); the record's in GB (10^9).
         "memory_requested_gb": round(gib_in_gb(request.mem_gb), 4),
         "walltime_requested_s": point.walltime_seconds,
-        "walltime_used_s": wall_s,
+        WALLTIME_USED.name: wall_s,
         "charge_rate": request.queue.charge_rate,
         "charge_unit": request.queue.charge_unit,
     }

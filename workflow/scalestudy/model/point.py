@@ -10,26 +10,44 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
+import yaml
+
+from .paths import SCHEMA_PATH
 from .timefmt import hms, hms_seconds
 
 # Axis values become path segments of the point id.
 SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 # How a point is run, not what it measures: left out of its identity.
 HOW_RUN_FIELDS = frozenset({"walltime", "queue"})
+# A parameter axis's column in the tables (runs.csv, scaling.csv): "param.<name>".
+AXIS_PREFIX = "param."
 # The key of the retry number in a retried point's JSON (scalestudy.results.retry).
 RETRY_KEY = "retry"
+# The word for the launcher's own choice of binding or mapping (scalestudy.config.placement).
+DEFAULT_PLACEMENT = "default"
 # Process placement (hardware threads as slots, binding, mapping): each field's value when a
 # study does not choose, i.e. what the launcher does by itself. A point at these values has no
 # placement segment in its id and none of these keys in its JSON, so points of studies written
 # before placement existed keep their directories and definitions.
-DEFAULT_PLACEMENT = "default"
-PLACEMENT_DEFAULTS: Mapping[str, Any] = {
-    "hyperthreads": False,
-    "binding": DEFAULT_PLACEMENT,
-    "mapping": DEFAULT_PLACEMENT,
-}
+PLACEMENT_FIELDS = ("hyperthreads", "binding", "mapping")
+
+
+def schema_placement_defaults() -> Mapping[str, Any]:
+    """Each placement field's default: the one value of its axis's default in the sweep schema,
+    the one place that says it (read once, at import)."""
+    with open(SCHEMA_PATH, encoding="utf-8") as file:
+        schema = yaml.load(file, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    study = schema["properties"]["studies"]["additionalProperties"]["properties"]
+    defaults = {}
+    for name in PLACEMENT_FIELDS:
+        (defaults[name],) = study[name]["default"]  # an axis: a list of one value
+    return MappingProxyType(defaults)
+
+
+PLACEMENT_DEFAULTS = schema_placement_defaults()
 
 
 def axis_segment(name: str, value: Any) -> str:
@@ -61,9 +79,9 @@ class Point:
     queue: str | None = None
     # Placement axes (PLACEMENT_DEFAULTS: the launcher's own choice); their spelling per MPI
     # flavour is scalestudy.config.placement's.
-    hyperthreads: bool = False
-    binding: str = DEFAULT_PLACEMENT
-    mapping: str = DEFAULT_PLACEMENT
+    hyperthreads: bool = PLACEMENT_DEFAULTS["hyperthreads"]
+    binding: str = PLACEMENT_DEFAULTS["binding"]
+    mapping: str = PLACEMENT_DEFAULTS["mapping"]
 
     @property
     def ranks(self) -> int:
@@ -157,11 +175,9 @@ class Point:
             "mpi_flag_set": self.mpi_flag_set,
             "nccl_env_set": self.nccl_env_set,
             "repeat": self.repeat,
-            "hyperthreads": self.hyperthreads,
-            "binding": self.binding,
-            "mapping": self.mapping,
+            **{name: getattr(self, name) for name in PLACEMENT_FIELDS},
         }
-        record.update({f"param.{name}": self.params[name] for name in self.axes})
+        record.update({AXIS_PREFIX + name: self.params[name] for name in self.axes})
         return record
 
 

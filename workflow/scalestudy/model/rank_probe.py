@@ -47,15 +47,21 @@ ENV_PREFIXES = (
 ENV_NOISE = ("OMPI_MCA_PREFIXES",)
 # Where Linux describes each CPU (its core, package, NUMA node).
 CPU_SYSFS = "/sys/devices/system/cpu"
+# What a launcher tells each rank (Open MPI, MPICH/Hydra, PMIx, Slurm), the first one set wins:
+# its rank and the number of ranks, in the world and on its node. Every rank program reads them
+# here (this module is standard library only, cheap to import in a rank).
 RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
 SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+LOCAL_RANK_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK", "SLURM_LOCALID")
+LOCAL_SIZE_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE")
 
 
-def first_int(names: tuple[str, ...]) -> int | None:
+def first_int(names: tuple[str, ...], default: int | None = None) -> int | None:
+    """The first of `names` set to a number in this process's environment, else `default`."""
     for name in names:
         if os.environ.get(name, "").isdigit():
             return int(os.environ[name])
-    return None
+    return default
 
 
 def host_name() -> str:

@@ -24,7 +24,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .point import Point
+from .point import AXIS_PREFIX, Point
 
 STATUSES = ("ok", "failed")
 # The category of a record that fails the check: found when the tables are built.
@@ -32,7 +32,7 @@ INVALID_RECORD = "invalid_record"
 DEFINITION = "definition"
 CLUSTER = "cluster"
 # The point's columns that, with its params, flag and env sets, make up its definition
-# (every field of Point.to_json but the params' axes, which are the `param.` columns).
+# (every field of Point.to_json but the params' axes, which are the AXIS_PREFIX columns).
 DEFINING_COLUMNS = (
     "study",
     "app",
@@ -45,7 +45,6 @@ DEFINING_COLUMNS = (
     "nccl_env_set",
     "repeat",
 )
-AXIS_PREFIX = "param."
 
 
 def definition(point: Point, cluster: str | None = None) -> dict[str, Any]:

@@ -47,6 +47,7 @@ from typing import Any
 
 from ..apps import APPS
 from ..config.forecast import same_point
+from ..model.metrics import WALLTIME_USED
 from ..model.paths import DEFINITION_FILE, HISTORY, METRICS, RUNS_SEGMENT, Layout
 from ..model.point import Point
 from ..model.record import definition, definition_changes, digest, recorded_definition, same_definition
@@ -190,7 +191,7 @@ def survey_point(
     kept = kept_records(run_dir)
     if record is None:
         return PointState(NEW, tuple(kept)) if kept else PointState(NEW)
-    used = (record.get("resources") or {}).get("walltime_used_s") if record.get("status") == "ok" else None
+    used = (record.get("resources") or {}).get(WALLTIME_USED.name) if record.get("status") == "ok" else None
     if walltimes is not None and isinstance(used, int | float):
         walltimes.setdefault(same_point(point), []).append(float(used))
     primary = APPS[point.app].primary_metric if point.app in APPS else None

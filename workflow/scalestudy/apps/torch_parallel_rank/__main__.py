@@ -40,23 +40,13 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ...model.rank_probe import LOCAL_RANK_VARIABLES, LOCAL_SIZE_VARIABLES, RANK_VARIABLES, SIZE_VARIABLES, first_int
 from ...model.units import KIB
-from ..torch_parallel import EPOCH_PREFIX, IMPLEMENTATIONS, MODELS, RESULT_PREFIX, model_setting
+from ..torch_parallel_spec import EPOCH_PREFIX, IMPLEMENTATIONS, MODELS, RESULT_PREFIX, model_setting
 from . import models
 
-RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
-SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
-LOCAL_RANK_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK", "SLURM_LOCALID")
-LOCAL_SIZE_VARIABLES = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE")
 # The backend of each device: gloo between CPU ranks, NCCL between GPUs (one per rank).
 BACKENDS = {"cpu": "gloo", "cuda": "nccl"}
-
-
-def first_int(names: tuple[str, ...], default: int) -> int:
-    for name in names:
-        if os.environ.get(name, "").isdigit():
-            return int(os.environ[name])
-    return default
 
 
 def free_port() -> int:

@@ -3,7 +3,8 @@ order, so that `nn.Sequential(*blocks)` is the model and a pipeline splits the l
 the deterministic learnable data each trains on (made from the seed before training).
 
 Sizes: `width` (channels or hidden size) and `depth` (layers); the families' defaults are
-tiny so that a CPU step takes well under a second (the app's MODELS table holds them).
+tiny so that a CPU step takes well under a second (torch_parallel_spec.MODELS holds them, with
+each family's task and data; here each family's builder, in BUILDERS, and each data's maker).
 
 Tasks:
 - images (vgg11 with batch norm, cnn, resnet50): 3x32x32 images, 10 classes; each class is a fixed random
@@ -24,16 +25,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..torch_parallel import MODELS
+from ..torch_parallel_spec import MODELS, Data, Task
 
 IMAGE = (3, 32, 32)
 CLASSES = 10
 FEATURES = 32
 VGG11 = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
-
-
-class Task:
-    CLASSIFY, RECONSTRUCT, TOKENS = "classify", "reconstruct", "tokens"
 
 
 def task_of(name: str) -> str:
@@ -159,73 +156,109 @@ def conv(inputs: int, out: int, norm: bool = False) -> list[nn.Module]:
     return [nn.Conv2d(inputs, out, 3, padding=1), *([nn.BatchNorm2d(out)] if norm else []), nn.ReLU()]
 
 
-def blocks(name: str, width: int, depth: int, vocab: int, seq_len: int, heads: int) -> list[nn.Module]:
-    """The model as blocks, in order."""
-    if name == "vgg11":
-        scale, layers, channels, current = width / 64, [], IMAGE[0], []
-        for item in VGG11:
-            if item == "M":
-                layers.append(nn.Sequential(*current, nn.MaxPool2d(2)))
-                current = []
-            else:
-                out = max(1, round(item * scale))
-                current += conv(channels, out, norm=True)  # VGG11 with batch norm (VGG11-BN)
-                channels = out
-        hidden = 8 * width
-        return [
-            *layers,
-            nn.Sequential(nn.Flatten(), nn.Linear(channels, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()),
-            nn.Linear(hidden, CLASSES),
-        ]
-    if name == "cnn":
-        layers, channels = [], IMAGE[0]
-        for i in range(depth):
-            out = width * 2**i
-            layers.append(nn.Sequential(*conv(channels, out), nn.MaxPool2d(2)))
+def vgg11(width: int, depth: int, vocab: int, seq_len: int, heads: int) -> list[nn.Module]:
+    scale, layers, channels, current = width / 64, [], IMAGE[0], []
+    for item in VGG11:
+        if item == "M":
+            layers.append(nn.Sequential(*current, nn.MaxPool2d(2)))
+            current = []
+        else:
+            out = max(1, round(item * scale))
+            current += conv(channels, out, norm=True)  # VGG11 with batch norm (VGG11-BN)
             channels = out
-        side = IMAGE[1] // 2**depth
-        return [*layers, nn.Sequential(nn.Flatten(), nn.Linear(channels * side * side, CLASSES))]
-    if name == "autoencoder":
-        encoder, channels = [], IMAGE[0]
-        for i in range(depth):
-            out = width * 2**i
-            encoder.append(nn.Sequential(nn.Conv2d(channels, out, 4, stride=2, padding=1), nn.ReLU()))
-            channels = out
-        decoder = []
-        for i in reversed(range(depth)):
-            out = IMAGE[0] if i == 0 else width * 2 ** (i - 1)
-            layer = nn.ConvTranspose2d(channels, out, 4, stride=2, padding=1)
-            decoder.append(layer if i == 0 else nn.Sequential(layer, nn.ReLU()))
-            channels = out
-        return encoder + decoder
-    if name == "bow":
-        return [EmbeddingBagBlock(vocab, width), *(MLPBlock(width) for _ in range(depth)), nn.Linear(width, CLASSES)]
-    if name in ("seq2seq", "seq2seq-lstm"):
-        cell = nn.LSTM if name == "seq2seq-lstm" else nn.GRU
+    hidden = 8 * width
+    return [
+        *layers,
+        nn.Sequential(nn.Flatten(), nn.Linear(channels, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()),
+        nn.Linear(hidden, CLASSES),
+    ]
+
+
+def cnn(width: int, depth: int, vocab: int, seq_len: int, heads: int) -> list[nn.Module]:
+    layers, channels = [], IMAGE[0]
+    for i in range(depth):
+        out = width * 2**i
+        layers.append(nn.Sequential(*conv(channels, out), nn.MaxPool2d(2)))
+        channels = out
+    side = IMAGE[1] // 2**depth
+    return [*layers, nn.Sequential(nn.Flatten(), nn.Linear(channels * side * side, CLASSES))]
+
+
+def autoencoder(width: int, depth: int, vocab: int, seq_len: int, heads: int) -> list[nn.Module]:
+    encoder, channels = [], IMAGE[0]
+    for i in range(depth):
+        out = width * 2**i
+        encoder.append(nn.Sequential(nn.Conv2d(channels, out, 4, stride=2, padding=1), nn.ReLU()))
+        channels = out
+    decoder = []
+    for i in reversed(range(depth)):
+        out = IMAGE[0] if i == 0 else width * 2 ** (i - 1)
+        layer = nn.ConvTranspose2d(channels, out, 4, stride=2, padding=1)
+        decoder.append(layer if i == 0 else nn.Sequential(layer, nn.ReLU()))
+        channels = out
+    return encoder + decoder
+
+
+def bow(width: int, depth: int, vocab: int, seq_len: int, heads: int) -> list[nn.Module]:
+    return [EmbeddingBagBlock(vocab, width), *(MLPBlock(width) for _ in range(depth)), nn.Linear(width, CLASSES)]
+
+
+def seq2seq(cell: type[nn.Module]):
+    """The builder of the encoder-decoder on `cell` (GRU or LSTM)."""
+
+    def build(width: int, depth: int, vocab: int, seq_len: int, heads: int) -> list[nn.Module]:
         return [
             nn.Embedding(vocab, width),
             Encoder(width, depth, cell),
             Decoder(width, depth, cell),
             nn.Linear(width, vocab),
         ]
-    if name == "mlp":
-        return [nn.Linear(FEATURES, width), *(MLPBlock(width) for _ in range(depth)), nn.Linear(width, CLASSES)]
-    if name == "resnet50":
-        stem = nn.Sequential(nn.Conv2d(IMAGE[0], width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
-        layers, channels = [stem], width
-        for stage, count in enumerate((3, 4, 6, 3)):
-            mid = width * 2**stage
-            for i in range(count):
-                layers.append(Bottleneck(channels, mid, 2 if i == 0 and stage > 0 else 1))
-                channels = 4 * mid
-        return [*layers, nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, CLASSES))]
-    if name == "gpt2":
-        return [
-            TokenEmbedding(vocab, width, seq_len),
-            *(DecoderBlock(width, heads) for _ in range(depth)),
-            nn.Sequential(nn.LayerNorm(width), nn.Linear(width, vocab)),
-        ]
-    raise ValueError(f"unknown model {name!r}; allowed: {', '.join(MODELS)}")
+
+    return build
+
+
+def mlp(width: int, depth: int, vocab: int, seq_len: int, heads: int) -> list[nn.Module]:
+    return [nn.Linear(FEATURES, width), *(MLPBlock(width) for _ in range(depth)), nn.Linear(width, CLASSES)]
+
+
+def resnet50(width: int, depth: int, vocab: int, seq_len: int, heads: int) -> list[nn.Module]:
+    stem = nn.Sequential(nn.Conv2d(IMAGE[0], width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
+    layers, channels = [stem], width
+    for stage, count in enumerate((3, 4, 6, 3)):
+        mid = width * 2**stage
+        for i in range(count):
+            layers.append(Bottleneck(channels, mid, 2 if i == 0 and stage > 0 else 1))
+            channels = 4 * mid
+    return [*layers, nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, CLASSES))]
+
+
+def gpt2(width: int, depth: int, vocab: int, seq_len: int, heads: int) -> list[nn.Module]:
+    return [
+        TokenEmbedding(vocab, width, seq_len),
+        *(DecoderBlock(width, heads) for _ in range(depth)),
+        nn.Sequential(nn.LayerNorm(width), nn.Linear(width, vocab)),
+    ]
+
+
+# Each family's model (torch_parallel_spec.MODELS) as blocks, in order.
+BUILDERS = {
+    "vgg11": vgg11,
+    "cnn": cnn,
+    "autoencoder": autoencoder,
+    "bow": bow,
+    "seq2seq": seq2seq(nn.GRU),
+    "seq2seq-lstm": seq2seq(nn.LSTM),
+    "mlp": mlp,
+    "resnet50": resnet50,
+    "gpt2": gpt2,
+}
+
+
+def blocks(name: str, width: int, depth: int, vocab: int, seq_len: int, heads: int) -> list[nn.Module]:
+    """The model as blocks, in order."""
+    if name not in BUILDERS:
+        raise ValueError(f"unknown model {name!r}; allowed: {', '.join(MODELS)}")
+    return BUILDERS[name](width, depth, vocab, seq_len, heads)
 
 
 def tensor_plan(block: nn.Module) -> dict[str, object] | None:
@@ -249,41 +282,62 @@ def tensor_plan(block: nn.Module) -> dict[str, object] | None:
 # ---------------------------------------------------------------- data
 
 
+def images(samples: int, vocab: int, seq_len: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    # The class patterns come from a fixed seed: training and validation sets share them.
+    patterns = torch.randn((CLASSES, *IMAGE), generator=torch.Generator().manual_seed(12345))
+    labels = torch.randint(0, CLASSES, (samples,), generator=g)
+    return patterns[labels] + 0.5 * torch.randn((samples, *IMAGE), generator=g), labels
+
+
+def features(samples: int, vocab: int, seq_len: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    teacher = torch.randn((FEATURES, CLASSES), generator=torch.Generator().manual_seed(12345))
+    x = torch.randn((samples, FEATURES), generator=g)
+    return x, (x @ teacher).argmax(dim=1)
+
+
+def bag(samples: int, vocab: int, seq_len: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    labels = torch.randint(0, CLASSES, (samples,), generator=g)
+    share = max(1, vocab // CLASSES)
+    own = labels[:, None] * share + torch.randint(0, share, (samples, seq_len), generator=g)
+    noise = torch.randint(0, vocab, (samples, seq_len), generator=g)
+    words = torch.where(torch.rand((samples, seq_len), generator=g) < 0.6, own % vocab, noise)
+    return words, labels
+
+
+def reversal(samples: int, vocab: int, seq_len: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    source = torch.randint(1, vocab, (samples, seq_len), generator=g)
+    target = source.flip(1)
+    shifted = torch.cat([torch.zeros((samples, 1), dtype=torch.long), target[:, :-1]], dim=1)
+    return torch.cat([source, shifted], dim=1), target
+
+
+def recurrence(samples: int, vocab: int, seq_len: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    rules = torch.tensor([[1, 1], [1, 3], [5, 1], [3, 7]])
+    rule = rules[torch.randint(0, len(rules), (samples,), generator=g)]
+    tokens = torch.empty((samples, seq_len + 1), dtype=torch.long)
+    tokens[:, 0] = torch.randint(0, vocab, (samples,), generator=g)
+    for t in range(seq_len):
+        tokens[:, t + 1] = (rule[:, 0] * tokens[:, t] + rule[:, 1]) % vocab
+    return tokens[:, :-1], tokens[:, 1:]
+
+
+# Each kind of data (a family's Data) made from a generator.
+DATA_MAKERS = {
+    Data.IMAGES: images,
+    Data.FEATURES: features,
+    Data.BAG: bag,
+    Data.REVERSAL: reversal,
+    Data.RECURRENCE: recurrence,
+}
+
+
 def make_data(name: str, samples: int, vocab: int, seq_len: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """`samples` (input, target) pairs for model `name`, the same on every rank for a seed."""
-    g = torch.Generator().manual_seed(seed)
-    task = MODELS[name].task
-    if name in ("vgg11", "cnn", "resnet50", "autoencoder"):
-        # The class patterns come from a fixed seed: training and validation sets share them.
-        patterns = torch.randn((CLASSES, *IMAGE), generator=torch.Generator().manual_seed(12345))
-        labels = torch.randint(0, CLASSES, (samples,), generator=g)
-        images = patterns[labels] + 0.5 * torch.randn((samples, *IMAGE), generator=g)
-        return (images, images.clone()) if task == Task.RECONSTRUCT else (images, labels)
-    if name == "mlp":
-        teacher = torch.randn((FEATURES, CLASSES), generator=torch.Generator().manual_seed(12345))
-        x = torch.randn((samples, FEATURES), generator=g)
-        return x, (x @ teacher).argmax(dim=1)
-    if name == "bow":
-        labels = torch.randint(0, CLASSES, (samples,), generator=g)
-        share = max(1, vocab // CLASSES)
-        own = labels[:, None] * share + torch.randint(0, share, (samples, seq_len), generator=g)
-        noise = torch.randint(0, vocab, (samples, seq_len), generator=g)
-        words = torch.where(torch.rand((samples, seq_len), generator=g) < 0.6, own % vocab, noise)
-        return words, labels
-    if name in ("seq2seq", "seq2seq-lstm"):
-        source = torch.randint(1, vocab, (samples, seq_len), generator=g)
-        target = source.flip(1)
-        shifted = torch.cat([torch.zeros((samples, 1), dtype=torch.long), target[:, :-1]], dim=1)
-        return torch.cat([source, shifted], dim=1), target
-    if name == "gpt2":
-        rules = torch.tensor([[1, 1], [1, 3], [5, 1], [3, 7]])
-        rule = rules[torch.randint(0, len(rules), (samples,), generator=g)]
-        tokens = torch.empty((samples, seq_len + 1), dtype=torch.long)
-        tokens[:, 0] = torch.randint(0, vocab, (samples,), generator=g)
-        for t in range(seq_len):
-            tokens[:, t + 1] = (rule[:, 0] * tokens[:, t] + rule[:, 1]) % vocab
-        return tokens[:, :-1], tokens[:, 1:]
-    raise ValueError(f"unknown model {name!r}")
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}")
+    family = MODELS[name]
+    x, y = DATA_MAKERS[family.data](samples, vocab, seq_len, torch.Generator().manual_seed(seed))
+    return (x, x.clone()) if family.task == Task.RECONSTRUCT else (x, y)
 
 
 def loss_of(task: str, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -333,11 +387,12 @@ def activation_values(name: str, width: int, depth: int, vocab: int, seq_len: in
 
 def sample_batch(name: str, batch: int, vocab: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """A batch of the model's input shape (zeros: only shapes matter)."""
-    if name in ("vgg11", "cnn", "resnet50", "autoencoder"):
+    data = MODELS[name].data
+    if data == Data.IMAGES:
         return torch.zeros((batch, *IMAGE)), torch.zeros(batch, dtype=torch.long)
-    if name == "mlp":
+    if data == Data.FEATURES:
         return torch.zeros((batch, FEATURES)), torch.zeros(batch, dtype=torch.long)
-    if name in ("seq2seq", "seq2seq-lstm"):
+    if data == Data.REVERSAL:
         return torch.zeros((batch, 2 * seq_len), dtype=torch.long), torch.zeros((batch, seq_len), dtype=torch.long)
     return torch.zeros((batch, seq_len), dtype=torch.long), torch.zeros(batch, dtype=torch.long)
 

@@ -51,7 +51,7 @@ def plan(profile: Path, configfiles: list[str] | None = None, config: list[str] 
     cluster = study.cluster
     project = cluster.project_name() or "$PROJECT"
     found = survey(study.points, study.layout, cluster.name)
-    packs = packing.packs(study.points, cluster, {name: s.get("pack", 1) for name, s in study.sweep.studies.items()})
+    packs = packing.packs(study.points, cluster, study.sweep.studies)
     problems = pack_problems(packs, cluster)
     if problems:
         raise SweepError(problems)
@@ -87,5 +87,5 @@ def pack_counts(study, packs) -> list[str]:
             continue
         points = len(study.sweep.points_of(name))
         alone = points - sum(len(pack.points) for pack in mine)
-        lines.append(f"{name}: {points} points in {len(mine) + alone} batch jobs (pack: {settings.get('pack')})")
+        lines.append(f"{name}: {points} points in {len(mine) + alone} batch jobs (pack: {settings['pack']})")
     return lines
