@@ -42,13 +42,16 @@ class Echo(App):
 '''
 
 
+def not_copied(directory: str, names: list[str]) -> set[str]:
+    """What a copy of the checkout leaves out: git, venvs, caches, and the results directory at
+    its top (not the package scalestudy/results)."""
+    left_out = shutil.ignore_patterns(".git", ".venv*", ".snakemake", "__pycache__", "*.egg-info")(directory, names)
+    return left_out | ({"results"} & set(names) if Path(directory) == REPO else set())
+
+
 def test_a_new_app_is_one_module_and_one_env_file(tmp_path):
     checkout = tmp_path / "checkout"
-    shutil.copytree(
-        REPO,
-        checkout,
-        ignore=shutil.ignore_patterns(".git", ".venv*", "results", ".snakemake", "__pycache__", "*.egg-info"),
-    )
+    shutil.copytree(REPO, checkout, ignore=not_copied)
     (checkout / "workflow/scalestudy/apps/echo.py").write_text(ECHO_APP)
     (checkout / "envs/echo.yaml").write_text(
         "channels: [conda-forge]\ndependencies: [python=3.11, pyyaml, jsonschema]\n"
