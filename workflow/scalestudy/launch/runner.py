@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..apps import APPS, ParseError
+from ..config import clusters
 from ..config.clusters import Cluster
 from ..config.requests import estimated_service_units, job_request
 from ..model.memory import memory_figures
@@ -117,17 +118,32 @@ def resources(point: Point, cluster: Cluster, wall_s: float | None) -> dict[str,
     return used
 
 
-def record_lost_job(metrics_path: Path, point_json: str | None, walltime_s: int | None, reason: str) -> None:
+def record_lost_job(
+    metrics_path: Path,
+    point_json: str | None,
+    walltime_s: int | None,
+    reason: str,
+    *,
+    category: str | None = None,
+    cluster: str | None = None,
+    queue: str | None = None,
+    wall_s: float | None = None,
+) -> None:
     """metrics.json for a point whose batch job died before writing one (killed by the
-    scheduler, node lost, job script error): a failed point, not a lost one."""
+    scheduler, node lost, job script error, a pack that died before the point started): a
+    failed point, not a lost one. `category`: else the scheduler's words in `reason` say it.
+    With the `cluster` (name) and the time the point's job ran (`wall_s`), the record holds
+    the job's cost, estimated from its request and that time (a site charges a killed job)."""
     metrics_path = Path(metrics_path)
     metrics_path.parent.mkdir(parents=True, exist_ok=True)
     if point_json:
-        point = Point.from_json(point_json, int(walltime_s or 0))
-        metrics = new_record(point)
+        point = Point.from_json(point_json, int(walltime_s or 0), queue or None)
+        metrics = new_record(point, cluster)
+        if cluster and wall_s is not None:
+            metrics["resources"] = resources(point, clusters.load(cluster), wall_s)
     else:
         metrics = {"status": "failed", "figures": {}}
-    metrics.update({"reason": reason, "category": scheduler_category(reason), "finished": now()})
+    metrics.update({"reason": reason, "category": category or scheduler_category(reason), "finished": now()})
     write_metrics(metrics_path.parent, metrics)
 
 
