@@ -25,6 +25,8 @@ import yaml
 from points import pingpong_point
 from scalestudy.launch.provenance import rank_lines
 from scalestudy.launch.runner import STOP_GRACE_S
+from test_scheduler_integration import CLUSTER as SLURM_CLUSTER
+from test_scheduler_integration import PINGPONG, snakemake_command, study_files
 
 REPO = Path(__file__).resolve().parents[2]
 MARK = "SCALESTUDY_TEST_MARK"
@@ -186,3 +188,58 @@ def test_an_interrupted_local_snakemake_leaves_no_rank(tmp_path, marker, repo, s
     os.killpg(snakemake.pid, signum)  # Ctrl-C at a terminal, or the group's SIGTERM
     output, _ = snakemake.communicate(timeout=120)
     assert none_left(marker, 2 * STOP_GRACE_S) == [], f"processes of the point outlived Snakemake: {output[-2000:]}"
+
+
+@pytest.mark.e2e
+def test_scancel_of_a_running_slurm_job_leaves_no_rank(slurm, tmp_path, marker, repo):
+    """profiles/slurm on the local Slurm: the point's job is cancelled while its ranks run."""
+    cluster = {**SLURM_CLUSTER, "name": "slurm-test", "scheduler": "slurm"}
+    study = {**PINGPONG, "nodes": [1], "params": LONG, "walltime": "00:05:00"}
+    env = study_files(tmp_path, cluster, {"pp-long": study})
+    command = snakemake_command(repo, tmp_path, repo / "profiles/slurm", "slurm-test",
+                                "--slurm-status-command", "squeue",
+                                "--slurm-init-seconds-before-status-checks", "1",
+                                "--seconds-between-status-checks", "2")  # fmt: skip
+    snakemake = subprocess.Popen(command, env={**slurm.env, **env, MARK: marker}, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+    try:
+        logs = tmp_path / "results/pp-long/runs"
+        deadline = time.monotonic() + 300
+        while not list(logs.glob("**/stdout.log")) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert list(logs.glob("**/stdout.log")), "the point never started"
+        ranks = wait_for_ranks(next(logs.glob("**/stdout.log")))
+        running = slurm.run("squeue", "-h", "-o", "%i %T").stdout.split()
+        job_id = next(running[i] for i in range(0, len(running), 2) if running[i + 1] == "RUNNING")
+        slurm.run("scancel", job_id)
+        pids = [rank["pid"] for rank in ranks]
+        deadline = time.monotonic() + 2 * STOP_GRACE_S + 10  # Slurm's KillWait (5 s here) and ours
+        while any(Path(f"/proc/{pid}").exists() and pid in marked(marker) for pid in pids):
+            assert time.monotonic() < deadline, "ranks outlived the cancelled job"
+            time.sleep(0.5)
+        assert none_left_but_snakemake(marker, snakemake.pid) == []
+    finally:
+        snakemake.send_signal(signal.SIGINT)
+        snakemake.communicate(timeout=120)
+
+
+def none_left_but_snakemake(marker: str, snakemake: int) -> list[int]:
+    """Marked processes other than the local Snakemake (and the executor's helpers it started,
+    which poll the scheduler) that are left 5 s on: the point's own."""
+    deadline = time.monotonic() + 5
+    while True:
+        left = [pid for pid in marked(marker) if pid != snakemake and not descends_from(pid, snakemake)]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+def descends_from(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        if pid == ancestor:
+            return True
+    return False
