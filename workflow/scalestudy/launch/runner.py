@@ -388,6 +388,9 @@ def execute(argv: list[str], log_path: Path, env: dict[str, str], timeout_s: flo
         try:
             process = subprocess.Popen(
                 argv,
+                # The ranks read no input, and a launcher in a background process group that read
+                # a terminal would be stopped (SIGTTIN); Open MPI 5 under a pty did not read it.
+                stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
