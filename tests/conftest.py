@@ -28,3 +28,17 @@ def record_page(tmp_path_factory) -> Path:
     from scalestudy.published_page import write_record_page
 
     return write_record_page(DATA / "gadi-2024-hoomd-wca-strong.csv", tmp_path_factory.mktemp("published"))
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """A real Slurm on this machine (tests/support/local_slurm.py), one per test module;
+    skips, saying why, where it cannot run."""
+    from local_slurm import LocalSlurm, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm")).start()
+    yield cluster
+    cluster.stop()

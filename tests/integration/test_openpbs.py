@@ -11,7 +11,10 @@ running server every test here skips, saying why; CI keeps the Slurm-based PBS t
   per node) on the stock queue `normal` (no default_chunk tricks) from a site's own cluster
   files (SCALESTUDY_CLUSTERS_DIR): every point ends ok, and each polling round asks qstat
   once (the round that learns that the server's JSON lists one job of several asks twice);
-- Ctrl-C with queued jobs deletes them; the rerun submits those points again and they run.
+- Ctrl-C with queued jobs deletes them; the rerun submits those points again and they run;
+- a job PBS kills at its walltime (a single point, and a pack) and a running job deleted by
+  qdel leave no rank of their point running (test_no_rank_left.py does the same locally and
+  on Slurm).
 """
 
 import json
@@ -52,10 +55,31 @@ def unavailable_reason() -> str | None:
         return "the OpenPBS server is not running (/opt/pbs/libexec/pbs_init.d start)"
     if not SHIM_BIN.is_dir():
         return "no logging shims in /opt/pbs-shim/bin (setup-openpbs.sh installs them)"
-    probe = subprocess.run([sys.executable, "-c", "import snakemake, mpi4py"], **AS_USER, capture_output=True)
+    return python_problem(sys.executable, AS_USER)
+
+
+def python_problem(python: str, as_user: dict) -> str | None:
+    """Why the submitting user cannot run the venv's Python (None when it can): a Python it
+    may not execute at all (a venv made from a Python under /root) is refused by exec before
+    any exit code, as a PermissionError."""
+    try:
+        probe = subprocess.run([python, "-c", "import snakemake, mpi4py"], **as_user, capture_output=True)
+    except OSError as error:
+        return f"{as_user['user']} cannot run {python} ({error.strerror}: a venv made from a Python under /root?)"
     if probe.returncode != 0:
-        return f"{USER} cannot run {sys.executable} (a venv made from a Python under /root?)"
+        return f"{as_user['user']} cannot run {python} (a venv made from a Python under /root?)"
     return None
+
+
+def test_a_python_the_user_may_not_run_is_a_reason_to_skip_not_an_error(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root (to run a command as another user)")
+    hidden = tmp_path / "hidden"  # root's alone, as /root is
+    hidden.mkdir(mode=0o700)
+    python = hidden / "python"
+    python.symlink_to(sys.executable)
+    reason = python_problem(str(python), {"user": "nobody", "group": "nogroup", "extra_groups": []})
+    assert reason and reason.startswith(f"nobody cannot run {python} (Permission denied")
 
 
 @pytest.fixture(scope="module")
@@ -235,3 +259,82 @@ def test_a_packed_study_runs_in_one_batch_job_interleaved_one_point_after_anothe
     assert all(a["finished"] <= b["started"] for a, b in zip(order, order[1:], strict=False))
     page = (workdir / "results/report/index.md").read_text()
     assert f"batch job {order[0]['provenance']['job_id']}: " in page
+
+
+def rank_pids(workdir: Path) -> list[int]:
+    """The pids of every rank the study's points started (their rank lines)."""
+    from scalestudy.launch.provenance import rank_lines
+
+    logs = sorted((workdir / "results").rglob("runs/**/stdout.log"))
+    return [rank["pid"] for log in logs for rank in rank_lines(log.read_text(errors="replace"))]
+
+
+def ranks_running(pids: list[int]) -> list[int]:
+    """Those of `pids` still alive as a rank of ours (the rank program's path in its command
+    line: a pid the system gave to another process since is not counted)."""
+    alive = []
+    for pid in pids:
+        try:
+            if b"pingpong" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                alive.append(pid)
+        except OSError:
+            continue
+    return alive
+
+
+LONG = {"max_bytes": 64, "iterations": 10**8, "warmup": 0}
+
+
+@pytest.mark.parametrize("pack", [False, True])
+def test_a_walltime_kill_by_pbs_leaves_no_rank_and_records_the_point(openpbs, workdir, pack):
+    """No walltime margin: PBS's walltime ends the job before the runner's own timer (which
+    starts after the job's Snakemake has started). The runner passes PBS's SIGTERM on to
+    mpirun's group and records the point; the status command makes it `walltime` from PBS's
+    Exit_status -29. In a pack, the points after it never started: `scheduler_error`."""
+    study = {**PINGPONG, "repeats": 2 if pack else 1, "walltime": "00:00:40", "params": LONG}
+    if pack:
+        study["pack"] = "scale"
+    command = setup(workdir, "gadi", {"pingpong": study})
+    site = workdir / "site/gadi.yaml"
+    site.write_text(yaml.safe_dump({**yaml.safe_load(site.read_text()), "walltime_margin": "00:00:00"}))
+    run = subprocess.run(command, env=environment(workdir), **AS_USER, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    pids = rank_pids(workdir)
+    assert pids
+    deadline = time.monotonic() + 15
+    while ranks_running(pids) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert ranks_running(pids) == [], "ranks outlived the job PBS killed"
+    done = sorted(records(workdir).values(), key=lambda r: r["point"]["repeat"])
+    assert done[0]["category"] == "walltime" and done[0]["stop_signal"] == "SIGTERM", done[0]["reason"]
+    assert done[0]["resources"]["service_units_source"] == "estimated"
+    if pack:
+        assert done[1]["category"] == "scheduler_error" and "never started" in done[1]["reason"]
+
+
+def test_qdel_of_a_running_job_leaves_no_rank(openpbs, workdir):
+    study = {**PINGPONG, "repeats": 1, "walltime": "00:03:00", "params": LONG}
+    command = setup(workdir, "gadi", {"pingpong": study})
+    env = environment(workdir)
+    registry = workdir / ".snakemake/scalestudy-pbs/jobs.jsonl"
+    snakemake = subprocess.Popen(command, env=env, **AS_USER, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 text=True, start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        pids: list[int] = []
+        while time.monotonic() < deadline and len(pids) < 2:
+            time.sleep(1)
+            pids = rank_pids(workdir)
+        assert len(pids) == 2, "the ranks never started"
+        job_id = json.loads(registry.read_text().splitlines()[0])["id"]
+        subprocess.run([PBS_BIN / "qdel", job_id], env=env, **AS_USER, check=True)
+        output, _ = snakemake.communicate(timeout=180)
+    finally:
+        if snakemake.poll() is None:
+            snakemake.kill()
+    deadline = time.monotonic() + 15
+    while ranks_running(pids) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert ranks_running(pids) == [], "ranks outlived the deleted job"
+    (record,) = records(workdir).values()
+    assert record["status"] == "failed" and record["category"] == "scheduler_error", output[-2000:]

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from local_slurm import LocalSlurm, unavailable_reason
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,16 +39,6 @@ CLUSTER = {
 }
 PINGPONG = {"app": "pingpong", "ranks_per_node": [2], "repeats": 1, "walltime": "00:05:00"}
 QUICK = {"max_bytes": 4096, "iterations": 50, "warmup": 5}
-
-
-@pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
-    reason = unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm")).start()
-    yield cluster
-    cluster.stop()
 
 
 def study_files(workdir: Path, cluster: dict, studies: dict, **extra) -> dict[str, str]:

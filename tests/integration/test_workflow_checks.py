@@ -49,10 +49,12 @@ def test_missing_data_warns_in_a_dry_run_and_stops_a_real_run(tmp_path):
     assert not list(tmp_path.glob("results/*/runs"))  # no point ran, not even the other study's
 
 
-def profile_dry_run(workdir: Path, profile: str, *configfiles: str, project: str | None = "ab12"):
+def profile_dry_run(
+    workdir: Path, profile: str, *configfiles: str, project: str | None = "ab12", targets: tuple[str, ...] = ()
+):
     """A dry run through a shipped profile; PBS sites charge a project ($PROJECT, set on Gadi's login nodes)."""
     command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-               "--profile", str(REPO / "profiles" / profile), "-n",
+               *targets, "--profile", str(REPO / "profiles" / profile), "-n",
                "--config", f"cluster={profile}", f"results_dir={workdir / 'results'}"]  # fmt: skip
     if configfiles:
         command += ["--configfile", *configfiles]
@@ -179,3 +181,19 @@ def test_a_placement_the_apps_mpi_lacks_stops_everything_with_one_line(tmp_path)
         "allowed for mpich: default, core, socket, numa, hwthread, spread, ppr:N:node"
     ]
     assert not (tmp_path / "results").exists()
+
+
+def test_the_budget_refuses_the_jobs_to_submit_and_never_the_report(tmp_path):
+    """budget_su_total is checked where the jobs to submit are known: the default target's dry
+    run stops in one line; `report` submits nothing, is not refused and prints no forecast."""
+    (tmp_path / "overlay.yaml").write_text(yaml.safe_dump({"budget_su_total": 100}))
+    files = (str(REPO / "config/sweep.yaml"), str(tmp_path / "overlay.yaml"))
+    dry = profile_dry_run(tmp_path, "gadi", *files)
+    assert dry.returncode != 0
+    (line,) = [line for line in sweep_lines(dry) if line.startswith("sweep error")]
+    assert line.startswith(
+        "sweep error: budget_su_total: the 133 run jobs to submit may cost up to 16,104.0 SU on gadi"
+    )
+    report = profile_dry_run(tmp_path, "gadi", *files, targets=("report",))
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert re.search(r"^report\s+1$", report.stdout, re.M) and "cost forecast" not in report.stdout + report.stderr

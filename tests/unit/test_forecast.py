@@ -1,17 +1,23 @@
 """The cost forecast before the first submission (config/forecast.py): the maximum service
 units per study and in total from each point's request (the one formula,
 estimated_service_units), the expected units from measured walltimes of earlier runs, and
-`budget_su_total` refusing a sweep at load with one line naming the costliest studies."""
+`budget_su_total` refusing, before anything is submitted, the jobs one invocation would submit
+(packs as packs, finished points not at all; never a report) with one line naming the
+costliest studies."""
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
+from scalestudy.apps import APPS
 from scalestudy.config import clusters
 from scalestudy.config.forecast import budget_problems, forecast, forecast_lines, point_service_units
 from scalestudy.config.requests import job_request
 from scalestudy.model.errors import SweepError
 from scalestudy.model.paths import Layout
+from scalestudy.model.record import definition
+from scalestudy.plan import Plan
 from scalestudy.results.history import survey
 from scalestudy.scheduler import site
 
@@ -67,15 +73,66 @@ def test_expected_units_come_from_the_measured_walltime_of_earlier_runs(shipped,
     )
 
 
-def test_a_sweep_over_its_budget_is_refused_at_load_naming_the_costliest_studies(shipped):
-    with pytest.raises(SweepError) as refused:
-        site.load_study({**shipped, "cluster": "gadi", "budget_su_total": 5000})
-    assert refused.value.problems == [
-        "budget_su_total: the sweep may cost up to 16,104.0 SU on gadi (request x (walltime + margin) x charge rate), "
-        "over the budget of 5,000.0 SU; costliest: torch-parallel 6,480.0 SU, hoomd-wca 2,352.0 SU, lammps-wca "
-        "2,352.0 SU (fewer repeats, scales or variants, shorter walltimes, or a larger budget_su_total)"
+def gadi_plan(shipped, tmp_path, **settings) -> Plan:
+    return Plan.load({**shipped, "cluster": "gadi", "results_dir": str(tmp_path / "results"), **settings})
+
+
+def test_jobs_to_submit_over_the_budget_are_refused_naming_the_costliest_studies(shipped, tmp_path):
+    plan = gadi_plan(shipped, tmp_path, budget_su_total=5000)
+    assert plan.budget_problems(report_only=False) == [
+        "budget_su_total: the 133 run jobs to submit may cost up to 16,104.0 SU on gadi (request x (walltime + "
+        "margin) x charge rate), over the budget of 5,000.0 SU; costliest: torch-parallel 6,480.0 SU, hoomd-wca "
+        "2,352.0 SU, lammps-wca 2,352.0 SU (fewer repeats, scales or variants, shorter walltimes, or a larger "
+        "budget_su_total)"
     ]
-    assert site.load_study({**shipped, "cluster": "gadi", "budget_su_total": 16104}).cluster.name == "gadi"
+    assert gadi_plan(shipped, tmp_path, budget_su_total=16104).budget_problems(report_only=False) == []
+
+
+def test_the_budget_never_blocks_a_report_and_a_report_prints_no_forecast(shipped, tmp_path):
+    # Loading is no refusal: the study loads whatever its budget (the report target reads it).
+    plan = gadi_plan(shipped, tmp_path, budget_su_total=1)
+    assert plan.budget_problems(report_only=True) == []
+    assert not any("cost forecast" in line for line in plan.summary_lines(report_only=True))
+    assert any("cost forecast for the 133 run jobs to submit" in line for line in plan.summary_lines())
+    # A batch job's own Snakemake submits nothing.
+    inside = Plan.load({**shipped, "cluster": "gadi", "budget_su_total": 1}, main_process=False)
+    assert inside.budget_problems(report_only=False) == []
+
+
+def finish(plan: Plan, points) -> None:
+    for point in points:
+        path = Path(plan.layout.metrics(point.study, point.id))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        record = {"status": "ok", "definition": definition(point, plan.cluster.name)}
+        path.write_text(json.dumps({**record, "figures": {APPS[point.app].primary_metric: 1.0}}))
+
+
+def test_finished_points_are_not_priced(shipped, tmp_path):
+    plan = gadi_plan(shipped, tmp_path)
+    torch_points = [p for p in plan.study.points if p.study == "torch-parallel"]
+    finish(plan, torch_points)
+    again = gadi_plan(shipped, tmp_path, budget_su_total=16104 - 6480)
+    assert len(again.to_submit) == 133 - 72 and "torch-parallel" not in again.submit_forecast.maximum
+    assert again.submit_forecast.total == pytest.approx(16104 - 6480)
+    assert again.budget_problems(report_only=False) == []
+    over = gadi_plan(shipped, tmp_path, budget_su_total=16104 - 6480 - 1)
+    assert over.budget_problems(report_only=False)[0].startswith(
+        "budget_su_total: the 61 run jobs to submit may cost up to 9,624.0 SU on gadi"
+    )
+
+
+def test_a_packed_study_is_priced_as_its_packs(shipped, tmp_path):
+    """hoomd-wca packed by scale: 3 jobs of 6 points, each the pack's walltimes summed and the
+    margin once (5 min, not 6 x 5 min), instead of 18 jobs."""
+    studies = {"hoomd-wca": {**shipped["studies"]["hoomd-wca"], "pack": "scale"}}
+    packed = gadi_plan({**shipped, "studies": studies}, tmp_path)
+    alone = gadi_plan({**shipped, "studies": {"hoomd-wca": shipped["studies"]["hoomd-wca"]}}, tmp_path)
+    assert packed.submit_forecast.jobs == {"hoomd-wca": 3} and alone.submit_forecast.jobs == {"hoomd-wca": 18}
+    # Rate 2 x cores x (6 x 30 min + 5 min) per pack, at 1, 2 and 4 nodes of 48 cores.
+    assert packed.submit_forecast.total == pytest.approx(2 * (48 + 96 + 192) * (6 * 30 + 5) / 60)
+    assert alone.submit_forecast.total == pytest.approx(2352.0)
+    budget = packed.submit_forecast.total
+    assert gadi_plan({**shipped, "studies": studies}, tmp_path, budget_su_total=budget).budget_problems(False) == []
 
 
 @pytest.mark.parametrize("budget", [0, -5, "abc"])

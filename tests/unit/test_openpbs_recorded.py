@@ -262,3 +262,98 @@ def test_a_point_qsub_refuses_becomes_a_failed_record(tmp_path, monkeypatch):
     record = json.loads(metrics.read_text())
     assert record["status"] == "failed" and record["category"] == "scheduler_error"
     assert record["reason"].startswith(f"qsub exited with 188: {refusal} (the batch job was never submitted: qsub -P")
+
+
+# ---------------------------------------------------------------- issue 23: packs, kills, cost
+
+
+def walltime_kill(recorded, monkeypatch, tmp_path):
+    """The status command against 8.vm, killed by the real server at its walltime after 38 s."""
+    from scalestudy.scheduler.pbs import cache
+
+    answer = (recorded / "qstat-x-f-F-json-walltime-kill.json").read_text()
+    monkeypatch.setattr(status.subprocess, "run", lambda argv, **_: subprocess.CompletedProcess(argv, 0, answer, ""))
+    return cache, tmp_path / "cache"
+
+
+def record_of(path):
+    return json.loads(path.read_text())
+
+
+def test_a_job_pbs_killed_records_its_cost_from_the_request_and_the_time_it_ran(recorded, tmp_path, monkeypatch):
+    cache, directory = walltime_kill(recorded, monkeypatch, tmp_path)
+    metrics = tmp_path / "run" / "metrics.json"
+    point = two_rank_point()
+    cache.register(directory, "8.vm", metrics=str(metrics), point=point.to_json(), walltime_s=240, cluster="gadi")
+    assert status.status("8.vm", directory, log=lambda _: None) == "success"
+    record = record_of(metrics)
+    assert record["category"] == "walltime" and "Exit_status -29" in record["reason"]
+    used = record["resources"]
+    # Gadi's normal queue: 2 SU per core-hour x 2 cores (the request) x the 38 s qstat says it ran.
+    assert used["walltime_used_s"] == 38.0 and used["service_units_source"] == "estimated"
+    assert used["service_units"] == pytest.approx(2 * 2 * 38 / 3600, abs=1e-6)
+
+
+def test_a_record_the_runner_wrote_when_stopped_takes_pbs_walltime_as_its_category(recorded, tmp_path, monkeypatch):
+    cache, directory = walltime_kill(recorded, monkeypatch, tmp_path)
+    metrics = tmp_path / "run" / "metrics.json"
+    metrics.parent.mkdir()
+    stopped = failures.stopped_from_outside("SIGTERM", 37.0)
+    written = {"status": "failed", "category": stopped.category, "reason": stopped.reason, "stop_signal": "SIGTERM"}
+    metrics.write_text(json.dumps(written))
+    cache.register(directory, "8.vm", metrics=str(metrics), point=two_rank_point().to_json(), walltime_s=240)
+    assert status.status("8.vm", directory, log=lambda _: None) == "success"
+    record = record_of(metrics)
+    assert record["category"] == "walltime" and record["stop_signal"] == "SIGTERM"
+    assert record["reason"].startswith("stopped from outside by SIGTERM after 37 s")
+    assert "the scheduler says: Exit_status -29: killed: walltime over the limit" in record["reason"]
+
+
+def test_a_packed_point_that_never_started_is_scheduler_error_and_the_running_one_is_charged(
+    recorded, tmp_path, monkeypatch
+):
+    """A pack of three killed at its walltime (8.vm, 38 s): the first point finished in 10 s,
+    the second was running (its log written by the job), the third never started."""
+    cache, directory = walltime_kill(recorded, monkeypatch, tmp_path)
+    points = [two_rank_point(repeat=n) for n in (1, 2, 3)]
+    pack = [{"metrics": str(tmp_path / f"p{n}" / "metrics.json"), "point": p.to_json(), "walltime_s": 240,
+             "queue": None} for n, p in enumerate(points, 1)]  # fmt: skip
+    cache.register(directory, "8.vm", pack=pack, cluster="gadi")
+    (tmp_path / "p1").mkdir(), (tmp_path / "p2").mkdir()
+    (tmp_path / "p1" / "metrics.json").write_text(json.dumps({"status": "ok", "resources": {"walltime_used_s": 10.0}}))
+    (tmp_path / "p2" / "stdout.log").write_text("scalestudy-rank {}\n")
+    assert status.status("8.vm", directory, log=lambda _: None) == "success"
+    assert record_of(tmp_path / "p1" / "metrics.json")["status"] == "ok"
+    running, never = record_of(tmp_path / "p2" / "metrics.json"), record_of(tmp_path / "p3" / "metrics.json")
+    assert running["category"] == "walltime" and running["resources"]["walltime_used_s"] == 28.0
+    assert running["resources"]["service_units"] == pytest.approx(2 * 2 * 28 / 3600, abs=1e-6)
+    assert never["category"] == "scheduler_error" and never["reason"].startswith(
+        "never started: batch job 8.vm (a pack of 3 points) ended before its turn: Exit_status -29"
+    )
+    assert never["resources"]["service_units"] == 0
+
+
+def test_a_pack_qsub_refuses_leaves_a_failed_record_for_each_point(tmp_path, monkeypatch):
+    """qsub refusing a pack (the real server's words for a queue limit): every point of it is a
+    failed record, and the status command answers at once, so the tables and the report build."""
+    from scalestudy.scheduler.pbs import cache
+
+    monkeypatch.setenv("SCALESTUDY_PBS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PROJECT", "ab12")
+    refusal = "qsub: Job violates queue and/or server resource limits"
+    monkeypatch.setattr(submit.subprocess, "run", lambda argv, **_: subprocess.CompletedProcess(argv, 188, "", refusal))
+    points = [two_rank_point(study="pp", repeat=n) for n in (1, 2)]
+    metrics = [tmp_path / "results" / "pp" / "runs" / p.id / "metrics.json" for p in points]
+    entries = [{"metrics": str(m), "point": p.to_json(), "walltime_s": 240, "queue": None}
+               for m, p in zip(metrics, points, strict=True)]  # fmt: skip
+    cache.save_packs(tmp_path / "cache", {"pp.n1r2.pack1": entries})
+    properties = {"type": "group", "groupid": "pp.n1r2.pack1", "output": [str(m) for m in metrics],
+                  "resources": {"walltime_s": 480}}  # fmt: skip
+    jobscript = tmp_path / "job.sh"
+    jobscript.write_text(f"#!/bin/bash\n# properties = {json.dumps(properties)}\n")
+    job_id = submit.submit(jobscript, "gadi")
+    assert job_id.startswith(status.REFUSED_PREFIX) and status.status(job_id, tmp_path / "cache") == "success"
+    for path in metrics:
+        record = record_of(path)
+        assert record["status"] == "failed" and record["category"] == "scheduler_error"
+        assert record["reason"].startswith(f"qsub exited with 188: {refusal} (the batch job was never submitted: qsub")

@@ -53,7 +53,9 @@ RUN.count_group_components_as([pack.name for pack in PLAN.packs], GROUP_COMPONEN
 for problem in PLAN.missing_inputs:
     print(f"sweep warning: {problem} (a real run stops here)", file=sys.stderr)
 if RUN.main_process:
-    print("\n".join(PLAN.summary_lines()), flush=True)
+    REPORT_ONLY_ASKED = PLAN.report_only(RUN.targets_while_reading())
+    stop_on(PLAN.budget_problems(REPORT_ONLY_ASKED))
+    print("\n".join(PLAN.summary_lines(REPORT_ONLY_ASKED)), flush=True)
 # Held while this workflow runs (see Plan.start).
 RESULTS_LOCK = []
 

@@ -1,7 +1,8 @@
 """Everything the rules need, built once from the config and the files Snakemake read.
 
     plan = Plan.load(config, files=workflow_configfiles, main_process=True)   # raises SweepError
-    plan.summary_lines()             # the one summary line (+ packs, forecast) before any job
+    plan.summary_lines(report_only)  # the one summary line (+ packs, forecast) before any job
+    plan.budget_problems(report_only)  # budget_su_total over the jobs to submit (one line)
     plan.run_resources(app)          # a run rule's resources: constants, or functions of a point
     plan.point_json("study", "id")   # a run rule's one param
 
@@ -132,18 +133,33 @@ class Plan:
         targets = set(targets)
         return self.study.partial or (bool(targets) and targets <= REPORT_TARGETS)
 
-    def summary_lines(self) -> list[str]:
+    def summary_lines(self, report_only: bool = False) -> list[str]:
         """Printed once, before Snakemake's own output: the points per study and the run jobs to
-        submit and why; the packs; what the jobs to submit may cost (on a cluster)."""
+        submit and why; the packs; what the jobs to submit may cost (on a cluster; not for a
+        report, which submits none)."""
         lines = [history.summary_line(self.survey, self.study.partial)]
         if self.packs:
             packed = sum(len(pack.points) for pack in self.packs)
             names = ", ".join(pack.name for pack in self.packs)
             lines.append(f"scalestudy: packed {packed} points into {len(self.packs)} batch jobs ({names})")
-        if self.cluster.scheduler != "none" and not self.study.partial and self.survey.to_run:
-            result = forecast.forecast(self.to_submit, self.cluster, self.survey.measured(), self.packs)
-            lines += forecast.forecast_lines(result, f"the {self.survey.to_run} run jobs to submit")
+        if self.cluster.scheduler != "none" and not report_only and self.survey.to_run:
+            lines += forecast.forecast_lines(self.submit_forecast, forecast.to_submit_words(self.survey.to_run))
         return lines
+
+    @functools.cached_property
+    def submit_forecast(self) -> forecast.Forecast:
+        """What the batch jobs this invocation submits may cost: the points to submit (none
+        that finished), a pack priced as one job."""
+        return forecast.forecast(self.to_submit, self.cluster, self.survey.measured(), self.packs)
+
+    def budget_problems(self, report_only: bool) -> list[str]:
+        """Nothing spent by surprise: one line when the jobs to submit may cost more than
+        `budget_su_total`. A report (or compare, or a partial report) submits nothing and is
+        never refused; a batch job's own Snakemake submits nothing either."""
+        budget = self.study.budget_su_total
+        if budget is None or report_only or not self.main_process or not self.to_submit:
+            return []
+        return forecast.budget_problems(self.submit_forecast, budget, forecast.to_submit_words(self.survey.to_run))
 
     def start(
         self,

@@ -57,6 +57,23 @@ class SnakemakeRun:
         settings = self.workflow.dag_settings
         return set(settings.targets) if settings is not None else set()
 
+    def targets_while_reading(self) -> set[str]:
+        """The targets asked for, already while the Snakefile is read (what is printed before the
+        first job, and the budget, depend on whether only a report is asked for). Snakemake 9's
+        `DAGApi.__post_init__` reads the Snakefile (its `workflow_api._workflow`) before it sets
+        `workflow.dag_settings`: the targets are then on that DAGApi, one of the frames that
+        called this Snakefile. Empty where none is found (the default target)."""
+        if self.workflow.dag_settings is not None:
+            return self.targets()
+        frame = inspect.currentframe()
+        while frame is not None:
+            caller = frame.f_locals.get("self")
+            settings = getattr(caller, "dag_settings", None) if type(caller).__name__ == "DAGApi" else None
+            if settings is not None:
+                return set(settings.targets)
+            frame = frame.f_back
+        return set()
+
     def lock_requested(self) -> bool:
         """Snakemake takes its own lock (not --nolock): scalestudy then takes the results
         directory's, which Snakemake's does not cover from another working directory."""

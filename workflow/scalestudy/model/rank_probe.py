@@ -13,15 +13,19 @@ how many cores, sockets and NUMA nodes they span) beside those of the process th
 it (the launcher's daemon, which no binding restricts): the record of which hosts ran, the
 proof that a flag set's variables reached every rank, and of the binding each rank got.
 Then it exec()s the command, so the app keeps this process (same pid, same environment)
-and nothing else changes.
+and nothing else changes, except that the rank now dies with the process that started it
+(`die_with_parent`): a launcher or daemon killed outright takes its ranks with it.
 A stand-alone script (standard library only) run by path: it needs nothing on
 PYTHONPATH on the compute nodes. `rank_lines` reads the lines back (provenance, apps).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import json
 import os
+import signal
 import socket
 import sys
 
@@ -152,6 +156,29 @@ def rank_lines(log_text: str) -> list[dict]:
     return sorted(found, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
 
 
+# prctl(2): the signal the kernel sends this process when its parent (the thread that
+# started it) ends; kept across exec().
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(signum: int = signal.SIGKILL) -> bool:
+    """Ask Linux to send `signum` to this process when its parent ends (prctl PR_SET_PDEATHSIG),
+    so that nothing it runs outlives the process that started it, even one killed by SIGKILL,
+    which no handler sees. Meant for a child between fork and exec. False where it cannot be
+    set (not Linux); True when set, or when the parent had already gone (then `signum` is
+    sent to this process at once)."""
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    if os.getppid() != parent:  # the parent ended before the request was made
+        os.kill(os.getpid(), signum)
+    return True
+
+
 def main(argv: list[str]) -> int:
     # --also A,B: variables the point set (e.g. an MPICH flag set's) to report besides the prefixes.
     also: tuple[str, ...] = ()
@@ -165,6 +192,8 @@ def main(argv: list[str]) -> int:
     # One write, so that lines of ranks sharing the launcher's output do not interleave.
     sys.stdout.write(f"{RANK_PREFIX} {json.dumps(report(also), sort_keys=True)}\n")
     sys.stdout.flush()
+    # A rank outlives no launcher: Open MPI's ranks spin on after prterun is killed outright.
+    die_with_parent(signal.SIGKILL)
     try:
         os.execvp(argv[0], argv)
     except OSError as error:

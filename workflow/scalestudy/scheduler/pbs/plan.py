@@ -17,7 +17,7 @@ from typing import Any
 
 from ...config import packing
 from ...config.files import load_files, read_yaml, with_overrides
-from ...config.forecast import forecast, forecast_lines
+from ...config.forecast import budget_problems, forecast, forecast_lines, to_submit_words
 from ...config.requests import job_request
 from ...model.errors import SweepError
 from ...model.paths import BATCH_LOG, DEFAULT_SWEEP
@@ -53,6 +53,13 @@ def plan(profile: Path, configfiles: list[str] | None = None, config: list[str] 
     found = survey(study.points, study.layout, cluster.name)
     packs = packing.packs(study.points, cluster, study.sweep.studies)
     problems = pack_problems(packs, cluster)
+    if problems:
+        raise SweepError(problems)
+    # The budget prices what a run would submit now (finished points not at all), as the
+    # Snakefile does (plan.Plan.budget_problems).
+    to_submit = found.to_submit(study.points)
+    submitted = forecast(to_submit, cluster, found.measured(), packing.packs(to_submit, cluster, study.sweep.studies))
+    problems = budget_problems(submitted, study.budget_su_total, to_submit_words(len(to_submit)))
     if problems:
         raise SweepError(problems)
     cost = forecast_lines(

@@ -217,6 +217,8 @@ def refresh(cache: dict[str, Any], job_ids: Iterable[str], qstat: str, log) -> N
                 "exit_status": state.exit_status,
                 "substate": state.substate,
                 "comment": state.comment,
+                # How long it ran: the cost of a job that ended without its records.
+                "walltime_used": state.resources_used.get("walltime"),
                 "served": False,
                 "asked": asked,
             }
@@ -288,35 +290,38 @@ def answer(job_id: str, entry: dict[str, Any] | None, job: dict[str, Any] | None
     if verdict == "running":
         return verdict
     if job and job.get("pack"):
-        return pack_answer(job_id, job["pack"], why, log)
+        from ...launch.ended import ended_pack
+
+        lost = ended_pack(job_id, job, why, entry.get("walltime_used"))
+        if lost:
+            log(f"scalestudy pbs status: {job_id}: {why}; {lost} of its {len(job['pack'])} points recorded as failed")
+        return "success"
     metrics = Path(job["metrics"]) if job and job.get("metrics") else None
     if metrics is None:
         return verdict
     if metrics.exists():
-        # The point wrote its own record (ok or failed): that is the result, whatever the job's exit.
+        # The point wrote its own record (ok or failed): that is the result, whatever the job's
+        # exit; one the runner wrote when the job was ended from outside takes PBS's reason.
+        take_scheduler_word(metrics, why)
         return "success"
-    # The job ended without a record (killed by PBS, node lost, job script error): the
-    # point becomes failed data instead of a lost result.
-    from ...launch.runner import record_lost_job
+    # The job ended without a record (killed by PBS, node lost, job script error): the point
+    # becomes failed data instead of a lost result, with what the site charges for the job.
+    from ...launch.ended import lost_point
 
-    record_lost_job(
-        metrics, job.get("point"), job.get("walltime_s"), f"batch job {job_id} ended without metrics.json: {why}"
-    )
+    lost_point(job_id, job, why, entry.get("walltime_used"))
     log(f"scalestudy pbs status: {job_id}: {why}; recorded as a failed point in {metrics}")
     return "success"
 
 
-def pack_answer(job_id: str, pack: list[dict[str, Any]], why: str, log) -> str:
-    """A pack's job ended: each of its points without a record (the job stopped at its
-    walltime, or died) becomes failed data; the others keep what they wrote."""
-    lost = [entry for entry in pack if not Path(entry["metrics"]).exists()]
-    if lost:
-        from ...launch.runner import record_lost_job
+def take_scheduler_word(metrics: Path, why: str) -> None:
+    """The runner's record of a point stopped from outside gets PBS's reason
+    (launch.ended.with_scheduler_word); any other record is left as it is, unread by Python's
+    JSON and without loading the launch code."""
+    try:
+        stopped = '"stop_signal"' in metrics.read_text()
+    except OSError:
+        return
+    if stopped:
+        from ...launch.ended import with_scheduler_word
 
-        for entry in lost:
-            reason = (
-                f"batch job {job_id} (a pack of {len(pack)} points) ended before this point wrote metrics.json: {why}"
-            )
-            record_lost_job(Path(entry["metrics"]), entry.get("point"), entry.get("walltime_s"), reason)
-        log(f"scalestudy pbs status: {job_id}: {why}; {len(lost)} of its {len(pack)} points recorded as failed")
-    return "success"
+        with_scheduler_word(metrics, why)

@@ -149,24 +149,27 @@ def submit(jobscript: Path, cluster_name: str, qsub: str = "qsub", environ: Mapp
     argv[0] = qsub
     result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     metrics = next((o for o in outputs if o.endswith("metrics.json")), None)
-    if result.returncode != 0 and pack:
-        raise SubmitRefused([f"qsub exited with {result.returncode}: {result.stderr.strip() or result.stdout.strip()}"])
     if result.returncode != 0:
         refusal = f"qsub exited with {result.returncode}: {result.stderr.strip() or result.stdout.strip()}"
+        # The server refused a point or a pack (a queue limit the cluster file lacks, a project
+        # out of allocation): a failed record for each of its points, so that the tables and
+        # the report still build.
+        if pack:
+            return refused_points(pack, refusal, shlex.join(argv))
         if metrics is None or "point" not in params:
             raise SubmitRefused([refusal])
-        # The server refused a point (a queue limit the cluster file lacks, a project out of
-        # allocation): its failed record, so that the tables and the report still build.
-        return refused_point(metrics, params["point"], resources.get("walltime_s"), refusal, shlex.join(argv))
+        entry = {"metrics": metrics, "point": params["point"], "walltime_s": resources.get("walltime_s")}
+        return refused_points([entry], refusal, shlex.join(argv))
     job_id = result.stdout.strip().splitlines()[0].strip()
     if pack:
         # Every point of the pack: the status command records each one the job left without a record.
-        cache.register(directory, job_id, run=environ.get(SIDECAR_VARS) or None, pack=pack)
+        cache.register(directory, job_id, run=environ.get(SIDECAR_VARS) or None, pack=pack, cluster=cluster.name)
         return job_id
     cache.register(
         directory,
         job_id,
         run=environ.get(SIDECAR_VARS) or None,
+        cluster=cluster.name,
         metrics=metrics,
         point=params.get("point"),
         walltime_s=resources.get("walltime_s"),
@@ -175,17 +178,23 @@ def submit(jobscript: Path, cluster_name: str, qsub: str = "qsub", environ: Mapp
     return job_id
 
 
-def refused_point(metrics: str, point_json: str, walltime_s: int | None, refusal: str, command: str) -> str:
-    """Write the failed record of a point qsub refused; the pseudo job id the status command
-    answers `success` for at once (the record is the result)."""
+def refused_points(entries: list[dict[str, Any]], refusal: str, command: str) -> str:
+    """Write the failed record of each point of a job qsub refused (one point, or a pack's);
+    the pseudo job id the status command answers `success` for at once (the records are the
+    result)."""
     import sys
     import uuid
 
     from ...launch.runner import record_lost_job
     from .status import REFUSED_PREFIX
 
-    record_lost_job(Path(metrics), point_json, walltime_s, f"{refusal} (the batch job was never submitted: {command})")
-    print(f"scalestudy: {refusal}; recorded as a failed point in {metrics}", file=sys.stderr)
+    reason = f"{refusal} (the batch job was never submitted: {command})"
+    for entry in entries:
+        record_lost_job(
+            Path(entry["metrics"]), entry["point"], entry.get("walltime_s"), reason, queue=entry.get("queue")
+        )
+    where = entries[0]["metrics"] if len(entries) == 1 else f"the {len(entries)} points of the pack"
+    print(f"scalestudy: {refusal}; recorded as a failed point in {where}", file=sys.stderr)
     return f"{REFUSED_PREFIX}{uuid.uuid4().hex[:12]}"
 
 
