@@ -129,7 +129,8 @@ def preflight_problems(points: Iterable[Point]) -> list[str]:
     """Per-point checks that need the scale (e.g. batch size vs ranks), reported once per study/key."""
     problems: dict[str, None] = {}
     for point in points:
-        for problem in APPS[point.app].preflight(point):
+        app = APPS[point.app]
+        for problem in [*app.declared_problems(point), *app.preflight(point)]:
             problems[f"studies.{point.study}.{problem}"] = None
         problems.update(dict.fromkeys(placement.point_problems(point)))
     return list(problems)
