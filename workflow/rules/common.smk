@@ -110,7 +110,7 @@ def study_setting(key):
 
 def compare_baseline():
     try:
-        return Plan.compare_baseline(config)
+        return PLAN.compare_baseline(config)
     except SweepError as error:
         stop_on(error.problems)
 

@@ -205,19 +205,19 @@ class Plan:
         names = self.sweep.studies_of_app(app.name)
         return "|".join(map(re.escape, names)) if names else "(?!)"
 
-    def made_inputs(self, inputs: Mapping[str, str]) -> list[str]:
-        """Only inputs a rule makes are dependencies; the rest were checked at load. They are
-        spelled from the assets directory, as the rules' outputs are (a relative path in the
-        sweep still matches an absolute results_dir)."""
+    def made_inputs(self, point: Point, inputs: Mapping[str, str]) -> list[str]:
+        """Only inputs a rule makes are dependencies (study.made_here); the rest were checked at
+        load. They are spelled from the assets directory, as the rules' outputs are (a relative
+        path in the sweep still matches an absolute results_dir)."""
         assets = self.layout.assets
-        return [under_assets(p, assets) for p in inputs.values() if made_here(p, assets)]
+        return [under_assets(p, assets) for p in inputs.values() if made_here(p, point, self.layout)]
 
     def point_made_inputs(self, point: Point) -> list[str]:
         """The files the workflow makes that `point` reads (its app's inputs under the assets)."""
         app = APPS[point.app]
         key = (point.app, app.inputs_key(point))
         if key not in self._made_inputs:
-            self._made_inputs[key] = self.made_inputs(app.inputs(point, self.layout))
+            self._made_inputs[key] = self.made_inputs(point, app.inputs(point, self.layout))
         return self._made_inputs[key]
 
     def run_inputs(self, app: App) -> list[str] | OfPoint:
@@ -227,7 +227,7 @@ class Plan:
         made files and none has a kept record (the usual case) this is a plain list, else a
         function of the point."""
         by_key = self.study.inputs_by_key(app.name)
-        shared = {tuple(self.made_inputs(inputs)) for _point, inputs in by_key.values()}
+        shared = {tuple(self.made_inputs(point, inputs)) for point, inputs in by_key.values()}
         kept = {
             key: state.kept
             for key, state in self.survey.states.items()
@@ -242,7 +242,7 @@ class Plan:
         def inputs_of(study: str, point_id: str) -> list[str]:
             point = self.point(study, point_id)
             return [
-                *self.made_inputs(by_key[(app.name, app.inputs_key(point))][1]),
+                *self.made_inputs(*by_key[(app.name, app.inputs_key(point))]),
                 *kept.get((study, point_id), ()),
             ]
 
@@ -330,15 +330,26 @@ class Plan:
         the sweep file changes no result."""
         return {study: self.study_setting(study, "budget_su") for study in sorted(self.studies)}
 
-    @staticmethod
-    def compare_baseline(config: Mapping[str, Any]) -> str:
-        """The compare target's baseline (`--config compare_baseline=PATH`); raises SweepError
-        (one line) without one."""
+    def compare_baseline(self, config: Mapping[str, Any]) -> str:
+        """The compare target's baseline (`--config compare_baseline=PATH`), checked before the
+        DAG is built: a results directory with a study of this sweep aggregated, or a published
+        record of one. Raises SweepError (one line) without one, or for a path that is neither."""
+        from .compare import check_side  # pandas: only where a comparison is asked for
+
         baseline = config.get("compare_baseline")
         if not baseline:
             raise SweepError(
                 ["compare_baseline: not given; the compare target needs --config compare_baseline=PATH "
                  "(a results directory)"]
+            )  # fmt: skip
+        try:
+            studies = check_side(baseline)
+        except SweepError as error:
+            raise SweepError([f"compare_baseline: {problem}" for problem in error.problems]) from None
+        if not set(studies) & set(self.studies):
+            raise SweepError(
+                [f"compare_baseline: {baseline}: no study of this sweep (it has {', '.join(studies)}); allowed: "
+                 f"results of {', '.join(self.studies)}"]
             )  # fmt: skip
         return str(baseline)
 

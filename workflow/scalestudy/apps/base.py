@@ -11,7 +11,7 @@ packages whose versions its runs record. Apps depend on the model layer only.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -146,6 +146,12 @@ class App:
     def inputs(self, point: Point, layout: Layout) -> dict[str, str]:
         """Files the point reads, by the parameter that names them."""
         return {}
+
+    def made_files(self, point: Point, layout: Layout) -> Iterable[str]:
+        """The files this app's own rules make under the assets that `point` may read (the
+        rules' outputs). Only these are made DAG edges; any other input, under the assets
+        or not (a typo in a path that uses {results_dir}), is checked at load like any other."""
+        return ()
 
     def inputs_key(self, point: Point) -> Hashable:
         """Points with equal keys read the same input files (asked once per key): by default
