@@ -53,7 +53,7 @@ RUN.count_group_components_as([pack.name for pack in PLAN.packs], GROUP_COMPONEN
 for problem in PLAN.missing_inputs:
     print(f"sweep warning: {problem} (a real run stops here)", file=sys.stderr)
 if RUN.main_process:
-    print("\n".join(PLAN.summary_lines()), flush=True)
+    print("\n".join(PLAN.summary_lines(RUN.forcing())), flush=True)
 # Held while this workflow runs (see Plan.start).
 RESULTS_LOCK = []
 
@@ -65,10 +65,14 @@ def report_only():
 onstart:
     if not report_only():
         try:
+            reruns = RUN.jobs_to_rerun(RUN_RULES)
+            uncounted = PLAN.rerun_line(reruns, RUN.forcing())
+            if uncounted:
+                print(uncounted, flush=True)
             RESULTS_LOCK.extend(
                 PLAN.start(
                     lock=RUN.lock_requested(),
-                    reruns=RUN.jobs_to_rerun(RUN_RULES),
+                    reruns=reruns,
                     resumed=RUN.resumed_batch_jobs(RUN_RULES) if CLUSTER.scheduler == "pbspro" else {},
                     forget=RUN.forget_batch_job,
                 )
@@ -102,6 +106,10 @@ def aggregate_inputs(wildcards):
 
 def finished_fingerprint(wildcards):
     return PLAN.finished_fingerprint(wildcards.study, report_only())
+
+
+def study_points(wildcards):
+    return PLAN.points_digest(wildcards.study)
 
 
 def study_setting(key):

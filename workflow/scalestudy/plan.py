@@ -17,9 +17,11 @@ state and hands it over), so the whole plan is unit-tested without a subprocess
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import shlex
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +91,19 @@ class Deployment:
         return here(module)
 
 
+@dataclass(frozen=True)
+class Forcing:
+    """What Snakemake was told to run whatever the files say (its DAG settings, read by
+    snakemake_adapter.SnakemakeRun.forcing): --forceall, --forcerun RULE|FILE..., --force (the
+    targets themselves), --rerun-incomplete; and the targets asked for."""
+
+    everything: bool = False
+    rules_or_files: frozenset[str] = frozenset()
+    targets: frozenset[str] = frozenset()
+    targets_forced: bool = False
+    incomplete: bool = False
+
+
 class Plan:
     """The plan of one Snakemake invocation (see the module's docstring)."""
 
@@ -132,18 +147,68 @@ class Plan:
         targets = set(targets)
         return self.study.partial or (bool(targets) and targets <= REPORT_TARGETS)
 
-    def summary_lines(self) -> list[str]:
+    def forced_points(self, forcing: Forcing | None) -> list[Point]:
+        """The points that run only because Snakemake was told to (finished, unchanged): every
+        point of the DAG under --forceall, those of a run rule or a metrics.json named by
+        --forcerun, the metrics.json targets under --force. The DAG holds every point, except
+        where every target is a point's metrics.json; a report alone holds none."""
+        if forcing is None or self.report_only(forcing.targets):
+            return []
+        by_metrics = {os.path.abspath(self.layout.metrics(p.study, p.id)): p for p in self.study.points}
+        targets = {os.path.abspath(target) for target in forcing.targets}
+        in_dag = [by_metrics[t] for t in targets] if targets and targets <= by_metrics.keys() else self.study.points
+        named = {os.path.abspath(name) for name in forcing.rules_or_files}
+        planned = {(p.study, p.id) for p in self.to_submit}
+
+        def forced(point: Point) -> bool:
+            metrics = os.path.abspath(self.layout.metrics(point.study, point.id))
+            return (
+                forcing.everything
+                or run_rule(point.app) in forcing.rules_or_files
+                or metrics in named
+                or (forcing.targets_forced and metrics in targets)
+            )
+
+        return [p for p in in_dag if (p.study, p.id) not in planned and forced(p)]
+
+    def summary_lines(self, forcing: Forcing | None = None) -> list[str]:
         """Printed once, before Snakemake's own output: the points per study and the run jobs to
-        submit and why; the packs; what the jobs to submit may cost (on a cluster)."""
-        lines = [history.summary_line(self.survey, self.study.partial)]
+        submit and why (`forcing`: what Snakemake was told to run again); the packs; what the
+        jobs to submit may cost (on a cluster)."""
+        forced = self.forced_points(forcing)
+        lines = [history.summary_line(self.survey, self.study.partial, len(forced))]
         if self.packs:
             packed = sum(len(pack.points) for pack in self.packs)
             names = ", ".join(pack.name for pack in self.packs)
             lines.append(f"scalestudy: packed {packed} points into {len(self.packs)} batch jobs ({names})")
-        if self.cluster.scheduler != "none" and not self.study.partial and self.survey.to_run:
-            result = forecast.forecast(self.to_submit, self.cluster, self.survey.measured(), self.packs)
-            lines += forecast.forecast_lines(result, f"the {self.survey.to_run} run jobs to submit")
+        if forcing is not None and forcing.incomplete and not self.report_only(forcing.targets):
+            lines.append(
+                "scalestudy: --rerun-incomplete: points an interrupted run left incomplete run again too; "
+                "the count is given when the run starts"
+            )
+        to_run = self.survey.to_run + len(forced)
+        if self.cluster.scheduler != "none" and not self.study.partial and to_run:
+            result = forecast.forecast(self.to_submit + forced, self.cluster, self.survey.measured(), self.packs)
+            lines += forecast.forecast_lines(result, f"the {to_run} run jobs to submit")
         return lines
+
+    def rerun_line(self, reruns: Mapping[str, str], forcing: Forcing | None) -> str | None:
+        """At the start of a run, once Snakemake's DAG exists: when it runs run jobs the summary
+        did not count (`reruns`: metrics.json -> Snakemake's reason, of every run job it runs;
+        e.g. the points an interrupted run left incomplete, under --rerun-incomplete), the
+        true count and Snakemake's reasons for the others, in one line; else None."""
+        counted = {self.layout.metrics(p.study, p.id) for p in [*self.to_submit, *self.forced_points(forcing)]}
+        counted = {os.path.abspath(path) for path in counted}
+        others = [why for metrics, why in reruns.items() if os.path.abspath(metrics) not in counted]
+        if not others:
+            return None
+        reasons = "; ".join(f"{n} {why}" for why, n in sorted(Counter(others).items()))
+        # Snakemake gives an incomplete output rerun under --rerun-incomplete as "forced".
+        cause = " (--rerun-incomplete: left incomplete by an interrupted run)" if forcing and forcing.incomplete else ""
+        return (
+            f"scalestudy: Snakemake runs {len(reruns)} run jobs, {len(others)} more than counted above, for its "
+            f"own reasons: {reasons}{cause}"
+        )
 
     def start(
         self,
@@ -320,6 +385,14 @@ class Plan:
             except FileNotFoundError:
                 continue
         return sorted(found)
+
+    def points_digest(self, study: str) -> str:
+        """The study's set of points in one short text: a param of its table, so that the tables
+        and the report (`report` alone too) are rebuilt when the set changes (more repeats, a
+        new axis value) before any new result has finished."""
+        ids = sorted(p.id for p in self.sweep.points_of(study))
+        digest = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+        return f"{len(ids)} points, sha256 {digest}"
 
     def study_setting(self, study: str, key: str) -> Any:
         """A study's key as the schema filled it (e.g. `estimator`, `budget_su`)."""
