@@ -5,6 +5,7 @@ kind of mistake that used to get past the load (issue 23): each now stops there 
 naming the key, what is wrong and what is allowed."""
 
 import re
+from pathlib import Path
 
 import pytest
 from hostile import SHELL_BITS
@@ -148,8 +149,10 @@ def pingpong_at(results_dir, **settings):
 
 
 def baseline_refusal(plan, baseline):
+    from scalestudy.compare import check_side
+
     with pytest.raises(SweepError) as raised:
-        plan.compare_baseline({"compare_baseline": str(baseline)})
+        plan.compare_baseline({"compare_baseline": str(baseline)}, check_side)
     return raised.value.problems
 
 
@@ -341,3 +344,72 @@ def test_the_pbs_plan_refuses_garbage_config_and_a_profile_without_pbs(capsys, r
         "sweep error: --profile profiles/local: its cluster 'local' has no PBS scheduler (scheduler: none), so "
         "nothing is submitted with qsub; give the profile of a PBS cluster, e.g. profiles/gadi"
     ]
+
+
+# ---------------------------------------------------------------- the summary line, however Snakemake is asked
+
+
+def finished_plan(tmp_path, repeats=1):
+    """Ping-pong's 2 points (tcp and default flag sets), both with an ok record written."""
+    import json
+
+    from scalestudy.model.record import definition
+    from scalestudy.plan import Plan
+    from sweeps import sweep
+
+    config = sweep("pingpong-tcp", results_dir=str(tmp_path / "results"))
+    config["studies"]["pp"]["repeats"] = repeats
+    plan = Plan.load(config)
+    for point in plan.study.points:
+        path = Path(plan.layout.metrics(point.study, point.id))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        record = {"status": "ok", "definition": definition(point, plan.cluster.name), "figures": {"latency_us": 1.0},
+                  "resources": {"walltime_used_s": 1.0}, "started": "2026-01-01T00:00:00+00:00"}  # fmt: skip
+        path.write_text(json.dumps(record))
+    return Plan.load(config)
+
+
+def test_forced_points_are_counted_in_the_summary(tmp_path):
+    from scalestudy.plan import Forcing
+
+    plan = finished_plan(tmp_path)
+    metrics = plan.layout.metrics("pp", plan.study.points[0].id)
+    forced = "forced (--forceall, --forcerun or --force)"
+    assert plan.summary_lines(Forcing())[0] == "scalestudy: 2 points (pp 2); 0 run jobs to submit"
+    for forcing, n in (
+        (Forcing(everything=True), 2),
+        (Forcing(rules_or_files=frozenset({"run_pingpong"})), 2),
+        (Forcing(rules_or_files=frozenset({"aggregate"})), 0),  # downstream of the points
+        (Forcing(rules_or_files=frozenset({metrics})), 1),
+        (Forcing(targets=frozenset({metrics}), targets_forced=True), 1),
+        (Forcing(targets=frozenset({"report"}), everything=True), 0),  # the report alone runs no point
+    ):
+        expected = (
+            f"{n} run jobs to submit ({n} {forced}); `report` alone submits none" if n else "0 run jobs to submit"
+        )
+        assert plan.summary_lines(forcing)[0] == f"scalestudy: 2 points (pp 2); {expected}", forcing
+
+
+def test_run_jobs_snakemake_adds_at_the_start_are_said_in_one_line(tmp_path):
+    from scalestudy.plan import Forcing
+
+    plan = finished_plan(tmp_path)
+    metrics = [plan.layout.metrics(p.study, p.id) for p in plan.study.points]
+    incomplete = Forcing(incomplete=True)
+    assert plan.summary_lines(incomplete)[1] == (
+        "scalestudy: --rerun-incomplete: points an interrupted run left incomplete run again too; the count is given "
+        "when the run starts"
+    )
+    assert plan.rerun_line({}, incomplete) is None
+    assert plan.rerun_line({metrics[0]: "Forced execution"}, incomplete) == (
+        "scalestudy: Snakemake runs 1 run jobs, 1 more than counted above, for its own reasons: 1 Forced execution "
+        "(--rerun-incomplete: left incomplete by an interrupted run)"
+    )
+    # What the summary counted is not said again.
+    assert plan.rerun_line({m: "Forced execution" for m in metrics}, Forcing(everything=True)) is None
+
+
+def test_the_set_of_points_is_a_param_of_the_tables(tmp_path):
+    one, two = finished_plan(tmp_path).points_digest("pp"), finished_plan(tmp_path, repeats=2).points_digest("pp")
+    assert one.startswith("2 points, sha256 ") and two.startswith("4 points, sha256 ")
+    assert finished_plan(tmp_path).points_digest("pp") == one  # the same sweep: no rebuild

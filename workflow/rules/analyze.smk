@@ -20,7 +20,7 @@ rule aggregate:
     params:
         finished=finished_fingerprint,
         # The set of points: a grown sweep rebuilds the tables and the report (`report` too).
-        points=study_points,
+        points=lambda wildcards: PLAN.points_digest(wildcards.study),
     log:
         LAYOUT.study_log("{study}", "aggregate"),
     localrule: True

@@ -65,14 +65,11 @@ def report_only():
 onstart:
     if not report_only():
         try:
-            reruns = RUN.jobs_to_rerun(RUN_RULES)
-            uncounted = PLAN.rerun_line(reruns, RUN.forcing())
-            if uncounted:
-                print(uncounted, flush=True)
             RESULTS_LOCK.extend(
                 PLAN.start(
                     lock=RUN.lock_requested(),
-                    reruns=reruns,
+                    reruns=RUN.jobs_to_rerun(RUN_RULES),
+                    forcing=RUN.forcing(),
                     resumed=RUN.resumed_batch_jobs(RUN_RULES) if CLUSTER.scheduler == "pbspro" else {},
                     forget=RUN.forget_batch_job,
                 )
@@ -108,17 +105,15 @@ def finished_fingerprint(wildcards):
     return PLAN.finished_fingerprint(wildcards.study, report_only())
 
 
-def study_points(wildcards):
-    return PLAN.points_digest(wildcards.study)
-
-
 def study_setting(key):
     return lambda wildcards: PLAN.study_setting(wildcards.study, key)
 
 
 def compare_baseline():
+    from scalestudy.compare import check_side  # pandas: only when a comparison is asked for
+
     try:
-        return PLAN.compare_baseline(config)
+        return PLAN.compare_baseline(config, check_side)
     except SweepError as error:
         stop_on(error.problems)
 

@@ -216,6 +216,7 @@ class Plan:
         reruns: Mapping[str, str],
         resumed: Mapping[str, str],
         forget: Callable[[str], None],
+        forcing: Forcing | None = None,
         say: Callable[[str], None] = print,
     ) -> list:
         """Before the first job of a run (not a report): stop on missing inputs; take the results
@@ -224,9 +225,14 @@ class Plan:
         -> why); forget the resumed batch jobs that never ran (`resumed`: metrics.json -> the id
         of the batch job Snakemake would resume; PBS only) so they are submitted again; write
         the packs for the submit command. Returns the held lock (keep it as long as the
-        workflow runs). Raises SweepError or ResultsBusy."""
+        workflow runs). Says first how many run jobs Snakemake runs where the summary line
+        counted fewer (`rerun_line`; `forcing`: what Snakemake was told). Raises SweepError or
+        ResultsBusy."""
         if self.missing_inputs:
             raise SweepError(self.missing_inputs)
+        uncounted = self.rerun_line(reruns, forcing)
+        if uncounted:
+            say(uncounted)
         held = [locking.hold(self.layout.results)] if lock else []
         retry.archive(self.survey.retry_archives)
         history.keep_before_rerun(reruns, planned=self.survey.keeping)
@@ -403,12 +409,12 @@ class Plan:
         the sweep file changes no result."""
         return {study: self.study_setting(study, "budget_su") for study in sorted(self.studies)}
 
-    def compare_baseline(self, config: Mapping[str, Any]) -> str:
+    def compare_baseline(self, config: Mapping[str, Any], studies_of: Callable[[str], list[str]]) -> str:
         """The compare target's baseline (`--config compare_baseline=PATH`), checked before the
         DAG is built: a results directory with a study of this sweep aggregated, or a published
-        record of one. Raises SweepError (one line) without one, or for a path that is neither."""
-        from .compare import check_side  # pandas: only where a comparison is asked for
-
+        record of one (`studies_of`: the studies it holds, raising SweepError with what is wrong;
+        compare.check_side, a layer above). Raises SweepError (one line) without one, or for a
+        path that is neither."""
         baseline = config.get("compare_baseline")
         if not baseline:
             raise SweepError(
@@ -416,7 +422,7 @@ class Plan:
                  "(a results directory)"]
             )  # fmt: skip
         try:
-            studies = check_side(baseline)
+            studies = studies_of(str(baseline))
         except SweepError as error:
             raise SweepError([f"compare_baseline: {problem}" for problem in error.problems]) from None
         if not set(studies) & set(self.studies):
