@@ -154,6 +154,8 @@ class Plan:
         where every target is a point's metrics.json; a report alone holds none."""
         if forcing is None or self.report_only(forcing.targets):
             return []
+        if not (forcing.everything or forcing.rules_or_files or forcing.targets_forced):
+            return []  # the usual case: no path of a 100,000-point plan is spelt out
         by_metrics = {os.path.abspath(self.layout.metrics(p.study, p.id)): p for p in self.study.points}
         targets = {os.path.abspath(target) for target in forcing.targets}
         in_dag = [by_metrics[t] for t in targets] if targets and targets <= by_metrics.keys() else self.study.points
@@ -197,8 +199,10 @@ class Plan:
         did not count (`reruns`: metrics.json -> Snakemake's reason, of every run job it runs;
         e.g. the points an interrupted run left incomplete, under --rerun-incomplete), the
         true count and Snakemake's reasons for the others, in one line; else None."""
-        counted = {self.layout.metrics(p.study, p.id) for p in [*self.to_submit, *self.forced_points(forcing)]}
-        counted = {os.path.abspath(path) for path in counted}
+        counted_points = [*self.to_submit, *self.forced_points(forcing)]
+        if len(reruns) <= len(counted_points):
+            return None  # the summary's count holds
+        counted = {os.path.abspath(self.layout.metrics(p.study, p.id)) for p in counted_points}
         others = [why for metrics, why in reruns.items() if os.path.abspath(metrics) not in counted]
         if not others:
             return None
