@@ -17,9 +17,12 @@ from scalestudy.config.requests import job_request
 from scalestudy.model.errors import SweepError
 from scalestudy.model.paths import Layout
 from scalestudy.model.record import definition
-from scalestudy.plan import Plan
+from scalestudy.plan import Forcing, Plan
 from scalestudy.results.history import survey
 from scalestudy.scheduler import site
+
+# What Snakemake asked for when only the report is a target (snakemake_adapter.SnakemakeRun.forcing).
+REPORT = Forcing(targets=frozenset({"report"}))
 
 
 @pytest.fixture
@@ -79,24 +82,24 @@ def gadi_plan(shipped, tmp_path, **settings) -> Plan:
 
 def test_jobs_to_submit_over_the_budget_are_refused_naming_the_costliest_studies(shipped, tmp_path):
     plan = gadi_plan(shipped, tmp_path, budget_su_total=5000)
-    assert plan.budget_problems(report_only=False) == [
+    assert plan.budget_problems() == [
         "budget_su_total: the 133 run jobs to submit may cost up to 16,104.0 SU on gadi (request x (walltime + "
         "margin) x charge rate), over the budget of 5,000.0 SU; costliest: torch-parallel 6,480.0 SU, hoomd-wca "
         "2,352.0 SU, lammps-wca 2,352.0 SU (fewer repeats, scales or variants, shorter walltimes, or a larger "
         "budget_su_total)"
     ]
-    assert gadi_plan(shipped, tmp_path, budget_su_total=16104).budget_problems(report_only=False) == []
+    assert gadi_plan(shipped, tmp_path, budget_su_total=16104).budget_problems() == []
 
 
 def test_the_budget_never_blocks_a_report_and_a_report_prints_no_forecast(shipped, tmp_path):
     # Loading is no refusal: the study loads whatever its budget (the report target reads it).
     plan = gadi_plan(shipped, tmp_path, budget_su_total=1)
-    assert plan.budget_problems(report_only=True) == []
-    assert not any("cost forecast" in line for line in plan.summary_lines(report_only=True))
+    assert plan.budget_problems(REPORT) == []
+    assert not any("cost forecast" in line for line in plan.summary_lines(REPORT))
     assert any("cost forecast for the 133 run jobs to submit" in line for line in plan.summary_lines())
     # A batch job's own Snakemake submits nothing.
     inside = Plan.load({**shipped, "cluster": "gadi", "budget_su_total": 1}, main_process=False)
-    assert inside.budget_problems(report_only=False) == []
+    assert inside.budget_problems() == []
 
 
 def finish(plan: Plan, points) -> None:
@@ -112,11 +115,11 @@ def test_finished_points_are_not_priced(shipped, tmp_path):
     torch_points = [p for p in plan.study.points if p.study == "torch-parallel"]
     finish(plan, torch_points)
     again = gadi_plan(shipped, tmp_path, budget_su_total=16104 - 6480)
-    assert len(again.to_submit) == 133 - 72 and "torch-parallel" not in again.submit_forecast.maximum
-    assert again.submit_forecast.total == pytest.approx(16104 - 6480)
-    assert again.budget_problems(report_only=False) == []
+    assert len(again.to_submit) == 133 - 72 and "torch-parallel" not in again.submit_forecast().maximum
+    assert again.submit_forecast().total == pytest.approx(16104 - 6480)
+    assert again.budget_problems() == []
     over = gadi_plan(shipped, tmp_path, budget_su_total=16104 - 6480 - 1)
-    assert over.budget_problems(report_only=False)[0].startswith(
+    assert over.budget_problems()[0].startswith(
         "budget_su_total: the 61 run jobs to submit may cost up to 9,624.0 SU on gadi"
     )
 
@@ -127,12 +130,12 @@ def test_a_packed_study_is_priced_as_its_packs(shipped, tmp_path):
     studies = {"hoomd-wca": {**shipped["studies"]["hoomd-wca"], "pack": "scale"}}
     packed = gadi_plan({**shipped, "studies": studies}, tmp_path)
     alone = gadi_plan({**shipped, "studies": {"hoomd-wca": shipped["studies"]["hoomd-wca"]}}, tmp_path)
-    assert packed.submit_forecast.jobs == {"hoomd-wca": 3} and alone.submit_forecast.jobs == {"hoomd-wca": 18}
+    assert packed.submit_forecast().jobs == {"hoomd-wca": 3} and alone.submit_forecast().jobs == {"hoomd-wca": 18}
     # Rate 2 x cores x (6 x 30 min + 5 min) per pack, at 1, 2 and 4 nodes of 48 cores.
-    assert packed.submit_forecast.total == pytest.approx(2 * (48 + 96 + 192) * (6 * 30 + 5) / 60)
-    assert alone.submit_forecast.total == pytest.approx(2352.0)
-    budget = packed.submit_forecast.total
-    assert gadi_plan({**shipped, "studies": studies}, tmp_path, budget_su_total=budget).budget_problems(False) == []
+    assert packed.submit_forecast().total == pytest.approx(2 * (48 + 96 + 192) * (6 * 30 + 5) / 60)
+    assert alone.submit_forecast().total == pytest.approx(2352.0)
+    budget = packed.submit_forecast().total
+    assert gadi_plan({**shipped, "studies": studies}, tmp_path, budget_su_total=budget).budget_problems() == []
 
 
 @pytest.mark.parametrize("budget", [0, -5, "abc"])

@@ -175,12 +175,12 @@ def test_a_pack_the_queue_would_refuse_stops_planning(tmp_path, repo, monkeypatc
 
 
 def test_the_compare_target_needs_a_baseline_named_in_one_line(tmp_path):
+    plan = pingpong_plan(tmp_path)
     with pytest.raises(SweepError) as refused:
-        Plan.compare_baseline({})
+        plan.compare_baseline({}, studies_of=lambda path: [])
     assert refused.value.problems == [
         "compare_baseline: not given; the compare target needs --config compare_baseline=PATH (a results directory)"
     ]
-    plan = pingpong_plan(tmp_path)
     (tmp_path / "base/pp").mkdir(parents=True)
     (tmp_path / "base/pp/runs.csv").write_text("x\n")
     assert plan.compare_inputs(str(tmp_path / "base")) == [

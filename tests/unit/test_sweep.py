@@ -195,7 +195,8 @@ def test_point_round_trips_through_json_and_walltime_is_not_part_of_it():
 def test_missing_inputs_are_named_once_per_study_and_made_files_are_not_checked(tmp_path):
     config = base_config()
     params = config["studies"]["litgpt-full"]["params"]
-    params["checkpoint_dir"] = str(tmp_path / "assets/ckpt")  # made by a rule: not checked
+    # The stand-in's checkpoint, made by a rule: not checked.
+    params["checkpoint_dir"] = f"{Layout(str(tmp_path)).litgpt_tiny}/checkpoint"
     params["data_path"] = str(tmp_path / "nowhere.json")
     config["results_dir"] = str(tmp_path)
     loaded = study.load(config)

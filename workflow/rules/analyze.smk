@@ -3,7 +3,8 @@
 # For `snakemake report` (or --config partial=true) the tables are built from whatever has
 # finished, and nothing is submitted: the metrics files are not inputs then (no run job
 # enters the DAG); a fingerprint of the finished ones is a param, so each new result
-# rebuilds the tables. Points without metrics.json are listed as "not run yet".
+# rebuilds the tables. Points without metrics.json are listed as "not run yet"; the set of
+# points is a param too, so a sweep that grows (more repeats) rebuilds them before any result.
 
 
 rule aggregate:
@@ -18,6 +19,8 @@ rule aggregate:
         ),
     params:
         finished=finished_fingerprint,
+        # The set of points: a grown sweep rebuilds the tables and the report (`report` too).
+        points=lambda wildcards: PLAN.points_digest(wildcards.study),
     log:
         LAYOUT.study_log("{study}", "aggregate"),
     localrule: True

@@ -53,9 +53,9 @@ RUN.count_group_components_as([pack.name for pack in PLAN.packs], GROUP_COMPONEN
 for problem in PLAN.missing_inputs:
     print(f"sweep warning: {problem} (a real run stops here)", file=sys.stderr)
 if RUN.main_process:
-    REPORT_ONLY_ASKED = PLAN.report_only(RUN.targets_while_reading())
-    stop_on(PLAN.budget_problems(REPORT_ONLY_ASKED))
-    print("\n".join(PLAN.summary_lines(REPORT_ONLY_ASKED)), flush=True)
+    FORCING = RUN.forcing()
+    stop_on(PLAN.budget_problems(FORCING))
+    print("\n".join(PLAN.summary_lines(FORCING)), flush=True)
 # Held while this workflow runs (see Plan.start).
 RESULTS_LOCK = []
 
@@ -71,6 +71,7 @@ onstart:
                 PLAN.start(
                     lock=RUN.lock_requested(),
                     reruns=RUN.jobs_to_rerun(RUN_RULES),
+                    forcing=RUN.forcing(),
                     resumed=RUN.resumed_batch_jobs(RUN_RULES) if CLUSTER.scheduler == "pbspro" else {},
                     forget=RUN.forget_batch_job,
                 )
@@ -111,8 +112,10 @@ def study_setting(key):
 
 
 def compare_baseline():
+    from scalestudy.compare import check_side  # pandas: only when a comparison is asked for
+
     try:
-        return Plan.compare_baseline(config)
+        return PLAN.compare_baseline(config, check_side)
     except SweepError as error:
         stop_on(error.problems)
 

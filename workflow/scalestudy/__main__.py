@@ -10,25 +10,29 @@
 that train (study, point, each term, total, what a rank has, fits) and exits 1 if any
 point does not fit.
 
-It always exits 0 once metrics.json is written: a failed run is data, not a
+Bad input (a file that is no record, a folder where a file goes, an --out that is a file,
+an unknown option) is one line on stderr and exit status 2, never a traceback.
+
+run-point always exits 0 once metrics.json is written: a failed run is data, not a
 failed Snakemake job. It exits 1 only when metrics.json cannot be written at all
 (e.g. a full disk): then no metrics.json exists and the point reruns next time.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 from .config import clusters
 from .launch.runner import run_point
-from .model.paths import Layout
+from .model.cli import OneLineParser, refuse
+from .model.errors import SweepError
+from .model.paths import Layout, folder_problem
 from .model.point import Point
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scalestudy")
+    parser = OneLineParser(prog="python -m scalestudy")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run-point", help="run one point and write its metrics.json")
     run.add_argument("--point", required=True, help="the point, as JSON (from the workflow)")
@@ -53,24 +57,39 @@ def main(argv: list[str] | None = None) -> int:
     against.add_argument("--study", help="compare this study only (a published record stands for it)")
 
     memory = commands.add_parser("memory", help="predicted memory per rank of every point; exit 1 if one does not fit")
+    # As Snakemake's: `--configfile A B` (and given again, extended).
     memory.add_argument(
-        "--configfile", action="append", help="sweep files, merged in order (default: config/sweep.yaml)"
+        "--configfile",
+        nargs="+",
+        action="extend",
+        help="sweep files, merged in order (default: config/sweep.yaml)",
     )
     memory.add_argument("--study", action="append", help="only this study (may be given again)")
     args = parser.parse_args(argv)
-    if args.command == "memory":
-        return print_memory(args.configfile, args.study)
-    if args.command == "published":
-        from .published_page import write_record_page
-
-        print(f"scalestudy: {write_record_page(args.record, args.out)}")
-        return 0
-    if args.command == "compare":
-        return compare_command(args)
-    run_dir = Path(args.metrics).parent
-    point = Point.from_json(args.point, args.walltime_s, args.queue or None)
+    prog = f"{parser.prog} {args.command}"
+    out = getattr(args, "out", None)
+    if out is not None and folder_problem(out):
+        return refuse(prog, [f"--out {out}: {folder_problem(out)}; give a folder (made where missing)"])
     try:
-        metrics = run_point(point, run_dir, clusters.load(args.cluster), args.log, Layout(args.results_dir))
+        if args.command == "memory":
+            return print_memory(args.configfile, args.study)
+        if args.command == "published":
+            from .published_page import write_record_page
+
+            print(f"scalestudy: {write_record_page(args.record, args.out)}")
+            return 0
+        if args.command == "compare":
+            return compare_command(args)
+        run_dir = Path(args.metrics).parent
+        cluster = clusters.load(args.cluster)
+        try:
+            point = Point.from_json(args.point, args.walltime_s, args.queue or None)
+        except (ValueError, KeyError, TypeError) as error:
+            return refuse(prog, [f"--point: not a point as the workflow writes it ({type(error).__name__}: {error})"])
+    except SweepError as error:
+        return refuse(prog, error.problems)
+    try:
+        metrics = run_point(point, run_dir, cluster, args.log, Layout(args.results_dir))
     except OSError as error:
         # Nothing to record the failure in (e.g. the disk is full): fail the job, leave no
         # metrics.json, and the point reruns next time.
@@ -83,15 +102,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def compare_command(args) -> int:
     """Every primary verdict on stdout, the page in --out; 1 when --fail-slower trips, 2 on bad input."""
-    from .compare import CompareError, compare, parse_threshold, summary_lines
+    from .compare import compare, parse_threshold, summary_lines
     from .model.paths import compare_outputs
 
-    try:
-        threshold = parse_threshold(args.fail_slower) if args.fail_slower is not None else None
-        table, failing = compare(args.baseline, args.candidate, args.out, threshold, args.study)
-    except CompareError as error:
-        print(f"scalestudy compare: {error}", file=sys.stderr)
-        return 2
+    threshold = parse_threshold(args.fail_slower) if args.fail_slower is not None else None
+    table, failing = compare(args.baseline, args.candidate, args.out, threshold, args.study)
     for line in summary_lines(table):
         print(line)
     print(f"scalestudy: {compare_outputs(args.out)['html']}")

@@ -91,17 +91,12 @@ class Side:
 # ---------------------------------------------------------------- reading a side
 
 
-def load_side(path: str | Path, study: str | None = None) -> Side:
-    """A results directory (every <study>/runs.csv in it; its scaling.csv where written, else
-    computed from runs.csv) or a published record (a .csv file, one row per run)."""
-    path = Path(path)
-    if path.is_file() and path.suffix == ".csv":
-        runs = read_record(path, study)
-        return Side(str(path), "published record", runs, record_scaling(runs))
-    if not path.is_dir():
-        raise CompareError(
-            f"{path}: not found; give a results directory (with <study>/runs.csv) or a published record (.csv)"
-        )
+SIDE_HINT = "give a results directory (with <study>/runs.csv) or a published record (.csv)"
+
+
+def side_studies(path: Path, study: str | None = None) -> list[str]:
+    """The studies of a results directory that have a runs.csv (`study` only, where given);
+    raises CompareError when it has none."""
     layout = Layout(str(path))
     studies = sorted(d.name for d in path.iterdir() if Path(layout.table(d.name, "runs")).is_file())
     if study is not None:
@@ -109,12 +104,52 @@ def load_side(path: str | Path, study: str | None = None) -> Side:
     if not studies:
         named = f"study {study!r}" if study else "any study"
         raise CompareError(f"{path}: no runs.csv of {named} (<study>/runs.csv); has the study been aggregated?")
+    return studies
+
+
+def check_side(path: str | Path) -> list[str]:
+    """The studies `load_side` would read, found without reading a results directory's tables
+    (the compare target's baseline, checked before the DAG is built; a record stands for the
+    study its file is named after); raises CompareError or RecordError with what it would refuse."""
+    path = Path(path)
+    if path.is_file() and path.suffix == ".csv":
+        return list(read_record(path)["study"].unique())
+    if path.is_dir():
+        return side_studies(path)
+    if path.exists():
+        raise CompareError(f"{path}: not a results directory nor a .csv file; {SIDE_HINT}")
+    raise CompareError(f"{path}: not found; {SIDE_HINT}")
+
+
+def studies_of(side: Side) -> set[str]:
+    return set(side.runs["study"]) if "study" in side.runs.columns else set()
+
+
+def table_of(path: Path) -> pd.DataFrame:
+    """One of a results directory's tables; raises CompareError when it cannot be read as one."""
+    try:
+        return read_table(path)
+    except (UnicodeDecodeError, pd.errors.ParserError, OSError) as error:
+        raise CompareError(f"{path}: cannot be read as a table ({type(error).__name__}); aggregate it again") from None
+
+
+def load_side(path: str | Path, study: str | None = None) -> Side:
+    """A results directory (every <study>/runs.csv in it; its scaling.csv where written, else
+    computed from runs.csv) or a published record (a .csv file, one row per run). Raises
+    CompareError or RecordError (one line)."""
+    path = Path(path)
+    if path.is_file() and path.suffix == ".csv":
+        runs = read_record(path, study)
+        return Side(str(path), "published record", runs, record_scaling(runs))
+    if not path.is_dir():
+        check_side(path)  # neither: says why
+    layout = Layout(str(path))
     runs, tables = [], []
-    for name in studies:
-        study_runs = read_table(Path(layout.table(name, "runs")))
+    for name in side_studies(path, study):
+        study_runs = table_of(Path(layout.table(name, "runs")))
         scaling_csv = Path(layout.table(name, "scaling"))
         runs.append(study_runs)
-        tables.append(read_table(scaling_csv) if scaling_csv.is_file() else scaling(study_runs))
+        tables.append(table_of(scaling_csv) if scaling_csv.is_file() else scaling(study_runs))
     return Side(str(path), "results directory", concat(runs), concat(tables))
 
 
@@ -445,6 +480,12 @@ def compare(
         wanted = set(candidate_studies)
         cand.runs = cand.runs[cand.runs["study"].isin(wanted)] if not cand.runs.empty else cand.runs
         cand.scaling = cand.scaling[cand.scaling["study"].isin(wanted)] if not cand.scaling.empty else cand.scaling
+    if not studies_of(base) & studies_of(cand):
+        raise CompareError(
+            f"no study in common: the baseline has {', '.join(sorted(studies_of(base))) or 'none'}, the candidate "
+            f"{', '.join(sorted(studies_of(cand))) or 'none'}; compare results of the same studies (a published "
+            "record stands for the study --study names, else the one its file is named after)"
+        )
     table = points(base.scaling, cand.scaling)
     outputs = compare_outputs(out_dir)
     write_table(table, outputs["csv"])

@@ -18,9 +18,11 @@ state and hands it over), so the whole plan is unit-tested without a subprocess
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
 import shlex
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,6 +92,19 @@ class Deployment:
         return here(module)
 
 
+@dataclass(frozen=True)
+class Forcing:
+    """What Snakemake was told to run whatever the files say (its DAG settings, read by
+    snakemake_adapter.SnakemakeRun.forcing): --forceall, --forcerun RULE|FILE..., --force (the
+    targets themselves), --rerun-incomplete; and the targets asked for."""
+
+    everything: bool = False
+    rules_or_files: frozenset[str] = frozenset()
+    targets: frozenset[str] = frozenset()
+    targets_forced: bool = False
+    incomplete: bool = False
+
+
 class Plan:
     """The plan of one Snakemake invocation (see the module's docstring)."""
 
@@ -133,33 +148,92 @@ class Plan:
         targets = set(targets)
         return self.study.partial or (bool(targets) and targets <= REPORT_TARGETS)
 
-    def summary_lines(self, report_only: bool = False) -> list[str]:
+    def forced_points(self, forcing: Forcing | None) -> list[Point]:
+        """The points that run only because Snakemake was told to (finished, unchanged): every
+        point of the DAG under --forceall, those of a run rule or a metrics.json named by
+        --forcerun, the metrics.json targets under --force. The DAG holds every point, except
+        where every target is a point's metrics.json; a report alone holds none."""
+        if forcing is None or self.report_only(forcing.targets):
+            return []
+        if not (forcing.everything or forcing.rules_or_files or forcing.targets_forced):
+            return []  # the usual case: no path of a 100,000-point plan is spelt out
+        by_metrics = {os.path.abspath(self.layout.metrics(p.study, p.id)): p for p in self.study.points}
+        targets = {os.path.abspath(target) for target in forcing.targets}
+        in_dag = [by_metrics[t] for t in targets] if targets and targets <= by_metrics.keys() else self.study.points
+        named = {os.path.abspath(name) for name in forcing.rules_or_files}
+        planned = {(p.study, p.id) for p in self.to_submit}
+
+        def forced(point: Point) -> bool:
+            metrics = os.path.abspath(self.layout.metrics(point.study, point.id))
+            return (
+                forcing.everything
+                or run_rule(point.app) in forcing.rules_or_files
+                or metrics in named
+                or (forcing.targets_forced and metrics in targets)
+            )
+
+        return [p for p in in_dag if (p.study, p.id) not in planned and forced(p)]
+
+    def asks_report_only(self, forcing: Forcing | None) -> bool:
+        """Only a report (or compare) is asked for, as far as is known while the Snakefile is read
+        (`forcing` None: no DAG is being set up, e.g. --lint)."""
+        return self.report_only(forcing.targets) if forcing is not None else self.study.partial
+
+    def summary_lines(self, forcing: Forcing | None = None) -> list[str]:
         """Printed once, before Snakemake's own output: the points per study and the run jobs to
-        submit and why; the packs; what the jobs to submit may cost (on a cluster; not for a
-        report, which submits none)."""
-        lines = [history.summary_line(self.survey, self.study.partial)]
+        submit and why (`forcing`: what Snakemake was told to run again); the packs; what the
+        jobs to submit may cost (on a cluster; not for a report, which submits none)."""
+        forced = self.forced_points(forcing)
+        lines = [history.summary_line(self.survey, self.study.partial, len(forced))]
         if self.packs:
             packed = sum(len(pack.points) for pack in self.packs)
             names = ", ".join(pack.name for pack in self.packs)
             lines.append(f"scalestudy: packed {packed} points into {len(self.packs)} batch jobs ({names})")
-        if self.cluster.scheduler != "none" and not report_only and self.survey.to_run:
-            lines += forecast.forecast_lines(self.submit_forecast, forecast.to_submit_words(self.survey.to_run))
+        if forcing is not None and forcing.incomplete and not self.report_only(forcing.targets):
+            lines.append(
+                "scalestudy: --rerun-incomplete: points an interrupted run left incomplete run again too; "
+                "the count is given when the run starts"
+            )
+        to_run = self.survey.to_run + len(forced)
+        if self.cluster.scheduler != "none" and not self.asks_report_only(forcing) and to_run:
+            lines += forecast.forecast_lines(self.submit_forecast(forced), forecast.to_submit_words(to_run))
         return lines
 
-    @functools.cached_property
-    def submit_forecast(self) -> forecast.Forecast:
+    def submit_forecast(self, forced: Sequence[Point] = ()) -> forecast.Forecast:
         """What the batch jobs this invocation submits may cost: the points to submit (none
-        that finished), a pack priced as one job."""
-        return forecast.forecast(self.to_submit, self.cluster, self.survey.measured(), self.packs)
+        that finished, unless forced), a pack priced as one job."""
+        return forecast.forecast([*self.to_submit, *forced], self.cluster, self.survey.measured(), self.packs)
 
-    def budget_problems(self, report_only: bool) -> list[str]:
+    def budget_problems(self, forcing: Forcing | None = None) -> list[str]:
         """Nothing spent by surprise: one line when the jobs to submit may cost more than
         `budget_su_total`. A report (or compare, or a partial report) submits nothing and is
         never refused; a batch job's own Snakemake submits nothing either."""
         budget = self.study.budget_su_total
-        if budget is None or report_only or not self.main_process or not self.to_submit:
+        forced = self.forced_points(forcing)
+        to_run = self.survey.to_run + len(forced)
+        if budget is None or self.asks_report_only(forcing) or not self.main_process or not to_run:
             return []
-        return forecast.budget_problems(self.submit_forecast, budget, forecast.to_submit_words(self.survey.to_run))
+        return forecast.budget_problems(self.submit_forecast(forced), budget, forecast.to_submit_words(to_run))
+
+    def rerun_line(self, reruns: Mapping[str, str], forcing: Forcing | None) -> str | None:
+        """At the start of a run, once Snakemake's DAG exists: when it runs run jobs the summary
+        did not count (`reruns`: metrics.json -> Snakemake's reason, of every run job it runs;
+        e.g. the points an interrupted run left incomplete, under --rerun-incomplete), the
+        true count and Snakemake's reasons for the others, in one line; else None."""
+        counted_points = [*self.to_submit, *self.forced_points(forcing)]
+        if len(reruns) <= len(counted_points):
+            return None  # the summary's count holds
+        counted = {os.path.abspath(self.layout.metrics(p.study, p.id)) for p in counted_points}
+        others = [why for metrics, why in reruns.items() if os.path.abspath(metrics) not in counted]
+        if not others:
+            return None
+        reasons = "; ".join(f"{n} {why}" for why, n in sorted(Counter(others).items()))
+        # Snakemake gives an incomplete output rerun under --rerun-incomplete as "forced".
+        cause = " (--rerun-incomplete: left incomplete by an interrupted run)" if forcing and forcing.incomplete else ""
+        return (
+            f"scalestudy: Snakemake runs {len(reruns)} run jobs, {len(others)} more than counted above, for its "
+            f"own reasons: {reasons}{cause}"
+        )
 
     def start(
         self,
@@ -167,6 +241,7 @@ class Plan:
         reruns: Mapping[str, str],
         resumed: Mapping[str, str],
         forget: Callable[[str], None],
+        forcing: Forcing | None = None,
         say: Callable[[str], None] = print,
     ) -> list:
         """Before the first job of a run (not a report): stop on missing inputs; take the results
@@ -175,9 +250,14 @@ class Plan:
         -> why); forget the resumed batch jobs that never ran (`resumed`: metrics.json -> the id
         of the batch job Snakemake would resume; PBS only) so they are submitted again; write
         the packs for the submit command. Returns the held lock (keep it as long as the
-        workflow runs). Raises SweepError or ResultsBusy."""
+        workflow runs). Says first how many run jobs Snakemake runs where the summary line
+        counted fewer (`rerun_line`; `forcing`: what Snakemake was told). Raises SweepError or
+        ResultsBusy."""
         if self.missing_inputs:
             raise SweepError(self.missing_inputs)
+        uncounted = self.rerun_line(reruns, forcing)
+        if uncounted:
+            say(uncounted)
         held = [locking.hold(self.layout.results)] if lock else []
         retry.archive(self.survey.retry_archives)
         history.keep_before_rerun(reruns, planned=self.survey.keeping)
@@ -221,19 +301,19 @@ class Plan:
         names = self.sweep.studies_of_app(app.name)
         return "|".join(map(re.escape, names)) if names else "(?!)"
 
-    def made_inputs(self, inputs: Mapping[str, str]) -> list[str]:
-        """Only inputs a rule makes are dependencies; the rest were checked at load. They are
-        spelled from the assets directory, as the rules' outputs are (a relative path in the
-        sweep still matches an absolute results_dir)."""
+    def made_inputs(self, point: Point, inputs: Mapping[str, str]) -> list[str]:
+        """Only inputs a rule makes are dependencies (study.made_here); the rest were checked at
+        load. They are spelled from the assets directory, as the rules' outputs are (a relative
+        path in the sweep still matches an absolute results_dir)."""
         assets = self.layout.assets
-        return [under_assets(p, assets) for p in inputs.values() if made_here(p, assets)]
+        return [under_assets(p, assets) for p in inputs.values() if made_here(p, point, self.layout)]
 
     def point_made_inputs(self, point: Point) -> list[str]:
         """The files the workflow makes that `point` reads (its app's inputs under the assets)."""
         app = APPS[point.app]
         key = (point.app, app.inputs_key(point))
         if key not in self._made_inputs:
-            self._made_inputs[key] = self.made_inputs(app.inputs(point, self.layout))
+            self._made_inputs[key] = self.made_inputs(point, app.inputs(point, self.layout))
         return self._made_inputs[key]
 
     def run_inputs(self, app: App) -> list[str] | OfPoint:
@@ -243,7 +323,7 @@ class Plan:
         made files and none has a kept record (the usual case) this is a plain list, else a
         function of the point."""
         by_key = self.study.inputs_by_key(app.name)
-        shared = {tuple(self.made_inputs(inputs)) for _point, inputs in by_key.values()}
+        shared = {tuple(self.made_inputs(point, inputs)) for point, inputs in by_key.values()}
         kept = {
             key: state.kept
             for key, state in self.survey.states.items()
@@ -258,7 +338,7 @@ class Plan:
         def inputs_of(study: str, point_id: str) -> list[str]:
             point = self.point(study, point_id)
             return [
-                *self.made_inputs(by_key[(app.name, app.inputs_key(point))][1]),
+                *self.made_inputs(*by_key[(app.name, app.inputs_key(point))]),
                 *kept.get((study, point_id), ()),
             ]
 
@@ -337,6 +417,14 @@ class Plan:
                 continue
         return sorted(found)
 
+    def points_digest(self, study: str) -> str:
+        """The study's set of points in one short text: a param of its table, so that the tables
+        and the report (`report` alone too) are rebuilt when the set changes (more repeats, a
+        new axis value) before any new result has finished."""
+        ids = sorted(p.id for p in self.sweep.points_of(study))
+        digest = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+        return f"{len(ids)} points, sha256 {digest}"
+
     def study_setting(self, study: str, key: str) -> Any:
         """A study's key as the schema filled it (e.g. `estimator`, `budget_su`)."""
         return self.sweep.studies[study].get(key)
@@ -346,15 +434,26 @@ class Plan:
         the sweep file changes no result."""
         return {study: self.study_setting(study, "budget_su") for study in sorted(self.studies)}
 
-    @staticmethod
-    def compare_baseline(config: Mapping[str, Any]) -> str:
-        """The compare target's baseline (`--config compare_baseline=PATH`); raises SweepError
-        (one line) without one."""
+    def compare_baseline(self, config: Mapping[str, Any], studies_of: Callable[[str], list[str]]) -> str:
+        """The compare target's baseline (`--config compare_baseline=PATH`), checked before the
+        DAG is built: a results directory with a study of this sweep aggregated, or a published
+        record of one (`studies_of`: the studies it holds, raising SweepError with what is wrong;
+        compare.check_side, a layer above). Raises SweepError (one line) without one, or for a
+        path that is neither."""
         baseline = config.get("compare_baseline")
         if not baseline:
             raise SweepError(
                 ["compare_baseline: not given; the compare target needs --config compare_baseline=PATH "
                  "(a results directory)"]
+            )  # fmt: skip
+        try:
+            studies = studies_of(str(baseline))
+        except SweepError as error:
+            raise SweepError([f"compare_baseline: {problem}" for problem in error.problems]) from None
+        if not set(studies) & set(self.studies):
+            raise SweepError(
+                [f"compare_baseline: {baseline}: no study of this sweep (it has {', '.join(studies)}); allowed: "
+                 f"results of {', '.join(self.studies)}"]
             )  # fmt: skip
         return str(baseline)
 

@@ -25,6 +25,7 @@ import pandas as pd
 
 from .analysis import scaling
 from .apps import APPS
+from .model.errors import SweepError
 from .model.metrics import WALLTIME_USED, metric
 from .model.timefmt import hms_seconds
 from .model.units import gib_in_gb
@@ -36,9 +37,57 @@ STEPS_PER_S = metric(APPS[APP].primary_metric)
 RATE, WALL = STEPS_PER_S.name, WALLTIME_USED.name
 
 
+# The columns every record has (the optional ones are read where present).
+RECORD_COLUMNS = ("nodes", "cores_per_node", "steps_per_s", "walltime_used")
+NUMBER_COLUMNS = ("nodes", "cores_per_node", "steps_per_s")
+RECORD_HINT = f"a published record is a CSV with the columns {', '.join(RECORD_COLUMNS)}"
+
+
+class RecordError(SweepError):
+    """A record that cannot be read as one: one line naming the file, what is wrong and what a record is."""
+
+    def __init__(self, path: str | Path, problem: str):
+        super().__init__([f"{path}: {problem}; {RECORD_HINT}"])
+
+
+def record_table(path: str | Path) -> pd.DataFrame:
+    """The record's rows, checked: a file, CSV text, the columns, at least one run, numbers
+    where numbers go and walltimes of the form H:M:S. Raises RecordError (one line)."""
+    path = Path(path)
+    if path.is_dir():
+        raise RecordError(path, "is a directory, not a record")
+    try:
+        record = pd.read_csv(path, comment="#")
+    except FileNotFoundError:
+        raise RecordError(path, "no such file") from None
+    except UnicodeDecodeError:
+        raise RecordError(path, "is not text (binary?)") from None
+    except pd.errors.EmptyDataError:
+        raise RecordError(path, "is empty") from None
+    except (pd.errors.ParserError, OSError) as error:
+        raise RecordError(path, f"cannot be read as CSV ({str(error).strip().splitlines()[-1]})") from None
+    missing = [column for column in RECORD_COLUMNS if column not in record.columns]
+    if missing:
+        raise RecordError(path, f"no column {', '.join(missing)}")
+    if record.empty:
+        raise RecordError(path, "has a header but no runs")
+    for column in NUMBER_COLUMNS:
+        numbers = pd.to_numeric(record[column], errors="coerce")
+        bad = record[column][numbers.isna() | (numbers <= 0)]
+        if len(bad):
+            row = int(bad.index[0]) + 1
+            raise RecordError(path, f"run {row}: {column} {bad.iloc[0]!r} is not a positive number")
+    for row, text in enumerate(record["walltime_used"], start=1):
+        try:
+            hms_seconds(text)
+        except ValueError as error:
+            raise RecordError(path, f"run {row}: walltime_used {error}") from None
+    return record
+
+
 def read_record(path: str | Path, study: str | None = None) -> pd.DataFrame:
-    """The record as runs.csv rows (one successful run per line)."""
-    record = pd.read_csv(path, comment="#")
+    """The record as runs.csv rows (one successful run per line); raises RecordError."""
+    record = record_table(path)
     study = study or Path(path).stem
     runs = pd.DataFrame(
         {

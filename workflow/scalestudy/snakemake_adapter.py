@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .plan import Deployment
+from .plan import Deployment, Forcing
 
 try:  # see per_job
     from snakemake.common import overwrite_function_params
@@ -57,22 +57,22 @@ class SnakemakeRun:
         settings = self.workflow.dag_settings
         return set(settings.targets) if settings is not None else set()
 
-    def targets_while_reading(self) -> set[str]:
-        """The targets asked for, already while the Snakefile is read (what is printed before the
-        first job, and the budget, depend on whether only a report is asked for). Snakemake 9's
-        `DAGApi.__post_init__` reads the Snakefile (its `workflow_api._workflow`) before it sets
-        `workflow.dag_settings`: the targets are then on that DAGApi, one of the frames that
-        called this Snakefile. Empty where none is found (the default target)."""
-        if self.workflow.dag_settings is not None:
-            return self.targets()
-        frame = inspect.currentframe()
-        while frame is not None:
-            caller = frame.f_locals.get("self")
-            settings = getattr(caller, "dag_settings", None) if type(caller).__name__ == "DAGApi" else None
-            if settings is not None:
-                return set(settings.targets)
-            frame = frame.f_back
-        return set()
+    def forcing(self) -> Forcing | None:
+        """What Snakemake was told to run whatever the files say (--forceall, --forcerun, --force,
+        --rerun-incomplete) and the targets, from its DAG settings (`DAGSettings.forceall`,
+        `forcerun`, `forcetargets`, `force_incomplete`, `targets`). While the Snakefile is read
+        `workflow.dag_settings` is still None: they are then the settings of the DAG being set
+        up (see dag_settings_being_set_up). None where there are none (--lint)."""
+        settings = self.workflow.dag_settings or dag_settings_being_set_up()
+        if settings is None:
+            return None
+        return Forcing(
+            everything=bool(settings.forceall),
+            rules_or_files=frozenset(map(str, settings.forcerun or ())),
+            targets=frozenset(map(str, settings.targets or ())),
+            targets_forced=bool(settings.forcetargets),
+            incomplete=bool(settings.force_incomplete),
+        )
 
     def lock_requested(self) -> bool:
         """Snakemake takes its own lock (not --nolock): scalestudy then takes the results
@@ -146,6 +146,25 @@ class SnakemakeRun:
                 executor.wait = False
 
         threading._register_atexit(end_wait)  # the only hook that runs before non-daemon threads are joined
+
+
+def dag_settings_being_set_up() -> Any:
+    """The DAG settings of the Snakemake run whose Snakefile is being read, or None. Snakemake
+    reads the Snakefile while it sets up its DAG API (`snakemake.api.DAGApi.__post_init__` asks
+    for `workflow_api._workflow`, which includes the Snakefile) and only then assigns
+    `workflow.dag_settings`; until then the settings are that DAGApi's `dag_settings`, found
+    on the call stack."""
+    try:
+        from snakemake.settings.types import DAGSettings
+    except ImportError:
+        return None
+    frame = sys._getframe(1)
+    while frame is not None:
+        settings = getattr(frame.f_locals.get("self"), "dag_settings", None)
+        if isinstance(settings, DAGSettings):
+            return settings
+        frame = frame.f_back
+    return None
 
 
 def per_job(function: Callable) -> Callable:

@@ -69,7 +69,7 @@ class Study:
         for point, inputs in inputs_by_key(self.sweep.points, self.layout).values():
             for key, path in inputs.items():
                 line = f"studies.{point.study}.params.{key}: {path} does not exist"
-                if not made_here(path, self.layout.assets) and not Path(path).exists() and line not in problems:
+                if not made_here(path, point, self.layout) and not Path(path).exists() and line not in problems:
                     problems.append(line)
         return problems
 
@@ -84,10 +84,12 @@ def inputs_by_key(points: Iterable[Point], layout: Layout) -> dict[Hashable, tup
     return found
 
 
-@functools.lru_cache(maxsize=4096)
-def made_here(path: str, assets_dir: str) -> bool:
-    """Is `path` one of the files this workflow's rules make (under the assets directory)?"""
-    return Path(os.path.abspath(path)).is_relative_to(os.path.abspath(assets_dir))
+def made_here(path: str, point: Point, layout: Layout) -> bool:
+    """Is `path`, an input of `point`, one of the files this workflow's rules make (its app's
+    App.made_files, under the assets)? A path under the assets that no rule makes (a typo) is
+    not: it is checked at load, and warned about in a dry run, like any other input."""
+    wanted = os.path.abspath(path)
+    return any(os.path.abspath(made) == wanted for made in APPS[point.app].made_files(point, layout))
 
 
 def under_assets(path: str, assets_dir: str) -> str:
@@ -131,7 +133,8 @@ def preflight_problems(points: Iterable[Point]) -> list[str]:
     """Per-point checks that need the scale (e.g. batch size vs ranks), reported once per study/key."""
     problems: dict[str, None] = {}
     for point in points:
-        for problem in APPS[point.app].preflight(point):
+        app = APPS[point.app]
+        for problem in [*app.declared_problems(point), *app.preflight(point)]:
             problems[f"studies.{point.study}.{problem}"] = None
         problems.update(dict.fromkeys(placement.point_problems(point)))
     return list(problems)

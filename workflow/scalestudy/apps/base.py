@@ -11,12 +11,12 @@ packages whose versions its runs record. Apps depend on the model layer only.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..model.errors import did_you_mean
+from ..model.errors import did_you_mean, divisors
 from ..model.memory import Need
 from ..model.metrics import Metric
 from ..model.paths import ENVS_DIR, Layout
@@ -30,7 +30,11 @@ class ParseError(ValueError):
 @dataclass(frozen=True)
 class Param:
     """A parameter of the app's `params:` block in the sweep file. `default` is the one
-    place its default is written (None: no default; the app handles its absence)."""
+    place its default is written (None: no default; the app handles its absence). What a value
+    may be is declared here, beside the parameter, and both the load-time check and its hint
+    are read from it: `choices`, `minimum`, and `divides` (another parameter whose value this
+    one must divide, e.g. attention heads divide the hidden size; checked at every point with
+    both values as the point has them, see App.declared_problems)."""
 
     kind: type | tuple[type, ...]
     required: bool = False
@@ -38,6 +42,7 @@ class Param:
     minimum: float | None = None
     help: str = ""
     default: Any = None
+    divides: str | None = None
 
 
 # Every app, by name. An app module enters it by defining a subclass with a `name`
@@ -111,6 +116,29 @@ class App:
         """Problems of the settings under `assets.<assets_key>`, each '.<key>: <what is wrong>'."""
         return []
 
+    def value(self, point: Point, name: str) -> Any:
+        """A parameter's value at a point as the run uses it (`setting`, or where the default
+        depends on other parameters, e.g. a model family's width, that default)."""
+        return self.setting(point, name)
+
+    def uses(self, point: Point, name: str) -> bool:
+        """Does the run at `point` use parameter `name` (e.g. attention heads only in a transformer)?"""
+        return True
+
+    def declared_problems(self, point: Point) -> list[str]:
+        """The constraints the parameters declare between each other (Param.divides), at a point."""
+        problems = []
+        for name, spec in self.params.items():
+            if spec.divides is None or not self.uses(point, name):
+                continue
+            value, other = self.value(point, name), self.value(point, spec.divides)
+            if other % value:
+                problems.append(
+                    f"params.{name}: {value} does not divide {spec.divides} {other}; "
+                    f"allowed: a divisor of {spec.divides} ({divisors(other)})"
+                )
+        return problems
+
     def preflight(self, point: Point) -> list[str]:
         """Problems that show only at a given scale; reported before anything runs."""
         return []
@@ -118,6 +146,12 @@ class App:
     def inputs(self, point: Point, layout: Layout) -> dict[str, str]:
         """Files the point reads, by the parameter that names them."""
         return {}
+
+    def made_files(self, point: Point, layout: Layout) -> Iterable[str]:
+        """The files this app's own rules make under the assets that `point` may read (the
+        rules' outputs). Only these are made DAG edges; any other input, under the assets
+        or not (a typo in a path that uses {results_dir}), is checked at load like any other."""
+        return ()
 
     def inputs_key(self, point: Point) -> Hashable:
         """Points with equal keys read the same input files (asked once per key): by default
@@ -181,7 +215,7 @@ def value_problems(value: Any, spec: Param) -> list[str]:
     if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
         return [f"{value!r} is not {kind_names(kinds)}"]
     if spec.choices and value not in spec.choices:
-        return [f"{value!r} is not allowed; allowed: {', '.join(spec.choices)}"]
+        return [f"{value!r} is not allowed; allowed: {', '.join(map(str, spec.choices))}"]
     if spec.minimum is not None and value < spec.minimum:
         return [f"{value!r} must be at least {spec.minimum:g}"]
     return []

@@ -17,6 +17,7 @@ import importlib.util
 import re
 import shutil
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -55,11 +56,16 @@ class Hoomd(WcaBenchmark):
 
     def initial_state(self, point: Point, layout: Layout) -> str:
         """The state made by the hoomd_initial_state rule, or one in a folder the sweep names."""
-        made = layout.hoomd_state(
-            self.particles(point), self.setting(point, "density"), self.setting(point, "dimensions")
-        )
+        (made,) = self.made_files(point, layout)
         folder = self.setting(point, "initial_state_cache")
         return str(Path(folder) / Path(made).name) if folder else made
+
+    def made_files(self, point: Point, layout: Layout) -> Iterable[str]:
+        return (
+            layout.hoomd_state(
+                self.particles(point), self.setting(point, "density"), self.setting(point, "dimensions")
+            ),
+        )
 
     def inputs(self, point: Point, layout: Layout) -> dict[str, str]:
         return {"initial_state": self.initial_state(point, layout)}

@@ -7,7 +7,7 @@ import functools
 import re
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ from ..model.paths import Layout
 from ..model.point import Point
 from ..model.units import GIB, KIB, MEMORY_UNIT, gb
 from .base import App, Param, ParseError
-from .litgpt_assets import settings_problems
+from .litgpt_assets import settings_problems, tiny_asset_files
 from .litgpt_checkpoint import CHECKPOINT_CONFIG, CHECKPOINT_WEIGHTS
 from .litgpt_entry import PEAK_RSS_PREFIX, PEAK_RSS_UNIT
 
@@ -242,6 +242,9 @@ class LitGPT(App):
             measured="gpu_memory_gb" if on_gpu else "host_memory_peak_gb",
             batch_key="micro_batch_size",
         )
+
+    def made_files(self, point: Point, layout: Layout) -> Iterable[str]:
+        return tiny_asset_files(layout.litgpt_tiny).values()
 
     def inputs(self, point: Point, layout: Layout) -> dict[str, str]:
         return {

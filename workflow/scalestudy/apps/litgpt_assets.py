@@ -22,7 +22,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ..model.errors import did_you_mean
+from ..model.errors import did_you_mean, divisors
 from .litgpt_checkpoint import CHECKPOINT_CONFIG, CHECKPOINT_WEIGHTS, TOKENIZER_FILES
 
 WORDS = (
@@ -32,6 +32,10 @@ WORDS = (
 ).split()
 
 SPECIAL_TOKENS = ["<unk>", "<s>", "</s>"]
+# A byte-level BPE vocabulary holds every byte (its initial alphabet) and the special tokens
+# whatever vocab_size asks: a smaller vocab_size gives token ids past the model's embedding.
+BYTE_ALPHABET = 256
+MIN_VOCAB = BYTE_ALPHABET + len(SPECIAL_TOKENS)
 
 
 @dataclass(frozen=True)
@@ -176,6 +180,20 @@ def settings_problems(settings: Mapping[str, Any]) -> list[str]:
             problems.append(
                 f".{key}: {value!r} is not allowed; use a whole number, at least {0 if key == 'seed' else 1}"
             )
+    if problems:
+        return problems
+    # What LitGPT's model and the tokenizer need of the shape together.
+    shape = TinyModelShape(**{k: v for k, v in settings.items() if k in TinyModelShape.__dataclass_fields__})
+    if shape.n_embd % shape.n_head:
+        problems.append(
+            f".n_head: {shape.n_head} does not divide n_embd {shape.n_embd} (LitGPT splits the embedding "
+            f"into heads); allowed: a divisor of n_embd ({divisors(shape.n_embd)})"
+        )
+    if shape.vocab_size < MIN_VOCAB:
+        problems.append(
+            f".vocab_size: {shape.vocab_size} is less than the byte-level tokenizer's {BYTE_ALPHABET} bytes and "
+            f"{len(SPECIAL_TOKENS)} special tokens; allowed: at least {MIN_VOCAB}"
+        )
     return problems
 
 

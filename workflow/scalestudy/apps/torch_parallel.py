@@ -27,7 +27,7 @@ from ..model.paths import Layout
 from ..model.point import Point
 from ..model.units import GB, MEMORY_UNIT
 from .base import App, Param, ParseError
-from .torch_parallel_spec import EPOCH_PREFIX, MODELS, RESULT_PREFIX, STRATEGIES, TENSOR_MODELS, model_setting
+from .torch_parallel_spec import EPOCH_PREFIX, IMAGE, MODELS, RESULT_PREFIX, STRATEGIES, TENSOR_MODELS, model_setting
 
 
 def values(value: Any) -> list[Any]:
@@ -148,11 +148,14 @@ class TorchParallel(App):
         "warmup_steps": Param(int, minimum=0, help="throughput: untimed steps first", default=3),
         "epochs": Param(int, minimum=1, help="converge: epochs", default=3),
         "samples": Param(
-            int, minimum=1, help="converge: training samples (a quarter more for validation)", default=512
+            int,
+            minimum=1,
+            help="converge: training samples, at least one global batch (a quarter more for validation)",
+            default=512,
         ),
         "width": Param(int, minimum=1, help="channels or hidden size (default: the family's)"),
         "depth": Param(int, minimum=1, help="layers (default: the family's)"),
-        "heads": Param(int, minimum=1, help="gpt2: attention heads", default=4),
+        "heads": Param(int, minimum=1, divides="width", help="gpt2: attention heads", default=4),
         "vocab": Param(int, minimum=2, help="token models: vocabulary size", default=64),
         "seq_len": Param(int, minimum=2, help="token models: sequence length", default=16),
         "lr": Param((int, float), minimum=0.0, help="AdamW learning rate", default=3e-3),
@@ -179,11 +182,42 @@ class TorchParallel(App):
             problems.append("params.group_size: only hybrid has groups; allowed: with strategy hybrid")
         return problems
 
+    def value(self, point: Point, name: str) -> Any:
+        return self.size(point, name) if name in ("width", "depth") else self.setting(point, name)
+
+    def uses(self, point: Point, name: str) -> bool:
+        return name != "heads" or MODELS[point.params["model"]].transformer
+
+    def replicas(self, point: Point) -> int:
+        """Data-parallel replicas (see the module's docstring): the global batch is batch_size x this."""
+        strategy = self.setting(point, "strategy")
+        if strategy in ("pipeline", "tensor"):
+            return 1
+        if strategy == "hybrid":
+            return max(1, point.ranks // self.setting(point, "group_size"))
+        return point.ranks
+
     def preflight(self, point: Point) -> list[str]:
         model, strategy = point.params["model"], self.setting(point, "strategy")
         scale = f"at {point.ranks} ranks"
         batch, micro = self.setting(point, "batch_size"), self.setting(point, "micro_batches")
         problems = []
+        family = MODELS[model]
+        depth = self.size(point, "depth")
+        if family.max_depth is not None and depth > family.max_depth:
+            problems.append(
+                f"params.depth: {model} halves its image's side at every layer, so depth {depth} leaves nothing "
+                f"of the {IMAGE[1]}x{IMAGE[2]} image; allowed: 1 to {family.max_depth}"
+            )
+        if self.setting(point, "mode") == "converge":
+            global_batch = batch * self.replicas(point)
+            samples = self.setting(point, "samples")
+            if samples < global_batch:
+                problems.append(
+                    f"params.samples: {samples} is less than one global batch {scale} (batch_size {batch} x "
+                    f"{self.replicas(point)} replicas = {global_batch}): no step would run; allowed: at least "
+                    f"{global_batch}"
+                )
         if strategy == "pipeline":
             blocks = self.blocks(point)
             if blocks < point.ranks:

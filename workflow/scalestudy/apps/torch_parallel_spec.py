@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 EPOCH_PREFIX = "scalestudy-torch-epoch"
+# The images the image families train on: channels, height, width.
+IMAGE = (3, 32, 32)
+# How often a layer that halves the image's side can halve it (32 -> 1: five times).
+IMAGE_HALVINGS = IMAGE[1].bit_length() - 1
 RESULT_PREFIX = "scalestudy-torch-result"
 
 
@@ -35,7 +39,9 @@ class Family:
     """A model family: its task and data, its default size, whether its blocks have a
     tensor-parallel plan (column-parallel in, row-parallel out: MLP and decoder blocks) and
     attention heads (a transformer), and how many blocks it has at a depth (a pipeline needs
-    one per stage): blocks_per_layer x depth + fixed_blocks."""
+    one per stage): blocks_per_layer x depth + fixed_blocks. `halves_image`: each layer halves
+    the image's side (the cnn's pooling, the autoencoder's strided convolutions), so its depth
+    is at most IMAGE_HALVINGS."""
 
     task: str
     data: str
@@ -45,6 +51,11 @@ class Family:
     fixed_blocks: int
     tensor: bool = False
     transformer: bool = False
+    halves_image: bool = False
+
+    @property
+    def max_depth(self) -> int | None:
+        return IMAGE_HALVINGS if self.halves_image else None
 
     def blocks(self, depth: int) -> int:
         return self.blocks_per_layer * depth + self.fixed_blocks
@@ -53,8 +64,10 @@ class Family:
 MODELS: dict[str, Family] = {
     # 5 convolution stages, the classifier, the output layer (its depth is VGG11's own).
     "vgg11": Family(Task.CLASSIFY, Data.IMAGES, width=8, depth=8, blocks_per_layer=0, fixed_blocks=7),
-    "cnn": Family(Task.CLASSIFY, Data.IMAGES, width=16, depth=2, blocks_per_layer=1, fixed_blocks=1),
-    "autoencoder": Family(Task.RECONSTRUCT, Data.IMAGES, width=16, depth=2, blocks_per_layer=2, fixed_blocks=0),
+    "cnn": Family(Task.CLASSIFY, Data.IMAGES, width=16, depth=2, blocks_per_layer=1, fixed_blocks=1, halves_image=True),
+    "autoencoder": Family(
+        Task.RECONSTRUCT, Data.IMAGES, width=16, depth=2, blocks_per_layer=2, fixed_blocks=0, halves_image=True
+    ),
     "bow": Family(Task.CLASSIFY, Data.BAG, width=64, depth=2, blocks_per_layer=1, fixed_blocks=2, tensor=True),
     # embedding, encoder, decoder, head
     "seq2seq": Family(Task.TOKENS, Data.REVERSAL, width=64, depth=1, blocks_per_layer=0, fixed_blocks=4),

@@ -20,6 +20,10 @@ import yaml
 from ..model.errors import SweepError
 
 MERGE_TAG = "tag:yaml.org,2002:merge"  # `<<: *defaults`: merged keys may be overridden
+# The key that makes Snakemake read a config file as a YTE template: Python expressions run
+# while the file is read (before the Snakefile, for a --configfile). scalestudy reads sweeps
+# as data and refuses the key, so a file shared between users is never code here.
+YTE_KEY = "__use_yte__"
 
 
 def is_true(value: Any) -> bool:
@@ -145,6 +149,11 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     data, problems = read_strictly(path)
     if not problems and data is not None and not isinstance(data, Mapping):
         problems = [f"{shown(path)}: the top level must be keys (key: value), not a {type(data).__name__}"]
+    if not problems and isinstance(data, Mapping) and YTE_KEY in data:
+        problems = [
+            f"{shown(path)}: {YTE_KEY}: scalestudy reads sweeps as data, not as YTE templates (which run Python "
+            f"while the file is read); remove {YTE_KEY} and write the values out"
+        ]
     if problems:
         raise SweepError(problems)
     return dict(data or {})
@@ -171,9 +180,20 @@ def load_files(*paths: str | Path) -> dict[str, Any]:
 
 def with_overrides(config: Mapping[str, Any], entries: list[str]) -> dict[str, Any]:
     """`key=value` entries (a profile's `config:` list, or --config), values read as YAML,
-    replacing top-level keys as Snakemake does."""
+    replacing top-level keys as Snakemake does; raises SweepError for an entry that is not
+    one (Snakemake refuses it too)."""
+    problems = [
+        f"--config {entry}: not key=value; give e.g. --config partial=true"
+        for entry in entries
+        if "=" not in str(entry) or not str(entry).partition("=")[0].strip()
+    ]
     merged = dict(config)
     for entry in entries:
         key, _, value = str(entry).partition("=")
-        merged[key.strip()] = yaml.safe_load(value)
+        try:
+            merged[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as error:
+            problems.append(f"--config {entry}: the value is not valid YAML ({getattr(error, 'problem', error)})")
+    if problems:
+        raise SweepError(problems)
     return merged

@@ -61,10 +61,10 @@ def value_problem(name: str, value: object) -> str | None:
         if text.upper() not in allowed:
             return f"{text!r} is not allowed; allowed: {', '.join(allowed)} (NCCL would ignore it)"
     elif name in INTEGERS:
-        if not INTEGER.match(text):
+        if not INTEGER.fullmatch(text):
             return f"{text!r} is not an integer (NCCL would ignore it)"
     elif name in LEVELS:
-        if not INTEGER.match(text) and text.upper() not in TOPOLOGY_LEVELS:
+        if not INTEGER.fullmatch(text) and text.upper() not in TOPOLOGY_LEVELS:
             return (
                 f"{text!r} is not allowed; allowed: an integer or {', '.join(TOPOLOGY_LEVELS)} (NCCL would ignore it)"
             )

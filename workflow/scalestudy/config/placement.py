@@ -54,7 +54,7 @@ def mapping_problem(value: Any, flavour: str) -> str | None:
     text = str(value)
     if text in (DEFAULT_PLACEMENT, SPREAD, *MAP_OBJECTS):
         return None
-    match = PPR.match(text)
+    match = PPR.fullmatch(text)
     allowed = ", ".join(mappings(flavour))
     name = FLAVOUR_NAMES.get(flavour, flavour)
     if match and match.group(2) in PPR_RESOURCES.get(flavour, ()):
@@ -92,7 +92,7 @@ def study_problems(study: Mapping[str, Any], flavour: str) -> list[str]:
 
 def point_problems(point: Point) -> list[str]:
     """What only the scale decides: ppr:N:node must place the point's ranks_per_node."""
-    match = PPR.match(point.mapping)
+    match = PPR.fullmatch(point.mapping)
     if match and match.group(2) == "node" and int(match.group(1)) != point.ranks_per_node:
         return [
             f"studies.{point.study}.mapping: {point.mapping!r} places {match.group(1)} ranks per node, but the point "
@@ -118,7 +118,7 @@ def map_by(point: Point, flavour: str) -> str | None:
         return None
     if mapping == SPREAD:
         return SPREAD_AS
-    if flavour == "mpich" and PPR.match(mapping):
+    if flavour == "mpich" and PPR.fullmatch(mapping):
         return None  # ppr:N:node is Hydra's -ppn N, on every line already
     return mapping
 

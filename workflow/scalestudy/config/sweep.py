@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..model.errors import SweepError, did_you_mean
-from ..model.paths import SCHEMA_PATH
+from ..model.paths import SCHEMA_PATH, folder_problem
 from ..model.point import SAFE_SEGMENT, Point, Sweep
 from .files import drop_nulls, read_yaml
 from .nccl import value_problem
@@ -125,11 +125,32 @@ def schema_message(error: Any) -> str:
     return error.message
 
 
-def schema_problems(config: Mapping[str, Any]) -> list[str]:
-    """The schema's verdict, one line per problem naming its key, in words from the rule."""
+@functools.cache
+def python_pattern(pattern: str) -> re.Pattern[str]:
+    r"""A schema pattern as JSON Schema means it (ECMA-262: `$` is the end of the text). In
+    Python's `re`, `$` also matches before a final newline, so "00:10:00\n" would pass a
+    walltime's pattern: here `$` is `\Z`."""
+    return re.compile(re.sub(r"(?<!\\)\$", r"\\Z", pattern))
+
+
+def ecma_pattern(validator: Any, pattern: str, instance: Any, schema_: Mapping[str, Any]) -> Iterable[Any]:
+    """jsonschema's `pattern` keyword, with the pattern read as JSON Schema means it."""
+    from jsonschema import ValidationError
+
+    if validator.is_type(instance, "string") and not python_pattern(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+@functools.cache
+def validator_class() -> Any:
     import jsonschema
 
-    validator = jsonschema.Draft202012Validator(schema())
+    return jsonschema.validators.extend(jsonschema.Draft202012Validator, {"pattern": ecma_pattern})
+
+
+def schema_problems(config: Mapping[str, Any]) -> list[str]:
+    """The schema's verdict, one line per problem naming its key, in words from the rule."""
+    validator = validator_class()(schema())
     problems: dict[str, None] = {}
     for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path))):
         where = key_path(error.absolute_path)
@@ -160,6 +181,9 @@ def results_dir_problems(config: Mapping[str, Any]) -> list[str]:
             f"results_dir: {given!r}: nothing expands ~ or $VARIABLES here (a folder of that very name would be "
             "made); write the path out, e.g. /scratch/ab12/you/results"
         ]
+    not_a_folder = folder_problem(given)
+    if not_a_folder:
+        return [f"results_dir: {given!r} {not_a_folder}; give results a folder of their own, e.g. results"]
     resolved = os.path.realpath(given)
 
     def under(top: str) -> bool:
@@ -224,7 +248,7 @@ def set_problems(config: Mapping[str, Any]) -> list[str]:
         for param, value in study["params"].items():
             if isinstance(value, list):
                 for i, item in enumerate(value):
-                    if not SAFE_SEGMENT.match(str(item)):
+                    if not SAFE_SEGMENT.fullmatch(str(item)):
                         problems.append(
                             f"{where}.params.{param}[{i}]: axis value {item!r} cannot name a directory;"
                             " use letters, digits, '.', '_', '+' or '-'"
@@ -250,7 +274,7 @@ def flag_set_problems(flag_sets: Mapping[str, Mapping[str, Any]]) -> list[str]:
         if flag_set_flavour(flag_set) != "mpich":
             continue
         for key in flag_set:
-            if key != FLAVOUR_KEY and not ENV_NAME.match(key):
+            if key != FLAVOUR_KEY and not ENV_NAME.fullmatch(key):
                 problems.append(
                     f"mpi_flag_sets.{name}.{key}: an MPICH set holds environment variables; "
                     "use upper-case letters, digits and '_' (e.g. MPIR_CVAR_ASYNC_PROGRESS)"

@@ -33,6 +33,18 @@ ENVS_DIR = REPO_ROOT / "envs"
 CLUSTERS_DIR_ENV = "SCALESTUDY_CLUSTERS_DIR"
 
 
+def folder_problem(path: str | Path) -> str | None:
+    """Why `path` cannot be a folder to write into (results_dir, --out): it is a file, or lies
+    under one (its parents are made where missing); None when it can."""
+    path = Path(path)
+    for place in (path, *path.parents):
+        if place.exists():
+            if place.is_dir():
+                return None
+            return "is a file, not a folder" if place == path else f"lies under {place}, which is a file"
+    return None
+
+
 def clusters_dir() -> Path:
     """The folder of the cluster files: $SCALESTUDY_CLUSTERS_DIR, else the checkout's config/clusters."""
     return Path(os.environ.get(CLUSTERS_DIR_ENV) or REPO_ROOT / "config" / "clusters")

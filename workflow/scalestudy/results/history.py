@@ -57,6 +57,8 @@ from . import retry
 # Why a point runs (Survey.counts), in the order the summary line names them.
 NEW, CHANGED, RETRY, INPUTS = "new", "changed", "retry", "inputs"
 REASONS = {NEW: "not run yet", CHANGED: "definition changed", RETRY: "to retry", INPUTS: "inputs made again"}
+# Finished points Snakemake was told to run again.
+FORCED = "forced (--forceall, --forcerun or --force)"
 # Folders of records kept before a rerun Snakemake chose (not inputs of anything).
 RERUN_SUFFIX = "-rerun"
 
@@ -229,18 +231,23 @@ def newer_input(paths: Sequence[str], since: float, mtimes: dict[str, float | No
     return False
 
 
-def summary_line(found: Survey, report_only: bool = False) -> str:
+def summary_line(found: Survey, report_only: bool = False, forced: int = 0) -> str:
     """One line before Snakemake's own output: points per study and in total, and how many
-    run jobs (batch jobs on a cluster) the invocation submits, and why."""
+    run jobs (batch jobs on a cluster) the invocation submits, and why. `forced`: finished
+    points Snakemake was told to run again (--forceall, --forcerun, --force)."""
     studies = ", ".join(f"{name} {n}" for name, n in found.points.items())
-    why = ", ".join(f"{found.counts[reason]} {text}" for reason, text in REASONS.items() if found.counts[reason])
+    counts = [f"{found.counts[reason]} {text}" for reason, text in REASONS.items() if found.counts[reason]]
+    if forced and not report_only:
+        counts.append(f"{forced} {FORCED}")
+    why = ", ".join(counts)
+    to_run = found.to_run + (0 if report_only else forced)
     line = f"scalestudy: {sum(found.points.values())} points ({studies}); "
     if report_only:
         line += "report from the finished runs only: 0 run jobs"
     else:
-        line += f"{found.to_run} run jobs to submit"
+        line += f"{to_run} run jobs to submit"
     line += f" ({why})" if why else ""
-    if found.to_run and not report_only:
+    if to_run and not report_only:
         line += "; `report` alone submits none"
     return line
 

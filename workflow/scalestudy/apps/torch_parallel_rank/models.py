@@ -25,9 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..torch_parallel_spec import MODELS, Data, Task
+from ..torch_parallel_spec import IMAGE, MODELS, Data, Task
 
-IMAGE = (3, 32, 32)
 CLASSES = 10
 FEATURES = 32
 VGG11 = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")

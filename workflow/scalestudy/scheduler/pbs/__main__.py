@@ -46,13 +46,15 @@ def submit_command(jobscript, cluster: str) -> int:
 
 
 def plan_command(profile, configfiles: list[str], config: list[str]) -> int:
+    from ...model.cli import BAD_INPUT
     from ...model.errors import SweepError
     from .plan import plan
 
     try:
         print("\n".join(plan(profile, configfiles, config)), flush=True)
     except SweepError as error:
-        return refused(error.problems, "sweep error")  # as the Snakefile says it
+        refused(error.problems, "sweep error")  # as the Snakefile says it
+        return BAD_INPUT
     except BrokenPipeError:
         # The reader stopped early (`plan ... | head`): no traceback, and none again when
         # Python flushes stdout on the way out.
@@ -81,10 +83,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def parsed_command(argv: list[str]) -> int:
     """Every command, with --help and errors from argparse."""
-    import argparse
     from pathlib import Path
 
-    parser = argparse.ArgumentParser(prog="python -m scalestudy.scheduler.pbs")
+    from ...model.cli import OneLineParser
+
+    parser = OneLineParser(prog="python -m scalestudy.scheduler.pbs")
     commands = parser.add_subparsers(dest="command", required=True)
     sub = commands.add_parser("submit", help="qsub a Snakemake jobscript; prints the job id")
     sub.add_argument("--cluster", required=True)

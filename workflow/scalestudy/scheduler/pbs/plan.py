@@ -49,6 +49,12 @@ def plan(profile: Path, configfiles: list[str] | None = None, config: list[str] 
     the Snakefile would print (the files read strictly, as the Snakefile reads them)."""
     study = load_study(workflow_config(profile, configfiles, config), files=config_files(profile, configfiles))
     cluster = study.cluster
+    if cluster.scheduler != "pbspro":
+        raise SweepError(
+            [f"--profile {profile}: its cluster {cluster.name!r} has no PBS scheduler (scheduler: "
+             f"{cluster.scheduler}), so nothing is submitted with qsub; give the profile of a PBS cluster, "
+             "e.g. profiles/gadi"]
+        )  # fmt: skip
     project = cluster.project_name() or "$PROJECT"
     found = survey(study.points, study.layout, cluster.name)
     packs = packing.packs(study.points, cluster, study.sweep.studies)
