@@ -306,10 +306,18 @@ def test_a_walltime_kill_by_pbs_leaves_no_rank_and_records_the_point(openpbs, wo
         time.sleep(0.5)
     assert ranks_running(pids) == [], "ranks outlived the job PBS killed"
     done = sorted(records(workdir).values(), key=lambda r: r["point"]["repeat"])
-    assert done[0]["category"] == "walltime" and done[0]["stop_signal"] == "SIGTERM", done[0]["reason"]
-    assert done[0]["resources"]["service_units_source"] == "estimated"
-    if pack:
-        assert done[1]["category"] == "scheduler_error" and "never started" in done[1]["reason"]
+    # With no margin, PBS's walltime and the runner's own timer both end a point at its walltime,
+    # and PBS enforces its limit only at the mom's next check (5-10 s here): either may win. In
+    # a pack the job's walltime is the points' summed, so PBS ends the job during a later point.
+    # Whoever stopped it, the point is `walltime` and no rank is left (checked above); a point
+    # PBS stopped names the signal and carries the estimated cost of the time charged.
+    assert all(record["category"] == "walltime" for record in done[:1]), done[0]
+    for record in done:
+        if record.get("stop_signal"):
+            assert record["stop_signal"] == "SIGTERM" and record["category"] == "walltime", record
+            assert record["resources"]["service_units_source"] == "estimated", record
+        else:
+            assert "stopped by scalestudy" in record["reason"] or "never started" in record["reason"], record
 
 
 def test_qdel_of_a_running_job_leaves_no_rank(openpbs, workdir):
