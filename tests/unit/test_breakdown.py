@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from scalestudy.apps.lammps import BREAKDOWN, parse_lammps
 from scalestudy.apps.torch_parallel import BREAKDOWN as TORCH_PARTS
+from scalestudy.apps.torch_parallel import COMMUNICATION_HIDDEN as TORCH_BESIDE
 from scalestudy.apps.torch_parallel import breakdown_figures
 from scalestudy.apps.torch_parallel_spec import PARTS, REGION_PREFIX, Span, step_parts
 from scalestudy.breakdown import growth, growth_sentence, parts_table, without_breakdown
@@ -80,6 +81,13 @@ def test_without_communication_the_step_is_its_regions():
     assert (parts["data"], parts["compute"], parts["optimizer"]) == (1, 7, 2)
 
 
+def test_times_beside_the_parts_are_not_stacked_with_them():
+    compute, communication = (part.name for part in TORCH_PARTS if part.part in ("compute", "communication"))
+    table = parts_table(scaling_of({2: {compute: 0.9, communication: 0.1, TORCH_BESIDE.name: 0.5}}))
+    assert table.loc[~table["beside"], "fraction"].sum() == pytest.approx(1)
+    assert table.loc[table["beside"], "fraction"].tolist() == pytest.approx([0.5])
+
+
 def test_the_rank_programs_breakdown_becomes_per_rank_means_and_the_hidden_share():
     per_rank = {f"{name}_s_per_rank": [0.001, 0.003] for name in PARTS}
     breakdown = {"steps": 5, **per_rank, "step_s_per_rank": [0.005, 0.015], "in_flight_s_per_rank": [0.002, 0.004],
@@ -87,6 +95,7 @@ def test_the_rank_programs_breakdown_becomes_per_rank_means_and_the_hidden_share
     figures = breakdown_figures(breakdown)
     assert figures["step_communication_s"] == pytest.approx(0.002)
     assert figures["step_communication_s_max"] == pytest.approx(0.003)
+    assert figures["step_communication_hidden_s"] == pytest.approx(0.0015)
     assert figures["communication_hidden_fraction"] == pytest.approx(0.0015 / 0.003)
     assert figures["profiled_step_s"] == pytest.approx(0.01) and figures["breakdown_steps"] == 5
     assert breakdown_figures(None) == {}
@@ -101,10 +110,11 @@ def test_a_part_must_be_a_time_with_its_whole():
 
 
 def scaling_of(parts: dict[int, dict[str, float]], n: int = 2) -> pd.DataFrame:
-    """scaling.csv rows of the LAMMPS parts of one curve: {ranks: {section: s per step}}."""
+    """scaling.csv rows of the parts of one curve: {ranks: {LAMMPS section or figure: s per step}}."""
     rows = [
         {"study": "s", "app": "lammps", "scaling": "strong", "variant": "v", "nodes": 1, "ranks_per_node": ranks,
-         "gpus_per_node": 0, "ranks": ranks, "metric": BREAKDOWN[section].name, "mean": value, "n": n}
+         "gpus_per_node": 0, "ranks": ranks, "metric": BREAKDOWN[section].name if section in BREAKDOWN else section,
+         "mean": value, "n": n}
         for ranks, sections in parts.items() for section, value in sections.items()
     ]  # fmt: skip
     return pd.DataFrame(rows)
@@ -116,11 +126,17 @@ def test_fractions_per_scale_and_the_part_that_grows_fastest():
     assert table.groupby("ranks")["fraction"].sum().tolist() == pytest.approx([1, 1])
     found = growth(table)
     assert found["part"] == "Comm" and found["from"] == pytest.approx(0.1) and found["to"] == pytest.approx(1 / 3)
-    assert found["falls_most"] == "Pair" and found["falls_exponent"] == pytest.approx(-1)
+    assert found["largest"] == "Pair" and found["largest_exponent"] == pytest.approx(-1)
     assert found["exponent"] == pytest.approx(math.log2(2.25))
     assert growth_sentence(table) == (
         "Comm grows fastest with p: from 10% of the time step at p = 1 to 33% at p = 2 (its time as p^1.2); "
-        "Pair falls fastest, as p^−1."
+        "Pair, the largest part at p = 1, goes as p^−1."
+    )
+    # A part there was none of at the smallest scale has no exponent to give.
+    none_first = parts_table(scaling_of({1: {"Pair": 1.0, "Comm": 0.0}, 2: {"Pair": 0.5, "Comm": 0.5}}))
+    assert growth_sentence(none_first) == (
+        "Comm grows fastest with p: from 0% of the time step at p = 1 to 50% at p = 2; "
+        "Pair, the largest part at p = 1, goes as p^−1."
     )
 
 

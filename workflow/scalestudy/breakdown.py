@@ -5,10 +5,13 @@ scaling.csv, as fractions of their sum, and the part whose share grows fastest w
 Definitions (also printed beside the table and the plot):
 - part: a time per `whole` (a time step, a training step) the app measures on its own; the
   parts of one breakdown are disjoint and add up to the whole, each defined by its declaration.
+  A time `beside` the parts (communication hidden behind compute) overlaps them: it is shown
+  beside, as a fraction of the same whole, never stacked.
 - fraction: mean of the part over the repeats / the sum of the parts' means, at one scale.
 - grows fastest: the part whose fraction rises most (in points) from the smallest to the largest
-  successful scale; its time per step (not its fraction) scales as p^a between those two scales,
-  a = log(t(p1)/t(p0)) / log(p1/p0) (a = -1: it falls as 1/p; a = 0: constant).
+  successful scale; a time scales as p^a between those two scales, a = log(t(p1)/t(p0)) /
+  log(p1/p0) (a = -1: it falls as 1/p; a = 0: constant); the sentence gives the exponent of the
+  part that grows fastest and of the largest part at the smallest scale.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from .model.metrics import DECLARED, Metric
 DEFINITIONS = {
     "fraction": "mean time of a part over the repeats / the sum of the parts' means at that scale",
     "grows_fastest": "the part whose fraction rises most from the smallest to the largest successful scale;"
-    " its time scales as p^a between them, a = log(t(p1)/t(p0)) / log(p1/p0) (−1: falls as 1/p)",
+    " a time t scales as p^a between them, a = log(t(p1)/t(p0)) / log(p1/p0) (−1: falls as 1/p)",
 }
 
 
@@ -48,8 +51,10 @@ def parts_table(scaling: pd.DataFrame, study: str | None = None) -> pd.DataFrame
         return pd.DataFrame()
     rows["part"] = rows["metric"].map(lambda name: parts[name].part)
     rows["whole"] = rows["metric"].map(lambda name: parts[name].whole)
+    rows["beside"] = rows["metric"].map(lambda name: parts[name].beside)
     at_scale = [c for c in curve_keys(rows) if c != "metric"] + ["whole"]
-    total = rows.groupby(at_scale, dropna=False)["mean"].transform("sum")
+    stacked = rows["mean"].where(~rows["beside"], 0.0)
+    total = stacked.groupby([rows[c] for c in at_scale], dropna=False).transform("sum")
     rows["fraction"] = rows["mean"] / total.where(total > 0)
     order = {name: i for i, name in enumerate(parts)}
     rows["order"] = rows["metric"].map(order)
@@ -61,11 +66,13 @@ def curve_keys(rows: pd.DataFrame) -> list[str]:
     return [*curve_columns(rows), *SCALE_COLUMNS]
 
 
-def curves(parts: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
-    """(variant, whole, its rows) per curve and breakdown, in the table's order."""
+def curves(parts: pd.DataFrame, beside: bool = False) -> list[tuple[str, str, pd.DataFrame]]:
+    """(variant, whole, its rows) per curve and breakdown, in the table's order; the times
+    beside the parts only with `beside`."""
     if parts.empty:
         return []
     keys = [*curve_columns(parts), "whole"]
+    parts = parts if beside else parts[~parts["beside"].astype(bool)]
     return [(str(rows["variant"].iloc[0]), str(rows["whole"].iloc[0]), rows)
             for _, rows in parts.groupby(keys, dropna=False, sort=False)]  # fmt: skip
 
@@ -78,6 +85,7 @@ def whole_name(whole: str) -> str:
 def growth(rows: pd.DataFrame) -> dict | None:
     """The part whose fraction grows most from the smallest to the largest scale of one curve,
     with both fractions and the exponent of its time; None with fewer than two scales."""
+    rows = rows[~rows["beside"].astype(bool)]
     scales = sorted(rows["ranks"].unique())
     if len(scales) < 2:
         return None
@@ -89,6 +97,7 @@ def growth(rows: pd.DataFrame) -> dict | None:
         return None
     rise = {part: last.at[part, "fraction"] - first.at[part, "fraction"] for part in shared}
     part = max(shared, key=lambda name: rise[name])
+    largest = max(shared, key=lambda name: first.at[name, "mean"])
     return {
         "part": part,
         "from": first.at[part, "fraction"],
@@ -96,8 +105,8 @@ def growth(rows: pd.DataFrame) -> dict | None:
         "p_from": int(low),
         "p_to": int(high),
         "exponent": exponent(first.at[part, "mean"], last.at[part, "mean"], low, high),
-        "falls_most": min(shared, key=lambda name: exponent(first.at[name, "mean"], last.at[name, "mean"], low, high)),
-        "falls_exponent": min(exponent(first.at[n, "mean"], last.at[n, "mean"], low, high) for n in shared),
+        "largest": largest,
+        "largest_exponent": exponent(first.at[largest, "mean"], last.at[largest, "mean"], low, high),
     }
 
 
@@ -109,9 +118,9 @@ def exponent(t0: float, t1: float, p0: float, p1: float) -> float:
 
 
 def growth_sentence(rows: pd.DataFrame, named: bool = False) -> str:
-    """One sentence per curve: the part that grows fastest with p, and the one that falls fastest,
-    e.g. 'Comm grows fastest: from 12% of the time step at p = 1 to 47% at p = 2 (its time as
-    p^0.9); Pair falls fastest, as p^-0.95.'"""
+    """One sentence per curve: the part that grows fastest with p, and how the largest part at
+    the smallest scale goes, e.g. 'Comm grows fastest with p: from 12% of the time step at p = 1
+    to 47% at p = 2 (its time as p^0.9); Pair, the largest part at p = 1, goes as p^−0.95.'"""
     variant, whole = str(rows["variant"].iloc[0]), whole_name(str(rows["whole"].iloc[0]))
     prefix = f"{variant}: " if named else ""
     found = growth(rows)
@@ -120,10 +129,13 @@ def growth_sentence(rows: pd.DataFrame, named: bool = False) -> str:
         return f"{prefix}one scale (p = {scales}), so no part's growth with p to name."
     text = (
         f"{prefix}{found['part']} grows fastest with p: from {found['from']:.0%} of the {whole} at p = "
-        f"{found['p_from']} to {found['to']:.0%} at p = {found['p_to']} (its time as {power(found['exponent'])})"
+        f"{found['p_from']} to {found['to']:.0%} at p = {found['p_to']}"
     )
-    if found["falls_most"] != found["part"]:
-        text += f"; {found['falls_most']} falls fastest, as {power(found['falls_exponent'])}"
+    if found["from"] > 0:
+        text += f" (its time as {power(found['exponent'])})"
+    if found["largest"] != found["part"]:
+        largest = f"{found['largest']}, the largest part at p = {found['p_from']}"
+        text += f"; {largest}, goes as {power(found['largest_exponent'])}"
     return text + "."
 
 

@@ -254,27 +254,32 @@ def breakdown_blocks(scaling: pd.DataFrame, study: str, table: pd.DataFrame) -> 
         if (table["n"] == 0).all():
             return []
         return [Heading(3, "Where the time goes"), Para(f"No time breakdown: {no_breakdown_reason(table)}.")]
-    groups = curves(parts)
+    groups = curves(parts, beside=True)
     named = len(groups) > 1
-    sentences = [growth_sentence(rows, named) for _v, _w, rows in groups]
-    names = list(dict.fromkeys(parts["part"]))
-    headers = (["curve"] if named else []) + ["p (ranks)", *names, "sum of the parts (per step)"]
+    sentences = [growth_sentence(rows, named) for _v, _w, rows in curves(parts)]
+    stacked = list(dict.fromkeys(parts.loc[~parts["beside"].astype(bool), "part"]))
+    beside = list(dict.fromkeys(parts.loc[parts["beside"].astype(bool), "part"]))
+    headers = (["curve"] if named else []) + ["p (ranks)", *stacked, "sum of the parts (per step)"]
+    headers += [f"{name} (beside)" for name in beside]
     cells = []
     for variant, _whole, rows in groups:
         for ranks, at in rows.groupby("ranks", sort=True):
             by_part = at.set_index("part")
             row = [variant] if named else []
             row.append(fmt(ranks))
-            row += [part_cell(by_part, name) for name in names]
-            row.append(seconds(at["mean"].sum()))
+            row += [part_cell(by_part, name) for name in stacked]
+            row.append(seconds(at.loc[~at["beside"].astype(bool), "mean"].sum()))
+            row += [part_cell(by_part, name) for name in beside]
             cells.append(row)
     blocks: list = [Heading(3, "Where the time goes")]
     blocks += [Para(sentences[0], "summary")] if not named else [Bullets(sentences)]
     blocks.append(Table(headers, cells))
     for whole, declared in wholes(parts).items():
-        definitions = [f"{m.part}: {m.label}" for m in declared]
+        definitions = [m.label + (" (beside the parts, not one of them)" if m.beside else "") for m in declared]
         blocks.append(Details(f"The parts of a {whole}", [Bullets(definitions)]))
-    blocks.append(Para(f"Fraction: {BREAKDOWN_DEFINITIONS['fraction']}. {BREAKDOWN_DEFINITIONS['grows_fastest']}."))
+    blocks.append(
+        Para(f"Fraction: {BREAKDOWN_DEFINITIONS['fraction']}. Grows fastest: {BREAKDOWN_DEFINITIONS['grows_fastest']}.")
+    )
     return blocks
 
 

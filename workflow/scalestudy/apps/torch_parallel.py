@@ -38,18 +38,24 @@ BREAKDOWN = tuple(
     declare(f"step_{name}_s", f"{name}: {definition}", "s", "time", part=name, whole=STEP_WHOLE)
     for name, definition in PARTS.items()
 )
-# Communication in flight and the share of it hidden behind compute (the overlap).
+# Beside the parts: communication in flight, and the part of it hidden behind compute (the overlap).
 COMMUNICATION_IN_FLIGHT = declare(
     "step_communication_in_flight_s",
-    "communication in flight per profiled step, hidden behind compute or not (mean over ranks)",
+    "in flight: communication in flight, hidden behind compute or not (mean over ranks)",
     "s",
     "time",
+    part="in flight",
+    whole=STEP_WHOLE,
+    beside=True,
 )
 COMMUNICATION_HIDDEN = declare(
-    "communication_hidden_fraction",
-    "overlap: the share of the communication in flight during which a compute operator runs (mean over ranks)",
-    "",
-    "size",
+    "step_communication_hidden_s",
+    "overlap: communication in flight while a compute operator runs, hidden behind it (mean over ranks)",
+    "s",
+    "time",
+    part="overlap",
+    whole=STEP_WHOLE,
+    beside=True,
 )
 
 
@@ -110,7 +116,7 @@ def parse_torch_parallel(log_text: str) -> dict[str, Any]:
 
 def breakdown_figures(breakdown: Mapping[str, Any] | None) -> dict[str, Any]:
     """The parts of a profiled step (mean over ranks; the largest rank's beside, `_max`), the
-    communication in flight, its hidden share, and the profiled step's own time."""
+    communication in flight and hidden behind compute (and its share), the profiled step's time."""
     if not breakdown:
         return {}
     mean = {name: statistics.fmean(breakdown[f"{name}_s_per_rank"]) for name in (*PARTS, "step", "in_flight")}
@@ -119,8 +125,8 @@ def breakdown_figures(breakdown: Mapping[str, Any] | None) -> dict[str, Any]:
         figures[part.name] = mean[name]
         figures[f"{part.name}_max"] = max(breakdown[f"{name}_s_per_rank"])
     figures[COMMUNICATION_IN_FLIGHT.name] = mean["in_flight"]
-    hidden = statistics.fmean(breakdown["hidden_s_per_rank"])
-    figures[COMMUNICATION_HIDDEN.name] = hidden / mean["in_flight"] if mean["in_flight"] > 0 else None
+    figures[COMMUNICATION_HIDDEN.name] = hidden = statistics.fmean(breakdown["hidden_s_per_rank"])
+    figures["communication_hidden_fraction"] = hidden / mean["in_flight"] if mean["in_flight"] > 0 else None
     return figures
 
 

@@ -28,9 +28,12 @@ class Metric:
     extensive: bool = True
     # A part of a run's time (a time-kind figure): its short name in the breakdown ('Comm',
     # 'compute'), and what the parts of one breakdown add up to, said with how it is measured.
-    # The figures of one app with one `whole` are one breakdown (scalestudy.breakdown).
+    # The figures of one app with one `whole` are one breakdown (scalestudy.breakdown). `beside`:
+    # a time per the same whole that overlaps the parts (communication hidden behind compute),
+    # shown beside them, not stacked with them.
     part: str = ""
     whole: str = ""
+    beside: bool = False
 
     @property
     def higher_is_better(self) -> bool | None:
@@ -58,14 +61,22 @@ DECLARED: dict[str, Metric] = {}
 
 
 def declare(
-    name: str, label: str, unit: str, kind: Kind, *, extensive: bool = True, part: str = "", whole: str = ""
+    name: str,
+    label: str,
+    unit: str,
+    kind: Kind,
+    *,
+    extensive: bool = True,
+    part: str = "",
+    whole: str = "",
+    beside: bool = False,
 ) -> Metric:
     """Declare a figure once. Two apps measuring the same figure (HOOMD-blue and LAMMPS
     steps/s) share one declaration; a second, different one is a bug and raises. `part` and
     `whole`: the figure is one part of a time breakdown (a time per `whole`)."""
     if bool(part) != bool(whole) or (part and kind != "time"):
         raise ValueError(f"metric {name!r}: a part of a breakdown is a time with both a part name and its whole")
-    metric = Metric(name, label, unit, kind, extensive, part, whole)
+    metric = Metric(name, label, unit, kind, extensive, part, whole, beside)
     known = DECLARED.setdefault(name, metric)
     if known != metric:
         raise ValueError(f"metric {name!r} declared twice, differently: {known} and {metric}")
