@@ -212,7 +212,8 @@ def plot_breakdown(scaling: pd.DataFrame, table: pd.DataFrame, study: str, path:
     colours = dict(zip(names, sns.color_palette("tab10", n_colors=max(len(names), 1)), strict=False))
     columns = min(3, len(groups))
     lines = -(-len(groups) // columns)
-    fig, axes = plt.subplots(lines, columns, figsize=(4.3 * columns, 3.3 * lines + 1.3), squeeze=False)
+    width = max(7.0, 4.3 * columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(width, 3.3 * lines + 1.8), squeeze=False)
     weak = table["scaling"].iloc[0] == "weak"
     column, name = ("weak_efficiency", "weak efficiency") if weak else ("parallel_efficiency", "parallel efficiency")
     for ax, (variant, whole, rows) in zip(axes.flat, groups, strict=False):
@@ -234,16 +235,18 @@ def plot_breakdown(scaling: pd.DataFrame, table: pd.DataFrame, study: str, path:
             twin.plot(x, values, "ko-", label=name)
             twin.set_ylim(0, max(1.05, float(np.nanmax(values)) * 1.05) if np.isfinite(values).any() else 1.05)
             twin.set_ylabel(name, fontsize=8)
+            twin.grid(False)
     for ax in axes.flat[len(groups) :]:
         ax.set_axis_off()
     handles = [plt.Rectangle((0, 0), 1, 1, color=colours[n]) for n in names] + [
         plt.Line2D([], [], color="k", marker="o")
     ]
-    fig.legend(handles, [*names, name], loc="lower center", ncol=min(len(names) + 1, 7), fontsize=8)
+    fig.legend(handles, [*names, name], loc="lower center", ncol=min(len(names) + 1, 4), fontsize=8)
     wholes = "; ".join(sorted({whole for _v, whole, _r in groups}))
     subtitle = f"parts as fractions of the {wholes}; {BREAKDOWN_DEFINITIONS['fraction']}; {repeats_note(table)}"
-    fig.suptitle(f"{study}: where the time goes, beside the {name}\n" + textwrap.fill(subtitle, 130), fontsize=9)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.suptitle(f"{study}: where the time goes, beside the {name}\n" + textwrap.fill(subtitle, int(13 * width)),
+                 fontsize=9)  # fmt: skip
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
