@@ -5,6 +5,7 @@ of torch_parallel_spec.PARTS by `step_parts` (which needs no torch; its tests ru
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 from typing import Any
 
@@ -55,17 +56,6 @@ def profiled_parts(trainer: Any, x: torch.Tensor, y: torch.Tensor, steps: int, s
     return {name: statistics.median(step[name] for step in per_step) * US for name in names}
 
 
-def no_region(name: str) -> Any:
+def no_region(name: str) -> contextlib.nullcontext:
     """Outside the profiled steps a region is nothing (one call per part per step)."""
-    return NULL
-
-
-class _Null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-NULL = _Null()
+    return contextlib.nullcontext()
