@@ -31,8 +31,9 @@ from .torch_parallel_spec import EPOCH_PREFIX, MODELS, PARTS, RESULT_PREFIX, STR
 
 # What the parts of the breakdown add up to, and how they are measured (torch_parallel_spec.PARTS).
 STEP_WHOLE = (
-    "training step (torch.profiler over `breakdown_steps` steps after the timed ones, which it does not slow; "
-    "median step, mean over ranks)"
+    "training step (torch.profiler over `breakdown_steps` steps after the timed ones, so the figure is timed "
+    "without it; a profiled step is slower than a timed one, benchmarks/breakdown_overhead.py measures both; "
+    "median profiled step, mean over ranks)"
 )
 BREAKDOWN = tuple(
     declare(f"step_{name}_s", f"{name}: {definition}", "s", "time", part=name, whole=STEP_WHOLE)
