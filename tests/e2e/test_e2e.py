@@ -19,6 +19,8 @@ from scalestudy.model.rank_probe import parse_cpu_list
 pytestmark = pytest.mark.e2e
 # Where jobs can import HOOMD-blue (a site module on PYTHONPATH) its points run; elsewhere they say so.
 HOOMD = importlib.util.find_spec("hoomd") is not None
+# Studies whose app measures the parts of its time (lammps-wca, lammps-placement, torch-parallel).
+BREAKDOWNS = 3
 
 
 def snakemake(repo: Path, workdir: Path, *args: str, config_dir: Path | None = None) -> subprocess.CompletedProcess:
@@ -184,8 +186,9 @@ def test_tables_and_report(study):
     # data; the page shows those with something to draw: no cost (no charge rate here), no variants
     # (one set, or the broken set never ran), and none of a HOOMD-blue study whose every run failed.
     # The placement study runs one scale (2 ranks): its figure and its variants, no speedup or
-    # efficiency; torch-parallel (2 scales, strategies vs ddp) all four.
-    studies, drawn = 7, 3 * (5 if HOOMD else 3) + 2 + 4
+    # efficiency; torch-parallel (2 scales, strategies vs ddp) all four. The two LAMMPS studies and
+    # torch-parallel measure the parts of their time: a breakdown plot each (LitGPT, HOOMD-blue: none).
+    studies, drawn = 7, 3 * (5 if HOOMD else 3) + 2 + 4 + BREAKDOWNS
     assert page.count("data:image/png;base64,") == drawn
     # The broken LoRA points; without HOOMD-blue each HOOMD study is one line and how to fix it.
     assert "parallel efficiency" in page and page.count("Failed runs (2)") == 1
@@ -210,11 +213,15 @@ def test_torch_parallel_strategies_against_ddp_with_accuracy_and_memory_in_the_r
     page = (results / "report/index.html").read_text()
     assert "Variants (strategy) against their baseline" in page
     assert "Memory per rank: predicted against measured" in page
+    # Each run's time split (profiled steps after the timed ones), and the sentence per curve.
+    assert (runs["step_compute_s"] > 0).all() and runs["step_communication_in_flight_s"].notna().all()
+    section = page[page.index("id='torch-parallel'") :]
+    assert "Where the time goes" in section and "grows fastest with p: from " in section
 
 
 def test_the_real_report_loads_every_plot_in_a_browser(study, tmp_path):
     plots, loaded = plots_loaded(study["results"] / "report/index.html", tmp_path)
-    assert plots == loaded == 3 * (5 if HOOMD else 3) + 2 + 4
+    assert plots == loaded == 3 * (5 if HOOMD else 3) + 2 + 4 + BREAKDOWNS
 
 
 def test_finished_points_are_never_rerun(study):

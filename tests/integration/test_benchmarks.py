@@ -44,3 +44,10 @@ def test_torch_memory_model_runs_and_prints_its_ratio():
     run = benchmark("torch_memory_model.py", "--scale", "0.125", "--models", "mlp", "--strategies", "ddp")
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     assert "mlp ddp 2 " in run.stdout and "ratio measured/predicted: min " in run.stdout
+
+
+def test_breakdown_overhead_runs_and_prints_its_ratios():
+    run = benchmark("breakdown_overhead.py", "--repeats", "2", "--steps", "3", "--breakdown-steps", "2")
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert "figure: samples_per_s:" in run.stdout and "(n = 2)" in run.stdout
+    assert "(a) ratio with / without: " in run.stdout and "(b) profiled step / timed median step" in run.stdout

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from scalestudy.apps.torch_parallel_spec import MODELS, RESULT_PREFIX, TENSOR_MODELS
+from scalestudy.apps.torch_parallel_spec import MODELS, PARTS, RESULT_PREFIX, TENSOR_MODELS
 from scalestudy.config import clusters
 from scalestudy.launch.runner import run_point
 from scalestudy.model.point import Point
@@ -44,7 +44,8 @@ def trained() -> dict[int, dict[tuple[str, str], dict]]:
         command = [mpirun, "-np", str(ranks), "--oversubscribe", "--allow-run-as-root", "-x", "OMP_NUM_THREADS=1",
                    "-x", f"PYTHONPATH={REPO / 'workflow'}", sys.executable, "-m", "scalestudy.apps.torch_parallel_rank",
                    "--model", ",".join(MODELS), "--strategy", ",".join(strategies), "--mode", "converge",
-                   "--epochs", "2", "--samples", "48", "--batch-size", "8", "--micro-batches", "2"]  # fmt: skip
+                   "--epochs", "2", "--samples", "48", "--batch-size", "8", "--micro-batches", "2",
+                   "--breakdown-steps", "2"]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
         results = [json.loads(line[len(RESULT_PREFIX) + 1 :]) for line in done.stdout.splitlines()
@@ -71,6 +72,20 @@ def test_it_trains_and_its_loss_goes_down(trained, ranks, strategy, model):
     assert all(t > 0 for t in result["step_time_s_per_rank"]) and len(result["step_time_s_per_rank"]) == ranks
     replicas = {"pipeline": 1, "tensor": 1, "hybrid:2": 1}.get(strategy, ranks)
     assert result["replicas"] == replicas and result["global_batch"] == 8 * replicas
+
+
+@pytest.mark.parametrize(("ranks", "strategy", "model"), CASES)
+def test_every_profiled_step_splits_into_parts_and_two_ranks_communicate(trained, ranks, strategy, model):
+    breakdown = trained[ranks][(strategy, model)]["breakdown"]
+    assert breakdown["steps"] == 2
+    for rank in range(ranks):
+        parts = {name: breakdown[f"{name}_s_per_rank"][rank] for name in PARTS}
+        assert all(value >= 0 for value in parts.values()) and parts["compute"] > 0, parts
+        assert sum(parts.values()) == pytest.approx(breakdown["step_s_per_rank"][rank], rel=1e-6)
+        if ranks == 2:
+            # Every strategy on two ranks exchanges something each step (gradients, activations,
+            # shards, partial sums): the profile must see it in flight.
+            assert breakdown["in_flight_s_per_rank"][rank] > 0, (strategy, model, breakdown)
 
 
 @pytest.mark.parametrize("model", NO_BATCH_NORM)

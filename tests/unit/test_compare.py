@@ -1,5 +1,6 @@
 """Two studies compared (scalestudy.compare): synthetic runs through the real analysis."""
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -176,3 +177,23 @@ def test_a_placement_study_compared_with_itself_pairs_each_binding_with_itself(t
     markdown = (tmp_path / "out/index.md").read_text()
     assert "md mpi-fast/nccl-default (N=8000, binding=core): Amdahl" in markdown
     assert "md mpi-fast/nccl-default (N=8000, binding=none): Amdahl" in markdown
+
+
+def test_the_part_of_the_time_that_changed_is_named_with_its_share(tmp_path):
+    def with_parts(table: pd.DataFrame, comm: float, seed: int) -> pd.DataFrame:
+        """LAMMPS's Pair and Comm per step beside steps/s; 1% noise."""
+        rng = np.random.default_rng(seed)
+        noise = lambda: 1 + 0.01 * rng.standard_normal(len(table))  # noqa: E731
+        pair = 1e-3 / table["ranks"]
+        return table.assign(lammps_pair_s=pair * noise(), lammps_comm_s=comm * table["ranks"] * noise())
+
+    base = results(tmp_path, "base", with_parts(runs(seed=1, flag_sets=("default",)), 1e-4, 1))
+    cand = results(tmp_path, "cand", with_parts(runs(seed=2, flag_sets=("default",)), 2e-4, 2))
+    compare(base, cand, tmp_path / "out")
+    markdown = (tmp_path / "out/index.md").read_text()
+    section = markdown[markdown.index("## Which part of the time changed") : markdown.index("## Every figure")]
+    # Comm doubled everywhere; Pair did not move: only Comm is named, with its share on each side
+    # (at p = 2: 0.2 ms of 0.7 ms, 29%, → 0.4 ms of 0.9 ms, 44%; 1% noise on each).
+    assert section.count("Comm slower") == 3 and "Pair" not in section
+    share = re.search(r"\(p = 2\): Comm slower .* share of the time step (\d+)% → (\d+)%\.", section)
+    assert share and abs(int(share[1]) - 29) <= 1 and int(share[2]) == 44

@@ -40,6 +40,7 @@ from .analysis import (
     speed_ratio,
     write_table,
 )
+from .breakdown import part_of, whole_name
 from .model.errors import SweepError
 from .model.metrics import DECLARED, HIGHER_IS_BETTER, direction
 from .model.paths import Layout, compare_outputs
@@ -372,6 +373,37 @@ def verdict_line(row: Mapping) -> str:
     return f"{point_name(row)}: {row['metric_label']}: {row['verdict']}."
 
 
+def part_change_blocks(shared: pd.DataFrame) -> list:
+    """Which part of a run's time changed (scalestudy.breakdown): per point both sides measured,
+    each part whose time differs measurably (the speed ratio's 95% CI excludes 1), with its share
+    of the whole on each side. Nothing when no figure compared is a part."""
+    if shared.empty:
+        return []
+    declared = shared["metric"].map(part_of)
+    rows = shared[declared.notna()].assign(declared=declared[declared.notna()])
+    if rows.empty:
+        return []
+    lines = []
+    at_point = [c for c in point_keys(rows, rows) if c != "metric"]
+    for _, point in rows.groupby(at_point, dropna=False, sort=False):
+        stacked = point[~point["declared"].map(lambda m: m.beside)]
+        totals = {side: pd.to_numeric(stacked[f"mean_{side}"], errors="coerce").sum() for side in (BASELINE, CANDIDATE)}
+        for row in point[point["verdict"].isin(["faster", "slower"])].to_dict("records"):
+            shares = " → ".join(
+                f"{row[f'mean_{side}'] / totals[side]:.0%}" if totals[side] > 0 else "–"
+                for side in (BASELINE, CANDIDATE)
+            )
+            lines.append(
+                f"{point_name(row)}: {row['declared'].part} {row['verdict']} ({ratio_text(row)}): "
+                f"{stat_text(row, BASELINE)} → {stat_text(row, CANDIDATE)} {row['unit']}; share of the "
+                f"{whole_name(row['declared'].whole)} {shares}."
+            )
+    blocks: list = [Heading(2, "Which part of the time changed")]
+    if lines:
+        return blocks + [Bullets(lines)]
+    return blocks + [Para("No part of a run's time differs measurably at any point (every 95% CI includes 1).")]
+
+
 def points_table(rows: pd.DataFrame) -> Table:
     headers = ["point", "figure", "direction", "baseline mean ± 95% CI (n)", "candidate mean ± 95% CI (n)",
                "speed ratio candidate/baseline (> 1 faster)", "95% CI", "verdict"]  # fmt: skip
@@ -424,6 +456,7 @@ def blocks_of(base: Side, cand: Side, table: pd.DataFrame, threshold: float | No
     if note:
         blocks.append(Para(note))
     blocks += [VERDICTS_HEADING, Bullets([verdict_line(r) for r in primary.to_dict("records")])]
+    blocks += part_change_blocks(shared)
     blocks += [Heading(2, "Every figure"), points_table(shared)]
     rows, amdahl = curve_changes(table)
     blocks.append(Heading(2, "Whole curves"))

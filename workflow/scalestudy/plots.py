@@ -18,6 +18,8 @@ import seaborn as sns  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 from .analysis import DEFINITIONS, GOOD_EFFICIENCY, curve_name  # noqa: E402
+from .breakdown import DEFINITIONS as BREAKDOWN_DEFINITIONS  # noqa: E402
+from .breakdown import curves, parts_table, whole_name, without_breakdown  # noqa: E402
 from .model.metrics import WALLTIME_USED
 from .model.paths import PLOT_KINDS
 from .model.steplog import step_log  # noqa: E402
@@ -70,7 +72,15 @@ def missing_plots(scaling: pd.DataFrame, variants: pd.DataFrame, study: str) -> 
     su = table["su_per_run"] if "su_per_run" in table.columns else pd.Series(np.nan, index=table.index)
     if ((table["n"] > 0) & su.notna()).sum() == 0 or WALLTIME_USED.name not in table.columns:
         why["cost"] = "no service units recorded (no charge rate on this cluster)"
+    if parts_table(scaling, study).empty:
+        why["breakdown"] = no_breakdown_reason(table)
     return why
+
+
+def no_breakdown_reason(table: pd.DataFrame) -> str:
+    """Why a study has no breakdown to draw: its app's own word, or no run recorded one."""
+    note = without_breakdown(str(table["app"].iloc[0])) if "app" in table.columns else None
+    return note or "no successful run recorded the parts of its time"
 
 
 def message_plot(path: Path, message: str) -> None:
@@ -151,6 +161,8 @@ def plot_study(
         plot_variants(variants, table, study, Path(out["variants"]), ranks)
     if "cost" not in missing:
         plot_cost(table, study, Path(out["cost"]), budget_su)
+    if "breakdown" not in missing:
+        plot_breakdown(scaling, table, study, Path(out["breakdown"]))
 
 
 def plot_speedup(table, study, out, palette, ranks, label, note) -> None:
@@ -190,6 +202,53 @@ def plot_efficiency(table, study, out, palette, ranks, label, note) -> None:
     mark_missing(ax, table)
     definition = DEFINITIONS["weak_efficiency" if weak else "parallel_efficiency"]
     finish(ax, fig, out["efficiency"], f"{study}: {name} of {label}", f"{definition}; {note}", name, ranks)
+
+
+def plot_breakdown(scaling: pd.DataFrame, table: pd.DataFrame, study: str, path: Path) -> None:
+    """Per curve, a stacked bar per scale (each part as a fraction of the whole it is a part
+    of) with the curve's efficiency beside it on its own axis."""
+    groups = curves(parts_table(scaling, study))
+    names = list(dict.fromkeys(part for _v, _w, rows in groups for part in rows["part"]))
+    colours = dict(zip(names, sns.color_palette("tab10", n_colors=max(len(names), 1)), strict=False))
+    columns = min(3, len(groups))
+    lines = -(-len(groups) // columns)
+    width = max(7.0, 4.3 * columns)
+    fig, axes = plt.subplots(lines, columns, figsize=(width, 3.3 * lines + 1.8), squeeze=False)
+    weak = table["scaling"].iloc[0] == "weak"
+    column, name = ("weak_efficiency", "weak efficiency") if weak else ("parallel_efficiency", "parallel efficiency")
+    for ax, (variant, whole, rows) in zip(axes.flat, groups, strict=False):
+        scales = sorted(int(r) for r in rows["ranks"].unique())
+        x = np.arange(len(scales))
+        bottom = np.zeros(len(scales))
+        for part, at in rows.groupby("part", sort=False):
+            share = at.set_index("ranks")["fraction"].reindex(scales).fillna(0).to_numpy(float)
+            ax.bar(x, share, 0.6, bottom=bottom, color=colours[part], label=part)
+            bottom += share
+        ax.set_xticks(x, [f"p = {p}" for p in scales])
+        ax.set_ylim(0, 1)
+        ax.set_ylabel(f"fraction of the {whole_name(whole)}", fontsize=8)
+        ax.set_title(textwrap.fill(variant, 45), fontsize=8)
+        efficiency = table[table["variant"] == variant].set_index("ranks")
+        if column in efficiency.columns:
+            twin = ax.twinx()
+            values = efficiency[column].where(efficiency["n"] > 0).reindex(scales).to_numpy(float)
+            twin.plot(x, values, "ko-", label=name)
+            twin.set_ylim(0, max(1.05, float(np.nanmax(values)) * 1.05) if np.isfinite(values).any() else 1.05)
+            twin.set_ylabel(name, fontsize=8)
+            twin.grid(False)
+    for ax in axes.flat[len(groups) :]:
+        ax.set_axis_off()
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colours[n]) for n in names] + [
+        plt.Line2D([], [], color="k", marker="o")
+    ]
+    fig.legend(handles, [*names, name], loc="lower center", ncol=min(len(names) + 1, 4), fontsize=8)
+    wholes = "; ".join(sorted({whole for _v, whole, _r in groups}))
+    subtitle = f"parts as fractions of the {wholes}; {BREAKDOWN_DEFINITIONS['fraction']}; {repeats_note(table)}"
+    fig.suptitle(f"{study}: where the time goes, beside the {name}\n" + textwrap.fill(subtitle, int(13 * width)),
+                 fontsize=9)  # fmt: skip
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def clipped_at_zero(y: np.ndarray, err: np.ndarray) -> np.ndarray:

@@ -16,6 +16,8 @@ import pandas as pd
 
 from .analysis import DEFINITIONS, ESTIMATOR_NAMES, GOOD_EFFICIENCY, MEAN, STATUS_PENDING, VARIANT_AXES, read_table
 from .apps import APPS
+from .breakdown import DEFINITIONS as BREAKDOWN_DEFINITIONS
+from .breakdown import curves, growth_sentence, part_of, parts_table, wholes
 from .model.metrics import WALLTIME_USED, metric
 from .model.paths import PLOT_KINDS
 from .model.steplog import step_log
@@ -35,7 +37,7 @@ from .page import (
     scale_text,
     write_page,
 )
-from .plots import missing_plots, primary_table
+from .plots import missing_plots, no_breakdown_reason, primary_table
 
 # Up to this much a study's provenance is also on the page (each run's is about 1 KB, plus
 # 0.7 KB per rank: 10,000 runs made a page of tens of MB); the side file always has it.
@@ -241,6 +243,61 @@ def variant_blocks(variants: pd.DataFrame, table: pd.DataFrame) -> list:
     else:
         blocks.append(Para("No variant differs measurably from its baseline at any scale (every 95% CI includes 1)."))
     return blocks
+
+
+def breakdown_blocks(scaling: pd.DataFrame, study: str, table: pd.DataFrame) -> list:
+    """Where each scale spends its time: per curve, the sentence naming the part that grows
+    fastest with p, and each part's fraction (and time) per scale; the parts' definitions and
+    how they were measured. A study whose app measures no parts says why, in its app's word."""
+    parts = parts_table(scaling, study)
+    if parts.empty:
+        if (table["n"] == 0).all():
+            return []
+        return [Heading(3, "Where the time goes"), Para(f"No time breakdown: {no_breakdown_reason(table)}.")]
+    groups = curves(parts, beside=True)
+    named = len(groups) > 1
+    sentences = [growth_sentence(rows, named) for _v, _w, rows in curves(parts)]
+    stacked = list(dict.fromkeys(parts.loc[~parts["beside"].astype(bool), "part"]))
+    beside = list(dict.fromkeys(parts.loc[parts["beside"].astype(bool), "part"]))
+    headers = (["curve"] if named else []) + ["p (ranks)", *stacked, "sum of the parts (per step)"]
+    headers += [f"{name} (beside)" for name in beside]
+    cells = []
+    for variant, _whole, rows in groups:
+        for ranks, at in rows.groupby("ranks", sort=True):
+            by_part = at.set_index("part")
+            row = [variant] if named else []
+            row.append(fmt(ranks))
+            row += [part_cell(by_part, name) for name in stacked]
+            row.append(seconds(at.loc[~at["beside"].astype(bool), "mean"].sum()))
+            row += [part_cell(by_part, name) for name in beside]
+            cells.append(row)
+    blocks: list = [Heading(3, "Where the time goes")]
+    blocks += [Para(sentences[0], "summary")] if not named else [Bullets(sentences)]
+    blocks.append(Table(headers, cells))
+    for whole, declared in wholes(parts).items():
+        definitions = [m.label + (" (beside the parts, not one of them)" if m.beside else "") for m in declared]
+        blocks.append(Details(f"The parts of a {whole}", [Bullets(definitions)]))
+    blocks.append(
+        Para(f"Fraction: {BREAKDOWN_DEFINITIONS['fraction']}. Grows fastest: {BREAKDOWN_DEFINITIONS['grows_fastest']}.")
+    )
+    return blocks
+
+
+def part_cell(by_part: pd.DataFrame, name: str) -> str:
+    if name not in by_part.index:
+        return "–"
+    row = by_part.loc[name]
+    return f"{row['fraction']:.0%} ({seconds(row['mean'])})" if not missing(row["fraction"]) else seconds(row["mean"])
+
+
+def seconds(value: float) -> str:
+    """A time per step, in the unit that reads best (steps take micro- to milliseconds)."""
+    if missing(value):
+        return "–"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(value) >= scale:
+            return f"{fmt(value / scale)} {unit}"
+    return f"{fmt(value / 1e-6)} µs"
 
 
 def choice(value) -> str:
@@ -542,11 +599,13 @@ def study_blocks(
         blocks.append(Heading(3, f"Scaling of {table['metric_label'].iloc[0]} [{table['unit'].iloc[0]}]"))
         blocks.append(hpc_table(table))
         blocks += [Para(line) for line in amdahl_lines(table)]
+        blocks += breakdown_blocks(scaling, study, table)
         blocks += variant_blocks(variants, table)
         blocks += [Heading(3, "Cost"), Bullets(cost_lines(table, budget_su))]
     blocks += plot_blocks(study, scaling, variants, plots)
     if not table.empty:
         others = scaling[(scaling["study"] == study) & (scaling["metric"] != table["metric"].iloc[0])]
+        others = others[others["metric"].map(part_of).isna()]  # the breakdown's section has the parts
         details = []
         for _metric, rows in others.groupby("metric", sort=False):
             details += [Heading(4, f"{rows['metric_label'].iloc[0]} [{rows['unit'].iloc[0]}]"), hpc_table(rows)]

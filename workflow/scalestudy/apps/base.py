@@ -70,6 +70,9 @@ class App:
     # The entry of the sweep's `assets:` that sets how this app's made inputs are made (the
     # local LitGPT stand-ins: litgpt_tiny), checked by `assets_problems`; None: no such entry.
     assets_key: ClassVar[str | None] = None
+    # An app that declares no parts of a run (`declare(..., part=, whole=)`): what it can tell of
+    # where its time goes, in a sentence the report prints in place of a breakdown.
+    breakdown_note: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

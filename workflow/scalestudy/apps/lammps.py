@@ -9,9 +9,11 @@ launcher and takes MPICH flag sets (environment variables), never Open MPI's --m
 from __future__ import annotations
 
 import re
+import statistics
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ..model.metrics import declare
 from ..model.paths import REPO_ROOT, Layout
 from ..model.point import Point
 from .base import Param, ParseError
@@ -21,10 +23,37 @@ INPUT_SCRIPT = Path(__file__).with_name("lammps_wca.in")
 TIMED_RUN = re.compile(r"^scalestudy: timed run (\d+) of (\d+)", re.M)
 PERFORMANCE = re.compile(r"^Performance:.*?([0-9.]+(?:[eE][-+]?\d+)?) timesteps/s", re.M)
 DONE = "scalestudy: done"
+LOOP = re.compile(r"^Loop time of [0-9.eE+-]+ on \d+ procs for (\d+) steps", re.M)
+# LAMMPS's own end-of-run "MPI task timing breakdown" (its default `timer normal`, so every run
+# prints it): each section's min, avg and max time over the ranks. Other has the avg only.
+BREAKDOWN_ROW = re.compile(r"^(\w+)\s*\|\s*([0-9.eE+-]*)\s*\|\s*([0-9.eE+-]+)\s*\|\s*([0-9.eE+-]*)\s*\|", re.M)
+SECTIONS = {
+    "Pair": "pair forces",
+    "Bond": "bonded forces",
+    "Kspace": "long-range (k-space) forces",
+    "Neigh": "neighbour-list builds",
+    "Comm": "communication between ranks (ghost atoms, migration)",
+    "Output": "thermo and dump output",
+    "Modify": "fixes and computes (here the Nose-Hoover thermostat and the integrator)",
+    "Other": "the rest of the loop, including waiting for other ranks (load imbalance)",
+}
+STEP_WHOLE = "time step (LAMMPS's MPI task timing breakdown of the timed runs, mean over ranks and runs)"
+BREAKDOWN = {
+    section: declare(
+        f"lammps_{section.lower()}_s",
+        f"LAMMPS {section}: {what} per time step (mean over ranks; _min and _max beside)",
+        "s",
+        "time",
+        part=section,
+        whole=STEP_WHOLE,
+    )
+    for section, what in SECTIONS.items()
+}
 
 
 class Lammps(WcaBenchmark):
     name = "lammps"
+    metrics: ClassVar = (*WcaBenchmark.metrics, *BREAKDOWN.values())
     mpi_flavour: ClassVar[str] = "mpich"
     packages = ("lammps",)
     params: ClassVar[dict[str, Param]] = {
@@ -78,4 +107,30 @@ def parse_lammps(log_text: str) -> dict[str, Any]:
     if DONE not in log_text:
         raise ParseError(f"no {DONE!r} line: LAMMPS stopped after the timed runs")
     atoms = re.search(r"^Created (\d+) atoms", log_text, re.M)
-    return md_figures(per_run, int(atoms.group(1)) if atoms else None, log_text)
+    figures = md_figures(per_run, int(atoms.group(1)) if atoms else None, log_text)
+    return {**figures, **breakdown_figures([log_text[m.end() :] for m in markers])}
+
+
+def breakdown_figures(segments: list[str]) -> dict[str, float]:
+    """Each section's time per step (avg over ranks, and min and max), mean over the timed runs
+    that printed a breakdown (a run whose table is missing or cut off adds nothing)."""
+    per_run: list[dict[str, float]] = []
+    for segment in segments:
+        loop = LOOP.search(segment)
+        table_start = segment.find("MPI task timing breakdown:")
+        if not loop or table_start < 0:
+            continue
+        steps = int(loop.group(1))
+        run: dict[str, float] = {}
+        for row in BREAKDOWN_ROW.finditer(segment[table_start : segment.find("\n\n", table_start)]):
+            section, low, mean, high = row.groups()
+            if section in BREAKDOWN and steps:
+                name = BREAKDOWN[section].name
+                run[name] = float(mean) / steps
+                for suffix, value in (("_min", low), ("_max", high)):
+                    if value:
+                        run[name + suffix] = float(value) / steps
+        if run:
+            per_run.append(run)
+    names = sorted({name for run in per_run for name in run})
+    return {name: statistics.fmean(run[name] for run in per_run if name in run) for name in names}

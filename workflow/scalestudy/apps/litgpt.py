@@ -170,6 +170,10 @@ def litgpt_parameters(config: dict[str, Any], lora_rank: int | None = None) -> i
 
 class LitGPT(App):
     name = "litgpt"
+    breakdown_note = (
+        "LitGPT prints one time per iteration (data, forward, backward and, on a step's iteration, gradient "
+        "synchronisation and the optimizer together), no split of it; none is measured here"
+    )
     packages = ("torch", "litgpt", "lightning", "mpi4py")
     primary_metric = "training_time_s"
     metrics = (

@@ -27,7 +27,46 @@ from ..model.paths import Layout
 from ..model.point import Point
 from ..model.units import GB, MEMORY_UNIT
 from .base import App, Param, ParseError
-from .torch_parallel_spec import EPOCH_PREFIX, IMAGE, MODELS, RESULT_PREFIX, STRATEGIES, TENSOR_MODELS, model_setting
+from .torch_parallel_spec import (
+    EPOCH_PREFIX,
+    IMAGE,
+    MODELS,
+    PARTS,
+    RESULT_PREFIX,
+    STRATEGIES,
+    TENSOR_MODELS,
+    model_setting,
+)
+
+# What the parts of the breakdown add up to, and how they are measured (torch_parallel_spec.PARTS).
+STEP_WHOLE = (
+    "training step (torch.profiler over `breakdown_steps` steps after the timed ones, so the figure is timed "
+    "without it; a profiled step is slower than a timed one, benchmarks/breakdown_overhead.py measures both; "
+    "median profiled step, mean over ranks)"
+)
+BREAKDOWN = tuple(
+    declare(f"step_{name}_s", f"{name}: {definition}", "s", "time", part=name, whole=STEP_WHOLE)
+    for name, definition in PARTS.items()
+)
+# Beside the parts: communication in flight, and the part of it hidden behind compute (the overlap).
+COMMUNICATION_IN_FLIGHT = declare(
+    "step_communication_in_flight_s",
+    "in flight: communication in flight, hidden behind compute or not (mean over ranks)",
+    "s",
+    "time",
+    part="in flight",
+    whole=STEP_WHOLE,
+    beside=True,
+)
+COMMUNICATION_HIDDEN = declare(
+    "step_communication_hidden_s",
+    "overlap: communication in flight while a compute operator runs, hidden behind it (mean over ranks)",
+    "s",
+    "time",
+    part="overlap",
+    whole=STEP_WHOLE,
+    beside=True,
+)
 
 
 def values(value: Any) -> list[Any]:
@@ -68,6 +107,7 @@ def parse_torch_parallel(log_text: str) -> dict[str, Any]:
         for line in log_text.splitlines()
         if line.startswith(EPOCH_PREFIX + " ")
     ]
+    figures.update(breakdown_figures(result.get("breakdown")))
     if epochs:
         last = epochs[-1]
         figures["epochs"] = len(epochs)
@@ -81,6 +121,22 @@ def parse_torch_parallel(log_text: str) -> dict[str, Any]:
         figures["val_loss_per_epoch"] = [e["val_loss"] for e in epochs]
     elif result.get("last_loss") is not None:
         figures["final_train_loss"] = result["last_loss"]
+    return figures
+
+
+def breakdown_figures(breakdown: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The parts of a profiled step (mean over ranks; the largest rank's beside, `_max`), the
+    communication in flight and hidden behind compute (and its share), the profiled step's time."""
+    if not breakdown:
+        return {}
+    mean = {name: statistics.fmean(breakdown[f"{name}_s_per_rank"]) for name in (*PARTS, "step", "in_flight")}
+    figures: dict[str, Any] = {"breakdown_steps": breakdown["steps"], "profiled_step_s": mean["step"]}
+    for part, name in zip(BREAKDOWN, PARTS, strict=True):
+        figures[part.name] = mean[name]
+        figures[f"{part.name}_max"] = max(breakdown[f"{name}_s_per_rank"])
+    figures[COMMUNICATION_IN_FLIGHT.name] = mean["in_flight"]
+    figures[COMMUNICATION_HIDDEN.name] = hidden = statistics.fmean(breakdown["hidden_s_per_rank"])
+    figures["communication_hidden_fraction"] = hidden / mean["in_flight"] if mean["in_flight"] > 0 else None
     return figures
 
 
@@ -118,6 +174,9 @@ class TorchParallel(App):
         ),
         declare("optimizer_step_s", "optimizer-step time (slowest rank, median of timed steps)", "s", "time"),
         declare("epoch_time_s", "time per epoch (slowest rank, mean over epochs)", "s", "time"),
+        *BREAKDOWN,
+        COMMUNICATION_IN_FLIGHT,
+        COMMUNICATION_HIDDEN,
         declare("final_loss", "validation loss after the last epoch", "", "size"),
         declare("final_accuracy", "validation accuracy after the last epoch", "", "size"),
         declare(
@@ -161,6 +220,12 @@ class TorchParallel(App):
         "lr": Param((int, float), minimum=0.0, help="AdamW learning rate", default=3e-3),
         "seed": Param(int, minimum=0, default=0),
         "device": Param(str, choices=("cpu", "cuda"), help="cpu: gloo; cuda: NCCL, one GPU per rank", default="cpu"),
+        "breakdown_steps": Param(
+            int,
+            minimum=0,
+            help="steps profiled after the timed ones for the time breakdown (0: none)",
+            default=5,
+        ),
     }
 
     def param_problems(self, params: Mapping[str, Any]) -> list[str]:

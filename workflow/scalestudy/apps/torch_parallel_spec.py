@@ -105,3 +105,123 @@ TENSOR_MODELS = tuple(name for name, family in MODELS.items() if family.tensor)
 def model_setting(model: str, name: str) -> int:
     """A family's default width or depth."""
     return getattr(MODELS[model], name)
+
+
+# ---------------------------------------------------------------- the time breakdown of a step
+# The rank program profiles `breakdown_steps` steps after the timed ones (torch.profiler), so the
+# timed figure is measured without it; these are the parts it splits each profiled step into,
+# disjoint and adding up to the step. Their definitions are what the app declares.
+REGION_PREFIX = "scalestudy."
+STEP_REGION = "step"
+PARTS: dict[str, str] = {
+    "data": "moving the step's batch to the rank's device (the batch is made once, in memory)",
+    "compute": "forward, loss and backward (pipeline: the schedule's whole step; hybrid: with the gradient "
+    "averaging across groups), less the exposed communication in it",
+    "communication": "exposed communication: a collective or point-to-point operation in flight (gloo, NCCL, c10d "
+    "events on any thread) while the rank runs no compute operator",
+    "optimizer": "the optimizer step (ZeRO-1: with its parameter broadcast), less the exposed communication in it",
+    "other": "the rest of the step: zero_grad, device synchronisation, Python between the parts",
+}
+# The parts that are regions of Trainer.step (the rest are found in the profile).
+REGIONS = ("data", "compute", "optimizer")
+# Profiler event names of communication: the process-group ops (c10d), their backends' own events
+# (gloo:all_reduce, nccl:all_reduce), functional collectives (tensor parallelism) and NCCL's kernels.
+COMMUNICATION_PREFIXES = ("c10d::", "gloo:", "nccl:", "_c10d_functional::", "c10d_functional::", "record_param_comms",
+                          "mpi:", "ncclKernel", "ncclDevKernel")  # fmt: skip
+# Events that are compute: ATen operators and autograd's backward functions (on any thread), and
+# device kernels that are not communication. Containers (a module's forward, DDP's reducer
+# callbacks, the optimizer's step) are not: a wait inside them is not compute.
+COMPUTE_PREFIXES = ("aten::", "autograd::engine::evaluate_function")
+
+
+@dataclass(frozen=True)
+class Span:
+    """One profiler event: its name, thread, start and end (any one clock), whether it ran on a
+    device (a kernel), and whether it is nested inside a communication event."""
+
+    name: str
+    thread: int
+    start: float
+    end: float
+    device: bool = False
+    in_communication: bool = False
+
+
+def is_communication(name: str) -> bool:
+    return name.startswith(COMMUNICATION_PREFIXES)
+
+
+def is_compute(span: Span) -> bool:
+    if is_communication(span.name) or span.in_communication or span.name.startswith(REGION_PREFIX):
+        return False
+    return span.device or span.name.startswith(COMPUTE_PREFIXES)
+
+
+Intervals = list[tuple[float, float]]
+
+
+def union(intervals: Any) -> Intervals:
+    """Sorted, disjoint intervals covering the same time as `intervals`."""
+    merged: Intervals = []
+    for start, end in sorted(i for i in intervals if i[1] > i[0]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def intersection(a: Intervals, b: Intervals) -> Intervals:
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        start, end = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if end > start:
+            out.append((start, end))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def difference(a: Intervals, b: Intervals) -> Intervals:
+    """The time of `a` outside `b` (both disjoint and sorted)."""
+    out = []
+    for start, end in a:
+        for cut_start, cut_end in b:
+            if cut_end <= start or cut_start >= end:
+                continue
+            if cut_start > start:
+                out.append((start, cut_start))
+            start = max(start, cut_end)
+        if end > start:
+            out.append((start, end))
+    return out
+
+
+def length(intervals: Intervals) -> float:
+    return sum(end - start for start, end in intervals)
+
+
+def step_parts(spans: list[Span]) -> list[dict[str, float]]:
+    """Each profiled step (a `scalestudy.step` span) split into PARTS (in the spans' time unit),
+    with `step` (its wall time), `in_flight` (communication in flight, hidden or not) and
+    `hidden` (communication in flight while a compute operator runs: the overlap)."""
+    steps = sorted((s for s in spans if s.name == REGION_PREFIX + STEP_REGION), key=lambda s: s.start)
+    communication = union((s.start, s.end) for s in spans if is_communication(s.name) and not s.in_communication)
+    compute = union((s.start, s.end) for s in spans if is_compute(s))
+    out = []
+    for step in steps:
+        window = [(step.start, step.end)]
+        in_flight = intersection(communication, window)
+        hidden = intersection(in_flight, compute)
+        exposed = difference(in_flight, hidden)
+        parts = {"communication": length(exposed)}
+        for region in REGIONS:
+            # The regions are on the step's own thread (a pipeline's are one per step as well).
+            inside = union((s.start, s.end) for s in spans if s.name == REGION_PREFIX + region
+                           and s.thread == step.thread)  # fmt: skip
+            parts[region] = length(difference(intersection(inside, window), exposed))
+        parts["other"] = max(0.0, (step.end - step.start) - sum(parts.values()))
+        out.append({**parts, "step": step.end - step.start, "in_flight": length(in_flight), "hidden": length(hidden)})
+    return out

@@ -26,6 +26,14 @@ class Metric:
     # A rate that grows with the problem size (tokens/s, particle-steps/s): weak-scaling
     # efficiency divides it by p/p0. One that does not (time steps/s) is compared as is.
     extensive: bool = True
+    # A part of a run's time (a time-kind figure): its short name in the breakdown ('Comm',
+    # 'compute'), and what the parts of one breakdown add up to, said with how it is measured.
+    # The figures of one app with one `whole` are one breakdown (scalestudy.breakdown). `beside`:
+    # a time per the same whole that overlaps the parts (communication hidden behind compute),
+    # shown beside them, not stacked with them.
+    part: str = ""
+    whole: str = ""
+    beside: bool = False
 
     @property
     def higher_is_better(self) -> bool | None:
@@ -52,10 +60,23 @@ def direction(kind: str) -> str:
 DECLARED: dict[str, Metric] = {}
 
 
-def declare(name: str, label: str, unit: str, kind: Kind, *, extensive: bool = True) -> Metric:
+def declare(
+    name: str,
+    label: str,
+    unit: str,
+    kind: Kind,
+    *,
+    extensive: bool = True,
+    part: str = "",
+    whole: str = "",
+    beside: bool = False,
+) -> Metric:
     """Declare a figure once. Two apps measuring the same figure (HOOMD-blue and LAMMPS
-    steps/s) share one declaration; a second, different one is a bug and raises."""
-    metric = Metric(name, label, unit, kind, extensive)
+    steps/s) share one declaration; a second, different one is a bug and raises. `part` and
+    `whole`: the figure is one part of a time breakdown (a time per `whole`)."""
+    if bool(part) != bool(whole) or (part and kind != "time"):
+        raise ValueError(f"metric {name!r}: a part of a breakdown is a time with both a part name and its whole")
+    metric = Metric(name, label, unit, kind, extensive, part, whole, beside)
     known = DECLARED.setdefault(name, metric)
     if known != metric:
         raise ValueError(f"metric {name!r} declared twice, differently: {known} and {metric}")

@@ -44,6 +44,7 @@ from ...model.rank_probe import LOCAL_RANK_VARIABLES, LOCAL_SIZE_VARIABLES, RANK
 from ...model.units import KIB
 from ..torch_parallel_spec import EPOCH_PREFIX, IMPLEMENTATIONS, MODELS, RESULT_PREFIX, model_setting
 from . import models
+from .breakdown import no_region, profiled_parts
 
 # The backend of each device: gloo between CPU ranks, NCCL between GPUs (one per rank).
 BACKENDS = {"cpu": "gloo", "cuda": "nccl"}
@@ -120,6 +121,9 @@ class Trainer:
         self.replicas, self.replica = world, rank  # data-parallel replicas; this rank's
         self.pipeline_last = True
         self.dp_group = None
+        # The parts of a step (data, compute, optimizer) as profiler regions: nothing unless the
+        # breakdown's profiled steps set it (breakdown.profiled_parts).
+        self.region = no_region
         torch.manual_seed(args.seed)
         blocks = models.blocks(args.model, args.width, args.depth, args.vocab, args.seq_len, args.heads)
         self.parameters = sum(p.numel() for b in blocks for p in b.parameters())
@@ -201,30 +205,34 @@ class Trainer:
         on pipeline ranks other than the last, zeros (the last stage has the loss)."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        x, y = self.inputs(x), y.to(self.device)
+        with self.region("data"):
+            x, y = self.inputs(x), y.to(self.device)
         if self.args.strategy == "pipeline":
             losses: list[torch.Tensor] = []
-            with self.autocast():
+            with self.region("compute"), self.autocast():
                 if self.rank == 0:
                     output = self.schedule.step(x, target=y if self.pipeline_last else None, losses=losses)
                 else:
                     output = self.schedule.step(target=y if self.pipeline_last else None, losses=losses)
-            self.optimizer.step()
+            with self.region("optimizer"):
+                self.optimizer.step()
             if not self.pipeline_last:
                 return 0.0, 0.0, 0
             right, count = models.correct_of(self.task, output.detach(), y)
             return float(torch.stack([loss.detach() for loss in losses]).mean()), right, count
-        with self.autocast():
-            output = self.model(x)
-            loss = self.loss(output, y)
-        loss.backward()
-        if self.dp_group is not None:
-            for p in self.model.parameters():
-                if p.grad is not None:
-                    grad = local(p.grad)
-                    dist.all_reduce(grad, group=self.dp_group)
-                    grad /= self.replicas
-        self.optimizer.step()
+        with self.region("compute"):
+            with self.autocast():
+                output = self.model(x)
+                loss = self.loss(output, y)
+            loss.backward()
+            if self.dp_group is not None:
+                for p in self.model.parameters():
+                    if p.grad is not None:
+                        grad = local(p.grad)
+                        dist.all_reduce(grad, group=self.dp_group)
+                        grad /= self.replicas
+        with self.region("optimizer"):
+            self.optimizer.step()
         right, count = models.correct_of(self.task, output.detach(), y)
         return float(loss.detach()), right, count
 
@@ -400,6 +408,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument(
+        "--breakdown-steps", type=int, default=0, help="steps profiled after the timed ones for the time breakdown"
+    )
     args = parser.parse_args(argv)
     width, depth, names, strategies = args.width, args.depth, args.model, args.strategy
     rank, world, device = join_process_group(args.device)
@@ -457,6 +468,7 @@ def train(args: argparse.Namespace, rank: int, world: int, device: torch.device)
     step_times = gathered(step_time, device, world)
     peaks = gathered(float(peak_memory_bytes(device)), device, world)
     growth = gathered(float(peak_memory_bytes(device) - baseline), device, world)
+    breakdown = step_breakdown(trainer, args, device, world)
     if rank == 0:
         result = {
             "model": args.model,
@@ -486,8 +498,21 @@ def train(args: argparse.Namespace, rank: int, world: int, device: torch.device)
             "memory_growth_bytes_per_rank": growth,
             "epochs": run.get("epochs", []),
             "last_loss": run.get("last_loss"),
+            "breakdown": breakdown,
         }
         print(f"{RESULT_PREFIX} {json.dumps(result, sort_keys=True)}", flush=True)
+
+
+def step_breakdown(trainer: Trainer, args: argparse.Namespace, device: torch.device, world: int) -> dict | None:
+    """Every rank's parts of a profiled step (after the timed steps and the memory peaks, so
+    neither sees the profiler), on a batch made as the throughput loop makes it."""
+    if args.breakdown_steps <= 0:
+        return None
+    seed = args.seed + 1 + trainer.replica
+    x, y = models.make_data(args.model, args.batch_size, args.vocab, args.seq_len, seed)
+    parts = profiled_parts(trainer, x, y, args.breakdown_steps, synchronize)
+    return {"steps": args.breakdown_steps, **{f"{name}_s_per_rank": gathered(value, device, world)
+                                              for name, value in parts.items()}}  # fmt: skip
 
 
 if __name__ == "__main__":
