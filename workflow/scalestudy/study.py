@@ -148,6 +148,8 @@ class MemoryRow:
     capacity_gb: float | None
     per: str
     note: str = ""
+    # The micro batch the prediction is for (the app's default where the point leaves it out).
+    batch: int | None = None
 
     @property
     def verdict(self) -> str | None:
@@ -163,7 +165,7 @@ class MemoryRow:
     def line(self, cluster: str) -> str:
         """'studies.S.params.micro_batch_size: 4 needs ~T GB per GPU (terms; low-high GB ...) > 40 GB
         per GPU on C ...'; for a point that may not fit, the same with 'may not fit in'."""
-        value = self.point.params.get(self.key)
+        value = self.batch if self.batch is not None else self.point.params.get(self.key)
         assert self.prediction is not None
         where = (
             f"{self.capacity_gb:.3g} GB per {self.per} on {cluster} at nodes={self.point.nodes}, "
@@ -191,7 +193,7 @@ def memory_rows(points: Iterable[Point], cluster: clusters.Cluster) -> list[Memo
             rows.append(MemoryRow(point, "", None, capacity, per, f"shape unknown: {error}"))
             continue
         if need is not None:
-            rows.append(MemoryRow(point, need.batch_key, need.prediction, capacity, per))
+            rows.append(MemoryRow(point, need.batch_key, need.prediction, capacity, per, batch=need.micro_batch))
     return rows
 
 

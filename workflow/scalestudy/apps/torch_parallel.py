@@ -126,7 +126,8 @@ class TorchParallel(App):
         ),
         declare(
             "memory_growth_gb",
-            "peak memory per rank minus the rank's before the model is built, largest rank",
+            "peak of tensor bytes per rank from before the model is built (CPU: malloc's held bytes over the build"
+            " and warm-up steps; GPU: CUDA max allocated's growth), largest rank",
             MEMORY_UNIT,
             "size",
         ),
