@@ -209,6 +209,41 @@ def cpu_section(strategies: list[str], ranks: int, width: int, depth: int, batch
     return misses
 
 
+def speed_section(points: int) -> None:
+    """How long the load-time check takes on a sweep of 7B-70B LitGPT points (LitGPT's configs
+    by name, nothing allocated): study.memory_lines over `points` points, first call (each
+    shape counted once) and again (cached)."""
+    import time
+
+    from scalestudy.config import clusters
+    from scalestudy.study import memory_lines
+
+    names = ("Llama-2-7b-hf", "Llama-2-13b-hf", "Llama-2-70b-hf")
+    shapes = [(name, mb, gpus) for name in names for mb in (1, 2, 4, 8) for gpus in (1, 2, 4, 8)]
+    sweep = []
+    for i in range(points):
+        name, mb, gpus = shapes[i % len(shapes)]
+        params = {"method": "lora" if i % 2 else "full", "checkpoint_dir": f"/nowhere/{name}", "data_path": "/d.json",
+                  "max_steps": 2, "global_batch_size": 64, "micro_batch_size": mb, "max_seq_length": 2048,
+                  "seed": i}  # fmt: skip
+        sweep.append(Point(study="speed", app="litgpt", scaling="strong", nodes=1 + i % 4, ranks_per_node=gpus,
+                           gpus_per_node=gpus, threads_per_rank=1, mpi_flag_set="default", nccl_env_set="default",
+                           repeat=1, walltime="01:00:00", params=params))  # fmt: skip
+    cluster = clusters.load("aspire2a")
+    started = time.perf_counter()
+    refused, warned = memory_lines(sweep, cluster)
+    first = time.perf_counter() - started
+    started = time.perf_counter()
+    memory_lines(sweep, cluster)
+    again = time.perf_counter() - started
+    print(f"# 5. load-time check of {points} LitGPT points (Llama-2 7B/13B/70B, full and LoRA, micro batch 1-8, "
+          f"1-8 GPUs x 1-4 nodes, s=2048) on aspire2a")  # fmt: skip
+    counted = len({(name, mb) for name, mb, _ in shapes}) * 2
+    print(f"speed: {first:.1f} s wall the first time ({counted} (model, method, micro batch) shapes counted; torch and "
+          f"LitGPT already imported by section 1), {again:.1f} s again (cached); {len(refused)} refusal lines, "
+          f"{len(warned)} warning lines")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu-width", type=int, default=1024, help="the CPU cases' MLP width (1024: >= 200 MB a rank)")
@@ -217,8 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--cpu-strategies", default="ddp,fsdp:1,fsdp:2,fsdp:3,pipeline,tensor")
     parser.add_argument("--no-cpu", action="store_true", help="the published references only")
+    parser.add_argument("--speed-points", type=int, default=10_000, help="points of the load-time speed check")
     args = parser.parse_args(argv)
     misses = litgpt_section() + zero_section() + deepspeed_section()
+    speed_section(args.speed_points)
     if not args.no_cpu:
         misses += cpu_section(
             args.cpu_strategies.split(","), args.ranks, args.cpu_width, args.cpu_depth, args.cpu_batch

@@ -300,3 +300,10 @@ def test_memory_command_on_the_shipped_sweep_fits(capsys, monkeypatch):
     assert main(["memory", "--study", "torch-parallel"]) == 0
     rows = capsys.readouterr().out.splitlines()[1:]
     assert rows and all(r.startswith("torch-parallel\t") and r.endswith("\tyes") for r in rows)
+
+
+def test_stage_3_mixed_precision_casts_the_shard_and_gathers_16_bit_units():
+    shape = Shape(parameters=8_000, largest_unit=1_000)
+    p = predict(shape, PRECISIONS["bf16-mixed"], Sharding(data=8, zero_stage=3))
+    assert p.activations == 2 * 8_000 / 8  # the shard's bf16 copy
+    assert p.transient == (2 * 2 + 4) * 1_000  # two bf16 units gathered, one unit's fp32 gradients

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import replace
 import statistics
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 

@@ -216,7 +216,9 @@ def predict(shape: Shape, precision: Precision, sharding: Sharding = Sharding(),
     optimizer = (2 * precision.moment + precision.master) * t / (d if z >= 1 else 1)
     if z >= 1:
         optimizer += precision.grad_partition * t / d
-    activations = shape.activations * share + precision.cast_copy * t
+    # Autocast's 16-bit weight copies: of the whole model, or under stage 3 of the rank's shard
+    # (FSDP's mixed precision casts the shard and gathers 16-bit units).
+    activations = shape.activations * share + precision.cast_copy * t / (d if z >= 3 else 1)
     # The optimizer step runs after the backward has freed the activations: the larger of the
     # two working sets is the transient peak.
     state_shards = d if z >= 1 else 1
@@ -225,7 +227,8 @@ def predict(shape: Shape, precision: Precision, sharding: Sharding = Sharding(),
     if z >= 3 and d > 1 and not sharding.frozen_gathered:
         # Units gathered for their forward or backward, and one unit's unsharded gradients
         # (where the frozen weights stay gathered, they are in `weights` already).
-        transient += (sharding.units_in_flight * w + g) * shape.largest_unit
+        gathered_bytes = precision.cast_copy or w
+        transient += (sharding.units_in_flight * gathered_bytes + g) * shape.largest_unit
     elif z == 2 and d > 1:
         transient += g * t - gradients if not sharding.unit_gradients else g * shape.largest_unit
     return Prediction(

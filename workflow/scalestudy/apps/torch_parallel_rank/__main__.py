@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import ctypes
 import ctypes.util
 import json
@@ -171,14 +172,24 @@ class Trainer:
         self.tracker: TensorPeak | None = None
         torch.manual_seed(args.seed)
         strategy = args.strategy
-        # Sharded strategies build the model on the meta device and give each rank memory for
-        # its own share only (as large-model training does); the others build it whole.
+        # The model is described on the meta device; sharded strategies give each rank memory for
+        # its own share only (as large-model training does), the others build it whole. Either
+        # way each block starts from the same values (initial_state: seeded per block), so every
+        # strategy trains the same model.
         self.on_meta = strategy in ("pipeline", "tensor", "hybrid") or (strategy == "fsdp" and args.zero_stage >= 2)
-        with torch.device("meta") if self.on_meta else contextlib.nullcontext():
-            blocks = models.blocks(args.model, args.width, args.depth, args.vocab, args.seq_len, args.heads)
-        self.parameters = sum(p.numel() for b in blocks for p in b.parameters())
         self.dtype = dtype = torch.bfloat16 if args.precision == "bf16-true" else torch.float32
-        blocks = [b.to(dtype=dtype) if self.on_meta else b.to(device=device, dtype=dtype) for b in blocks]
+        with torch.device("meta"):
+            self.templates = [
+                b.to(dtype=dtype)
+                for b in models.blocks(args.model, args.width, args.depth, args.vocab, args.seq_len, args.heads)
+            ]
+        self.parameters = sum(p.numel() for b in self.templates for p in b.parameters())
+        if self.on_meta:
+            blocks = [copy.deepcopy(t) for t in self.templates]
+        else:
+            blocks = [
+                self.initialised(i, copy.deepcopy(t).to_empty(device=device)) for i, t in enumerate(self.templates)
+            ]
         if strategy == "ddp" or (strategy == "fsdp" and args.zero_stage == 1):
             from torch.nn.parallel import DistributedDataParallel
 
@@ -196,7 +207,9 @@ class Trainer:
             for block in blocks:
                 if any(True for _ in block.parameters()):
                     fully_shard(block, reshard_after_forward=args.zero_stage == 3)
-            self.model = materialized(fully_shard(model, reshard_after_forward=args.zero_stage == 3), device)
+            self.model = fully_shard(model, reshard_after_forward=args.zero_stage == 3).to_empty(device=device)
+            for i, block in enumerate(blocks):
+                self.initialised(i, block)
         elif strategy == "pipeline":
             self.setup_pipeline(blocks)
         elif strategy in ("tensor", "hybrid"):
@@ -205,6 +218,25 @@ class Trainer:
             raise ValueError(f"unknown strategy {strategy!r}")
         if not hasattr(self, "optimizer"):
             self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.lr, foreach=False)
+
+    def initialised(self, index: int, block: nn.Module) -> nn.Module:
+        """`block` (given memory, maybe sharded) holding block `index`'s initial values."""
+        state = initial_state(self.templates[index], self.args.seed, index)
+        with torch.no_grad():
+            for name, tensor in [*block.named_parameters(), *block.named_buffers()]:
+                value = state[name]
+                if hasattr(tensor, "device_mesh"):  # a DTensor (FSDP2, tensor parallel): this rank's part
+                    from torch.distributed.tensor import distribute_tensor
+
+                    value = distribute_tensor(
+                        value.to(tensor.device_mesh.device_type),
+                        tensor.device_mesh,
+                        tensor.placements,
+                        src_data_rank=None,
+                    ).to_local()
+                    tensor = tensor.to_local()
+                tensor.copy_(value)
+        return block
 
     def tracking(self):
         """The tensor-bytes tracker on (CPU ranks), or nothing."""
@@ -217,7 +249,10 @@ class Trainer:
         from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
 
         cuts = models.split_points([sum(p.numel() for p in b.parameters()) for b in blocks], self.world)
-        self.model = materialized(Stage(blocks[cuts[self.rank] : cuts[self.rank + 1]]), self.device)
+        first, last = cuts[self.rank], cuts[self.rank + 1]
+        self.model = Stage(blocks[first:last]).to_empty(device=self.device)
+        for i in range(first, last):
+            self.initialised(i, blocks[i])
         self.replicas, self.replica = 1, 0
         self.pipeline_last = self.rank == self.world - 1
         stage = PipelineStage(self.model, self.rank, self.world, self.device)
@@ -233,7 +268,9 @@ class Trainer:
             plan = models.tensor_plan(block)
             if plan:
                 parallelize_module(block, mesh["tp"], plan)
-        self.model = materialized(nn.Sequential(*blocks), self.device)
+        self.model = nn.Sequential(*blocks).to_empty(device=self.device)
+        for i, block in enumerate(blocks):
+            self.initialised(i, block)
         self.replicas, self.replica = replicas, mesh.get_local_rank("dp")
         if replicas > 1:
             self.dp_group = mesh["dp"].get_group()
@@ -305,15 +342,17 @@ class Trainer:
         return float(loss), right, count
 
 
-def materialized(module: nn.Module, device: torch.device) -> nn.Module:
-    """A module built on the meta device (and sharded) given memory on `device` for what this
-    rank holds, and initialised as its modules initialise themselves."""
-    module.to_empty(device=device)
-    with torch.no_grad():
-        for part in module.modules():
+def initial_state(template: nn.Module, seed: int, index: int) -> dict[str, torch.Tensor]:
+    """The initial values of block `index` (its parameters and buffers by name): the block
+    built whole on the CPU (one block at a time, never the model) and initialised as its modules
+    initialise themselves, from a generator seeded by the seed and the block's index."""
+    block = copy.deepcopy(template).to_empty(device="cpu")
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(seed * 1_000_003 + index)
+        for part in block.modules():
             if hasattr(part, "reset_parameters"):
                 part.reset_parameters()
-    return module
+    return dict([*block.named_parameters(), *block.named_buffers()])
 
 
 class ContiguousGrad(torch.autograd.Function):
