@@ -109,7 +109,8 @@ def litgpt_section() -> list[str]:
             prediction.bound(0) - prediction.overhead <= published * GB <= prediction.bound(1) - prediction.overhead
         )
         print(f"{where}: predicted {prediction.tensors / GB:.2f} GB ({terms}); published {published:.2f} GB; "
-              f"ratio {ratio:.3f}; verdict {answer}; published within the stated range: {'yes' if inside else 'no'}")  # fmt: skip
+              f"ratio {ratio:.3f}; verdict {answer}; "
+              f"published within the stated range: {'yes' if inside else 'no'}")  # fmt: skip
         if not within(ratio) or answer == DOES_NOT_FIT:
             misses.append(f"{where}: ratio {ratio:.3f}, verdict {answer}")
     print(f"litgpt table: {sum(map(within, ratios))}/{len(ratios)} measured cells within {LOW}-{HIGH} "
@@ -147,7 +148,8 @@ def largest_layer(name: str) -> tuple[int, int]:
 def deepspeed_section() -> list[str]:
     print("# 3. DeepSpeed's estimators (no offload), GiB as DeepSpeed prints them (2^30 bytes)")
     print("# zero2: 4 P + 16 P / gpus; zero3: 4 L + 18 P / gpus (L: the largest layer's parameters); "
-          "predicted: weights + gradients + optimizer + transient of model.memory, DeepSpeed's mixed precision")  # fmt: skip
+          "predicted: weights + gradients + optimizer + transient of model.memory, "
+          "DeepSpeed's mixed precision")  # fmt: skip
     misses = []
     for name, gpus in DEEPSPEED_CASES:
         total, largest = largest_layer(name)
@@ -161,7 +163,8 @@ def deepspeed_section() -> list[str]:
             predicted = p.weights + p.gradients + p.optimizer + p.transient
             ratio = predicted / reference
             print(f"deepspeed zero{stage} {name} ({total / 1e9:.2f}B, largest layer {largest / 1e6:.0f}M) on {gpus} "
-                  f"GPUs: predicted {predicted / GIB:.2f} GiB, estimator {reference / GIB:.2f} GiB, ratio {ratio:.3f}")  # fmt: skip
+                  f"GPUs: predicted {predicted / GIB:.2f} GiB, estimator {reference / GIB:.2f} GiB, "
+                  f"ratio {ratio:.3f}")  # fmt: skip
             if not within(ratio):
                 misses.append(f"deepspeed zero{stage} {name} {gpus} GPUs: ratio {ratio:.3f}")
     return misses
@@ -173,7 +176,8 @@ def cpu_case(strategy: str, ranks: int, width: int, depth: int, batch: int) -> t
     command = [mpirun, "-np", str(ranks), "--oversubscribe", "--allow-run-as-root", "-x", "OMP_NUM_THREADS=1",
                "-x", f"PYTHONPATH={REPO / 'workflow'}", sys.executable, "-m", "scalestudy.apps.torch_parallel_rank",
                "--model", "mlp", "--strategy", strategy, "--mode", "throughput", "--steps", "1",
-               "--warmup-steps", "2", "--batch-size", str(batch), "--width", str(width), "--depth", str(depth)]  # fmt: skip
+               "--warmup-steps", "2", "--batch-size", str(batch), "--width", str(width),
+               "--depth", str(depth)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT_PREFIX + " ")]
     if done.returncode != 0 or not lines:
@@ -200,7 +204,8 @@ def cpu_section(strategies: list[str], ranks: int, width: int, depth: int, batch
         ratio = prediction.tensors / measured
         ratios.append(ratio)
         terms = " + ".join(f"{k} {v * 1000:.1f}" for k, v in prediction.terms_gb().items() if v)
-        print(f"cpu {strategy} ranks={ranks} parameters={result['parameters']}: predicted {prediction.tensors / 1e6:.1f} "
+        print(f"cpu {strategy} ranks={ranks} parameters={result['parameters']}: "
+              f"predicted {prediction.tensors / 1e6:.1f} "
               f"MB ({terms}), measured {measured / 1e6:.1f} MB, ratio {ratio:.3f}", flush=True)  # fmt: skip
         if not within(ratio):
             misses.append(f"cpu {strategy}: ratio {ratio:.3f}")

@@ -57,7 +57,8 @@ def test_memory_anchors_runs_and_prints_every_reference_and_a_cpu_ratio():
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     out = run.stdout
     lines = out.splitlines()
-    assert sum(line.startswith("litgpt-lora ") for line in lines) == 25 and "litgpt table: 19/19 measured cells within 0.8-1.2" in out
+    assert sum(line.startswith("litgpt-lora ") for line in lines) == 25
+    assert "litgpt table: 19/19 measured cells within 0.8-1.2" in out
     assert sum(line.startswith("zero stage ") for line in lines) == 4
     assert sum(line.startswith("deepspeed zero") for line in lines) == 6
     assert "cpu fsdp:3 ranks=2 " in out and ", ratio " in out and "cpu: " in out

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..model.memory import CUDA_CONTEXT_BYTES, PRECISIONS, Need, Shape, Sharding
+from ..model.memory import PRECISIONS, Need, Shape, Sharding, process_overhead
 from ..model.metrics import declare
 from ..model.paths import Layout
 from ..model.point import Point
@@ -285,7 +285,7 @@ def litgpt_need(
         precision=chosen,
         micro_batch=micro_batch,
         sharding=sharding,
-        overhead=CUDA_CONTEXT_BYTES if on_gpu else 0.0,
+        overhead=process_overhead(on_gpu),
         measured="gpu_memory_gb" if on_gpu else "host_memory_peak_gb",
         batch_key="micro_batch_size",
     )

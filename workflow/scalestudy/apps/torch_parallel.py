@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..model.memory import CUDA_CONTEXT_BYTES, PRECISIONS, Need, Shape, Sharding
+from ..model.memory import PRECISIONS, Need, Shape, Sharding, process_overhead
 from ..model.metrics import declare
 from ..model.paths import Layout
 from ..model.point import Point
@@ -256,7 +256,7 @@ class TorchParallel(App):
             precision=precision,
             micro_batch=batch,
             sharding=sharding,
-            overhead=CUDA_CONTEXT_BYTES if on_gpu else 0.0,
+            overhead=process_overhead(on_gpu),
             measured="peak_memory_gb" if on_gpu else "memory_growth_gb",
         )
 
