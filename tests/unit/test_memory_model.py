@@ -307,3 +307,11 @@ def test_stage_3_mixed_precision_casts_the_shard_and_gathers_16_bit_units():
     p = predict(shape, PRECISIONS["bf16-mixed"], Sharding(data=8, zero_stage=3))
     assert p.activations == 2 * 8_000 / 8  # the shard's bf16 copy
     assert p.transient == (2 * 2 + 4) * 1_000  # two bf16 units gathered, one unit's fp32 gradients
+
+
+def test_inside_a_batch_job_the_memory_check_is_not_repeated(tmp_path, monkeypatch):
+    # The check counts models with torch (seconds); it ran where the job was submitted.
+    from scalestudy.plan import Plan
+
+    monkeypatch.setenv("PROJECT", "p00")
+    assert Plan.load(sweep(tmp_path, micro_batch=4), main_process=False).study.points
