@@ -6,8 +6,8 @@ estimated_service_units), the expected units from measured walltimes of earlier 
 import json
 
 import pytest
-import yaml
 from scalestudy.config import clusters
+from scalestudy.config.files import load_files
 from scalestudy.config.forecast import budget_problems, forecast, forecast_lines, point_service_units
 from scalestudy.config.requests import job_request
 from scalestudy.model.errors import SweepError
@@ -19,16 +19,8 @@ from scalestudy.scheduler import site
 @pytest.fixture
 def shipped(repo, monkeypatch):
     monkeypatch.setenv("PROJECT", "ab12")
-    return v100_precision(yaml.safe_load((repo / "config/sweep.yaml").read_text()))
-
-
-def v100_precision(config: dict) -> dict:
-    """The shipped sweep with a LitGPT precision Gadi's V100s can run (bf16 is refused there:
-    16-true keeps the same bytes, so requests and costs are the same)."""
-    for study in config["studies"].values():
-        if study["app"] == "litgpt":
-            study["params"]["precision"] = "16-true"
-    return config
+    # As profiles/gadi reads it: with config/v100.yaml (no bfloat16 on gpuvolta's V100s).
+    return load_files(str(repo / "config/sweep.yaml"), str(repo / "config/v100.yaml"))
 
 
 def test_the_shipped_sweep_on_gadi_per_study_and_in_total(shipped):
