@@ -108,6 +108,7 @@ def process_overhead(on_gpu: bool) -> float:
     GPU's CUDA context, or a CPU rank's runtime in the node's memory."""
     return CUDA_CONTEXT_BYTES if on_gpu else TORCH_CPU_RUNTIME_BYTES
 
+
 TERMS = ("weights", "gradients", "optimizer", "activations", "transient", "overhead")
 FITS, MAY_NOT_FIT, DOES_NOT_FIT = "fits", "may not fit", "does not fit"
 
