@@ -40,10 +40,29 @@ def test_report_of_many_runs_runs_and_prints_its_ratios():
     assert "index.html:" in run.stdout and "(target 5 MB; ratio " in run.stdout
 
 
-def test_torch_memory_model_runs_and_prints_its_ratio():
-    run = benchmark("torch_memory_model.py", "--scale", "0.125", "--models", "mlp", "--strategies", "ddp")
+def test_memory_anchors_runs_and_prints_every_reference_and_a_cpu_ratio():
+    run = benchmark(
+        "memory_anchors.py",
+        "--cpu-width",
+        "256",
+        "--cpu-depth",
+        "2",
+        "--cpu-strategies",
+        "fsdp:3",
+        "--ranks",
+        "2",
+        "--speed-points",
+        "200",
+    )
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
-    assert "mlp ddp 2 " in run.stdout and "ratio measured/predicted: min " in run.stdout
+    out = run.stdout
+    lines = out.splitlines()
+    assert sum(line.startswith("litgpt-lora ") for line in lines) == 25
+    assert "litgpt table: 19/19 measured cells within 0.8-1.2" in out
+    assert sum(line.startswith("zero stage ") for line in lines) == 4
+    assert sum(line.startswith("deepspeed zero") for line in lines) == 6
+    assert "cpu fsdp:3 ranks=2 " in out and ", ratio " in out and "cpu: " in out
+    assert "load-time check of 200 LitGPT points" in out and " s again (cached)" in out
 
 
 def test_breakdown_overhead_runs_and_prints_its_ratios():

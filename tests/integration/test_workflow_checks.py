@@ -78,7 +78,8 @@ def test_a_sweep_the_site_would_reject_stops_before_submission(tmp_path):
     (tmp_path / "overlay.yaml").write_text(
         yaml.safe_dump({"studies": {"pp": {"app": "pingpong", "nodes": [1, 2], "ranks_per_node": [36]}}})
     )
-    dry = profile_dry_run(tmp_path, "gadi", str(REPO / "config/sweep.yaml"), str(tmp_path / "overlay.yaml"))
+    sweep, v100 = str(REPO / "config/sweep.yaml"), str(REPO / "config/v100.yaml")
+    dry = profile_dry_run(tmp_path, "gadi", sweep, v100, str(tmp_path / "overlay.yaml"))
     assert dry.returncode != 0
     assert sweep_lines(dry) == [
         "sweep error: studies.pp: ncpus=72 at nodes=2, ranks_per_node=36 is not a multiple of 48; "

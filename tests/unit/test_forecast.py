@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 from scalestudy.apps import APPS
 from scalestudy.config import clusters
+from scalestudy.config.files import load_files
 from scalestudy.config.forecast import budget_problems, forecast, forecast_lines, point_service_units
 from scalestudy.config.requests import job_request
 from scalestudy.model.errors import SweepError
@@ -28,7 +28,8 @@ REPORT = Forcing(targets=frozenset({"report"}))
 @pytest.fixture
 def shipped(repo, monkeypatch):
     monkeypatch.setenv("PROJECT", "ab12")
-    return yaml.safe_load((repo / "config/sweep.yaml").read_text())
+    # As profiles/gadi reads it: with config/v100.yaml (no bfloat16 on gpuvolta's V100s).
+    return load_files(str(repo / "config/sweep.yaml"), str(repo / "config/v100.yaml"))
 
 
 def test_the_shipped_sweep_on_gadi_per_study_and_in_total(shipped):

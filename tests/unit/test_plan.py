@@ -135,6 +135,7 @@ def test_missing_inputs_warn_at_planning_and_stop_the_first_job(tmp_path, repo, 
     config = {**shipped, "cluster": "gadi", "results_dir": str(tmp_path / "results")}
     config["studies"] = {"litgpt-lora": {**shipped["studies"]["litgpt-lora"]}}
     config["studies"]["litgpt-lora"]["params"]["data_path"] = str(tmp_path / "no-such.json")
+    config["studies"]["litgpt-lora"]["params"]["precision"] = "16-true"  # config/v100.yaml: gadi has no bf16
     plan = Plan.load(config)
     assert f"studies.litgpt-lora.params.data_path: {tmp_path}/no-such.json does not exist" in plan.missing_inputs
     with pytest.raises(SweepError) as stopped:

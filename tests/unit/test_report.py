@@ -168,5 +168,5 @@ def test_memory_table_puts_the_prediction_beside_the_measured_peak_with_n():
     assert table.headers[-2:] == ["measured / predicted", "n"]
     assert table.rows[0][0:3] == ["model-mlp/strategy-ddp", "1", "0.5"] and table.rows[0][-2:] == ["1.5", "2"]
     assert table.rows[1][-1] == "1"  # the failed run is not counted
-    assert "prediction" in note.text
+    assert "the memory model's tensor bytes" in note.text
     assert memory_blocks(runs.drop(columns="predicted_memory_gb")) == []

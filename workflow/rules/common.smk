@@ -52,6 +52,8 @@ RUN_RULES = [run_rule(name) for name in APPS]
 RUN.count_group_components_as([pack.name for pack in PLAN.packs], GROUP_COMPONENTS_NAME)
 for problem in PLAN.missing_inputs:
     print(f"sweep warning: {problem} (a real run stops here)", file=sys.stderr)
+for warning in STUDY.warnings:
+    print(f"sweep warning: {warning}", file=sys.stderr)
 if RUN.main_process:
     FORCING = RUN.forcing()
     stop_on(PLAN.budget_problems(FORCING))

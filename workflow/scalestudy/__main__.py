@@ -7,8 +7,8 @@
     python -m scalestudy memory [--configfile F ...] [--study NAME]   # predicted memory per rank
 
 `memory` runs nothing: it prints the memory model's prediction for every point of the apps
-that train (study, point, each term, total, what a rank has, fits) and exits 1 if any
-point does not fit.
+that train (study, point, each term, total, its range within the model's uncertainty, what a
+rank has, fits: yes / MAY NOT / NO) and exits 1 if any point does not fit.
 
 Bad input (a file that is no record, a folder where a file goes, an --out that is a file,
 an unknown option) is one line on stderr and exit status 2, never a traceback.
@@ -124,6 +124,7 @@ def print_memory(configfiles: list[str] | None, studies: list[str] | None) -> in
     from .apps import APPS, App
     from .config.files import load_files
     from .model.errors import SweepError
+    from .model.memory import DOES_NOT_FIT, FITS, MAY_NOT_FIT
     from .model.paths import DEFAULT_SWEEP
     from .model.units import GB
     from .scheduler.site import load_study
@@ -141,36 +142,23 @@ def print_memory(configfiles: list[str] | None, studies: list[str] | None) -> in
         return 2
     points = [p for p in study.points if not studies or p.study in studies]
     rows = memory_rows(points, study.cluster)
-    columns = [
-        "study",
-        "point",
-        "model GB",
-        "optimizer GB",
-        "gradients GB",
-        "activations GB",
-        "total GB",
-        "capacity GB",
-        "fits",
-    ]
-    print("\t".join(columns))
+    terms = ("weights", "gradients", "optimizer", "activations", "transient", "overhead")
+    print(
+        "\t".join(["study", "point", *(f"{name} GB" for name in terms), "total GB", "range GB", "capacity GB", "fits"])
+    )
     for row in rows:
-        terms = row.prediction.terms_gb() if row.prediction else {}
+        gbs = row.prediction.terms_gb() if row.prediction else {}
         capacity = "unknown" if row.capacity_gb is None else f"{row.capacity_gb:.3g} per {row.per}"
-        fits = {True: "yes", False: "NO", None: "unknown"}[row.fits]
-        cells = (
-            [f"{terms[name]:.4g}" for name in ("model", "optimizer", "gradients", "activations")]
-            if terms
-            else ["-"] * 4
-        )
+        answer = {FITS: "yes", MAY_NOT_FIT: "MAY NOT", DOES_NOT_FIT: "NO", None: "unknown"}[row.verdict]
+        cells = [f"{gbs[name]:.4g}" for name in terms] if gbs else ["-"] * len(terms)
         total = f"{row.prediction.total / GB:.4g}" if row.prediction else "-"
-        print(
-            "\t".join(
-                [row.point.study, row.point.id, *cells, total, capacity, fits + (f" ({row.note})" if row.note else "")]
-            )
-        )
-    refused = [row for row in rows if row.fits is False]
-    for row in refused:
-        print(row.refusal(study.cluster.name), file=sys.stderr)
+        bounds = f"{row.prediction.bound(0) / GB:.4g}-{row.prediction.bound(1) / GB:.4g}" if row.prediction else "-"
+        note = f" ({row.note})" if row.note else ""
+        print("\t".join([row.point.study, row.point.id, *cells, total, bounds, capacity, answer + note]))
+    refused = [row for row in rows if row.verdict == DOES_NOT_FIT]
+    for row in rows:
+        if row.verdict in (MAY_NOT_FIT, DOES_NOT_FIT):
+            print(row.line(study.cluster.name), file=sys.stderr)
     if not rows:
         modelled = ", ".join(name for name, app in APPS.items() if type(app).memory is not App.memory)
         print(f"scalestudy: no point of an app with a memory model ({modelled})", file=sys.stderr)

@@ -84,8 +84,9 @@ DEFINITIONS = {
     "variant_ratio": "speed ratio of a set, placement or strategy vs its baseline (default; the launcher's own"
     " placement; ddp) at the same scale (> 1 faster), 95% CI (Welch t on log ratio); a verdict only when the CI"
     " excludes 1; accuracy and loss (mean of the repeats) beside where the app reports them",
-    "memory_ratio": "measured peak memory per rank (CPU: max RSS growth after start-up; GPU: CUDA max allocated)"
-    " / the memory model's prediction (model + optimizer + gradients + activations)",
+    "memory_ratio": "measured peak of tensor bytes per rank (CPU: malloc's held bytes over the model build and the"
+    " warm-up steps, not RSS; GPU: CUDA max allocated) / the memory model's tensor bytes (weights + gradients +"
+    " optimizer + activations + transient; the CUDA context left out)",
     "service_units": "SU per run: the job's own record where the site prints one, else charge rate × cores ×"
     " walltime used (marked estimated)",
     "su_per_million": "SU per million units of a rate metric: SU per job-hour × 10⁶ / rate / 3600",

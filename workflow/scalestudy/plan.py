@@ -137,8 +137,9 @@ class Plan:
     def load(cls, config: Mapping[str, Any], files: Iterable[str | os.PathLike[str]] = (), main_process: bool = True):
         """The study as the site takes it (the same loader as `python -m scalestudy.scheduler.pbs
         plan`); raises SweepError, every problem one line. Inside a batch job (not the main
-        process) nothing is submitted: no project is needed there."""
-        return cls(site.load_study(config, files=files, submits=main_process), main_process)
+        process) nothing is submitted: no project is needed there, and the memory check (which
+        may load torch to count a model) was done where the job was submitted."""
+        return cls(site.load_study(config, files=files, submits=main_process, check_memory=main_process), main_process)
 
     # ------------------------------------------------------------------ before the first job
 

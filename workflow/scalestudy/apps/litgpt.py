@@ -8,10 +8,11 @@ import re
 import shutil
 import sys
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..model.memory import PRECISIONS, Need, Shape, Sharding
+from ..model.memory import PRECISIONS, Need, Shape, Sharding, process_overhead
 from ..model.metrics import declare
 from ..model.paths import Layout
 from ..model.point import Point
@@ -108,8 +109,15 @@ def parse_litgpt(log_text: str, run_dir: Path | None = None) -> dict[str, Any]:
     return figures
 
 
-# LitGPT 0.5's finetune_lora defaults: rank 8 adapters on the query and value projections.
+# LitGPT 0.5's finetune_lora defaults: rank 8 adapters (alpha 16, dropout 0.05) on the query
+# and value projections.
 LORA_RANK = 8
+LORA_SETTINGS = {"lora_r": LORA_RANK, "lora_alpha": 16, "lora_dropout": 0.05, "lora_query": True, "lora_value": True}
+# LitGPT's default precision for training where none is given (utils.get_default_supported_precision):
+# bf16-mixed, or 16-mixed on a GPU without bfloat16 (the same bytes).
+DEFAULT_PRECISION = "bf16-mixed"
+# finetune_lora's forward splits the head's output in chunks of this many positions.
+LM_HEAD_CHUNK = 128
 
 
 @functools.lru_cache(maxsize=256)
@@ -168,6 +176,121 @@ def litgpt_parameters(config: dict[str, Any], lora_rank: int | None = None) -> i
     return vocab * h + layers * (qkv + proj + mlp + 2 * norm) + norm + head
 
 
+@dataclass(frozen=True)
+class Counted:
+    """A LitGPT training step as model.memory needs it: parameters held and trained, bytes
+    autograd keeps (whole, and with every block checkpointed), the backward's largest
+    working set, and the parameters of the largest FSDP unit (a block, or the root's
+    embedding, head and final norm)."""
+
+    parameters: int
+    trainable: int
+    saved: int
+    checkpointed: int
+    transient: int
+    largest_unit: int
+    largest_trained_tensor: int
+
+
+@functools.lru_cache(maxsize=1024)
+def count_litgpt(config_items: tuple, method: str, dtype: str, micro_batch: int, seq_len: int) -> Counted:
+    """One training forward of LitGPT's own model (litgpt.lora.GPT for LoRA, with
+    finetune_lora's adapters and head chunks; litgpt.GPT for full) on the meta device, as
+    its finetune script runs it: logits kept until the backward, chunked cross-entropy.
+    LitGPT's blocks are alike: two are counted and the second's count stands for every later
+    one (the first sees an input that needs no gradient where the embedding is frozen)."""
+    import torch
+
+    from .saved_bytes import count_saved
+
+    config_dict = dict(config_items)
+    layers = config_dict["n_layer"]
+    config_dict["n_layer"] = min(layers, 2)
+    if method == "lora":
+        from litgpt.lora import GPT, Config, mark_only_lora_as_trainable
+
+        config = Config(**{**config_dict, **LORA_SETTINGS})
+    else:
+        from litgpt import GPT, Config
+
+        config = Config(**config_dict)
+    from litgpt.utils import chunked_cross_entropy
+
+    with torch.device("meta"):
+        model = GPT(config).to(getattr(torch, dtype))
+    if method == "lora":
+        mark_only_lora_as_trainable(model)
+    model.max_seq_length = seq_len
+    tokens = torch.zeros((micro_batch, seq_len), dtype=torch.long, device="meta")
+
+    def forward():
+        if method == "lora":
+            logits = model(tokens, lm_head_chunk_size=LM_HEAD_CHUNK)
+            logits[-1] = logits[-1][..., :-1, :]
+            loss = chunked_cross_entropy(logits, tokens[..., 1:])
+            return [*logits, loss]
+        logits = model(tokens)
+        return [logits, chunked_cross_entropy(logits[..., :-1, :], tokens[..., 1:])]
+
+    blocks = list(model.transformer.h)
+    saved = count_saved(forward, [*model.parameters(), *model.buffers()], blocks)
+    in_block, block_input = saved.blocks[-1], saved.block_inputs[-1]
+    outside = saved.total - sum(saved.blocks)
+    first = len(blocks) - 1  # 1, or 0 for a one-layer model
+    block_params = list(blocks[-1].parameters())
+    root_params = [p for name, p in model.named_parameters() if not name.startswith("transformer.h.")]
+
+    def count(params, trainable=False):
+        return sum(p.numel() for p in params if p.requires_grad or not trainable)
+
+    return Counted(
+        parameters=count(root_params) + layers * count(block_params),
+        trainable=count(root_params, True) + layers * count(block_params, True),
+        saved=outside + first * saved.blocks[0] + (layers - first) * in_block,
+        checkpointed=outside + first * saved.block_inputs[0] + (layers - first) * block_input + in_block,
+        # The backward of the op holding the largest saved tensor: its output's gradient and its input's.
+        transient=2 * saved.largest,
+        largest_unit=max(count(root_params), count(block_params)),
+        largest_trained_tensor=max(p.numel() for p in model.parameters() if p.requires_grad),
+    )
+
+
+def litgpt_need(
+    config: Mapping[str, Any], method: str, precision: str, micro_batch: int, seq_len: int, ranks: int, on_gpu: bool
+) -> Need:
+    """What a rank of LitGPT's finetune_<method> holds, as LitGPT 0.5 sets it up: on one rank
+    the whole model; on several, full fine-tuning is FSDP (ZeRO 3, each block a unit,
+    checkpointed; DDP on CPU ranks: litgpt_entry), LoRA shards over FSDP with checkpointed
+    blocks while its frozen base stays gathered through the backward, as LitGPT's published
+    multi-GPU runs hold it (docs/MEMORY.md)."""
+    chosen = PRECISIONS[precision]
+    sharded = ranks > 1 and (on_gpu or method == "lora")
+    items = tuple(sorted((k, v) for k, v in config.items() if not isinstance(v, dict | list)))
+    counted = count_litgpt(items, method, chosen.compute, micro_batch, seq_len)
+    shape = Shape(
+        parameters=counted.parameters,
+        trainable=counted.trainable,
+        activations=counted.checkpointed if sharded else counted.saved,
+        transient=counted.transient,
+        largest_unit=counted.largest_unit,
+        largest_tensor=counted.largest_trained_tensor,
+        foreach=on_gpu,  # torch's AdamW default: foreach on a GPU
+    )
+    if sharded:
+        sharding = Sharding(data=ranks, zero_stage=3, frozen_gathered=method == "lora")
+    else:
+        sharding = Sharding(data=ranks, buckets=ranks > 1)  # DDP on CPU ranks
+    return Need(
+        shape=shape,
+        precision=chosen,
+        micro_batch=micro_batch,
+        sharding=sharding,
+        overhead=process_overhead(on_gpu),
+        measured="gpu_memory_gb" if on_gpu else "host_memory_peak_gb",
+        batch_key="micro_batch_size",
+    )
+
+
 class LitGPT(App):
     name = "litgpt"
     breakdown_note = (
@@ -219,32 +342,19 @@ class LitGPT(App):
         return []
 
     def memory(self, point: Point, figures: Mapping[str, Any] | None = None) -> Need:
-        """Full fine-tuning trains every weight; LoRA only the adapters (the base is frozen).
-        On more than one rank LitGPT shards all of it with FSDP (ZeRO 3) and checkpoints each
-        block's activations; on CPU ranks full fine-tuning runs DDP instead (litgpt_entry)."""
+        """Counted on LitGPT's own model (litgpt_need); the sequence length is the point's
+        max_seq_length, else the model's context (LitGPT trains at the longest example, at
+        most that)."""
         p = point.params
         config = read_model_config(p["checkpoint_dir"])
-        parameters = litgpt_parameters(config)
-        lora = litgpt_parameters(config, LORA_RANK) if p["method"] == "lora" else None
-        on_gpu = bool(point.gpus_per_node)
-        sharded = point.ranks > 1 and (on_gpu or p["method"] == "lora")
-        shape = Shape(
-            parameters=parameters + (lora or 0),
-            trainable=lora,
-            hidden=config["n_embd"],
-            layers=config["n_layer"],
-            heads=config["n_head"],
-            seq_len=p.get("max_seq_length") or config["block_size"],
-            checkpointed=sharded,
-        )
-        precision = p.get("precision") or ("bf16-true" if on_gpu else "32-true")
-        return Need(
-            shape=shape,
-            precision=PRECISIONS[precision],
-            micro_batch=p["micro_batch_size"],
-            sharding=Sharding(data=point.ranks, zero_stage=3 if sharded else 0),
-            measured="gpu_memory_gb" if on_gpu else "host_memory_peak_gb",
-            batch_key="micro_batch_size",
+        return litgpt_need(
+            config,
+            p["method"],
+            p.get("precision") or DEFAULT_PRECISION,
+            p["micro_batch_size"],
+            p.get("max_seq_length") or config["block_size"],
+            point.ranks,
+            bool(point.gpus_per_node),
         )
 
     def made_files(self, point: Point, layout: Layout) -> Iterable[str]:

@@ -18,10 +18,11 @@ import json
 import statistics
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..model.memory import PRECISIONS, Need, Shape, Sharding
+from ..model.memory import PRECISIONS, Need, Shape, Sharding, process_overhead
 from ..model.metrics import declare
 from ..model.paths import Layout
 from ..model.point import Point
@@ -140,16 +141,13 @@ def breakdown_figures(breakdown: Mapping[str, Any] | None) -> dict[str, Any]:
     return figures
 
 
-@functools.lru_cache(maxsize=256)
-def model_shape(model: str, width: int, depth: int, vocab: int, seq_len: int, heads: int) -> tuple[int, int]:
-    """(parameters, activation values kept per sample) of a model, from the rank program's own
-    definition on torch's meta device (torch is imported here, when a prediction is asked)."""
+@functools.lru_cache(maxsize=1024)
+def counted(model: str, width: int, depth: int, vocab: int, seq_len: int, heads: int, batch: int, dtype: str):
+    """The rank program's own model counted on torch's meta device at a batch and dtype
+    (models.counted_training; torch is imported here, when a prediction is asked)."""
     from .torch_parallel_rank import models
 
-    return (
-        models.parameter_count(model, width, depth, vocab, seq_len, heads),
-        models.activation_values(model, width, depth, vocab, seq_len, heads, batch=1),
-    )
+    return models.counted_training(model, width, depth, vocab, seq_len, heads, batch, dtype)
 
 
 class TorchParallel(App):
@@ -187,7 +185,8 @@ class TorchParallel(App):
         ),
         declare(
             "memory_growth_gb",
-            "peak memory per rank minus the rank's before the model is built, largest rank",
+            "peak of tensor bytes per rank from before the model is built (CPU: malloc's held bytes over the build"
+            " and warm-up steps; GPU: CUDA max allocated's growth), largest rank",
             MEMORY_UNIT,
             "size",
         ),
@@ -320,49 +319,45 @@ class TorchParallel(App):
         return MODELS[point.params["model"]].blocks(self.size(point, "depth"))
 
     def memory(self, point: Point, figures: Mapping[str, Any] | None = None) -> Need:
-        """The model's parameters and the activations autograd keeps (counted on torch's meta
-        device, nothing allocated), sharded as the strategy shards. Measured by the rank's
-        memory growth on CPU (max RSS includes the runtime's own), CUDA max allocated on GPU."""
+        """The rank program's model counted on the meta device (nothing allocated), sharded as
+        the strategy shards: fsdp by its ZeRO stage (units: the blocks), pipeline and tensor
+        split over the ranks (GPipe keeps every micro-batch's activations until its backward:
+        the whole batch), hybrid over its groups. Measured by CUDA max allocated on GPU, the
+        rank's memory growth on CPU."""
         model, strategy = point.params["model"], self.setting(point, "strategy")
         width, depth = self.size(point, "width"), self.size(point, "depth")
         vocab, seq_len, heads = (self.setting(point, name) for name in ("vocab", "seq_len", "heads"))
-        if figures and figures.get("parameters") and figures.get("activation_values_per_sample") is not None:
-            # The rank counted them on the model it trained: no torch import here.
-            parameters, activations = figures["parameters"], figures["activation_values_per_sample"]
-        else:
-            parameters, activations = model_shape(model, width, depth, vocab, seq_len, heads)
-        transformer = MODELS[model].transformer
+        precision = PRECISIONS[self.setting(point, "precision")]
+        batch = self.setting(point, "batch_size")
+        # AdamW with foreach off (the rank program's), except stage 1's (below).
+        count = counted(model, width, depth, vocab, seq_len, heads, batch, precision.compute)
         shape = Shape(
-            parameters=parameters,
-            hidden=width if transformer else None,
-            layers=depth if transformer else None,
-            heads=heads if transformer else None,
-            seq_len=seq_len if transformer else None,
-            activation_values=None if transformer else activations,
+            parameters=count.parameters,
+            activations=count.saved,
+            transient=2 * count.largest,
+            largest_unit=max(count.block_parameters),
+            largest_tensor=count.largest_tensor,
         )
-        ranks = point.ranks
+        ranks, on_gpu = point.ranks, self.setting(point, "device") == "cuda"
         if strategy == "fsdp":
-            sharding = Sharding(data=ranks, zero_stage=self.setting(point, "zero_stage"))
-        elif strategy in ("pipeline", "tensor"):
-            sharding = Sharding(model=ranks)
-        elif strategy == "hybrid":
-            sharding = Sharding(model=self.setting(point, "group_size"))
+            stage = self.setting(point, "zero_stage")
+            # Stage 1 is DDP with ZeroRedundancyOptimizer (its AdamW foreach on a GPU by default).
+            sharding = Sharding(data=ranks, zero_stage=stage, buckets=stage == 1)
+            if stage == 1 and on_gpu:
+                shape = replace(shape, foreach=True)
+        elif strategy in ("pipeline", "tensor", "hybrid"):
+            group = ranks if strategy != "hybrid" else self.setting(point, "group_size")
+            sharding = Sharding(model=group, model_share=count.share(strategy, group))
         else:
-            sharding = Sharding()
-        on_gpu = self.setting(point, "device") == "cuda"
+            sharding = Sharding(buckets=True)
         return Need(
             shape=shape,
-            precision=PRECISIONS[self.setting(point, "precision")],
-            # GPipe keeps every micro-batch's activations until its backward: the whole batch.
-            micro_batch=self.setting(point, "batch_size"),
+            precision=precision,
+            micro_batch=batch,
             sharding=sharding,
+            overhead=process_overhead(on_gpu),
             measured="peak_memory_gb" if on_gpu else "memory_growth_gb",
         )
-
-    def memory_checked_at_load(self, point: Point) -> bool:
-        # Counting activations imports torch and its compiler stack (seconds of every planning):
-        # worth it where memory is a GPU's; CPU points have the node's host memory.
-        return self.setting(point, "device") == "cuda"
 
     def rank_command(self, point: Point, run_dir: Path, layout: Layout) -> list[str]:
         command = [sys.executable, "-m", "scalestudy.apps.torch_parallel_rank"]

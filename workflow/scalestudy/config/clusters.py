@@ -67,6 +67,8 @@ class Queue:
     submit_as: str | None = None
     # Memory of one GPU in the cluster file's unit (below): what a rank of a GPU point may use.
     gpu_memory_gb: float | None = None
+    # Whether its GPUs compute in bfloat16 (false: V100 and older, compute capability < 8.0).
+    gpu_bf16: bool = True
 
     @property
     def submit_name(self) -> str:
@@ -232,6 +234,7 @@ def queue_from_mapping(name: str, data: Mapping[str, Any], cluster: Mapping[str,
         cores_per_gpu=data.get("cores_per_gpu"),
         submit_as=data.get("submit_as"),
         gpu_memory_gb=None if get("gpu_memory_gb") is None else float(get("gpu_memory_gb")),
+        gpu_bf16=get("gpu_bf16", True),
         limits=tuple(
             WalltimeLimit(int(item["up_to"]), hms_seconds(item["walltime"])) for item in data.get("limits") or ()
         ),
@@ -297,6 +300,8 @@ def problems_of(cluster: Cluster) -> list[str]:
         if cluster.queues and name and name not in cluster.queues:
             problems.append(f"{where}: {key} {name!r} is not among queues: {', '.join(cluster.queues)}")
     for queue in cluster.queues.values():
+        if not isinstance(queue.gpu_bf16, bool):
+            problems.append(f"{where}: queues.{queue.name}.gpu_bf16 {queue.gpu_bf16!r}; allowed: true or false")
         if queue.charge_unit not in CHARGE_UNITS:
             problems.append(
                 f"{where}: queues.{queue.name}.charge_unit {queue.charge_unit!r}; allowed: {', '.join(CHARGE_UNITS)}"

@@ -1,170 +1,300 @@
-"""The memory a training rank needs, before anything runs (the anatomy of the deep-learning
-course the issue cites, after ZeRO and Korthikanti et al.):
+"""The memory a training rank holds at its peak, before anything runs, and whether it fits.
 
-    M_total       = M_model + M_optimizer + M_gradients + M_activations
-    M_model       = k_w p / d   if ZeRO stage z = 3 else k_w p
-    M_optimizer   = (2 + m) k_h t / d   if z >= 1 else (2 + m) k_h t
-    M_gradients   = k_w t / d   if z >= 2 else k_w t
-    M_activations = s b h L ([16 k_l + 2] + [2 k_l + 1] a s / h)       (transformers)
-                  = v b k_l                                             (other models)
+Terms (bytes per rank; p parameters held, t of them trained (LoRA: the adapters; else t = p),
+f = p - t frozen, d data-parallel ranks a ZeRO stage z shards over, n ranks that split the
+model (pipeline stages, tensor-parallel groups)):
 
-p parameters held, t of them trained (LoRA: the adapters; else t = p), d data-parallel
-ranks the ZeRO stage shards over, k_l / k_h bytes of a low / high precision value, k_w the
-bytes a weight is kept in (k_l where weights are low precision, else k_h), m = 1 where an
-optimizer keeps a high-precision master copy of low-precision weights (the issue's
-3 k_h p: DeepSpeed's mixed precision), else 0 (AdamW's two moments only: torch autocast and
-Lightning's "-mixed" keep fp32 weights, "-true" keeps everything in one precision); s
-sequence length, b micro batch, h hidden size, L layers, a attention heads; v values autograd
-keeps per sample of a non-transformer model (counted by its app). With activation
-checkpointing per layer only each layer's input is kept (s b h k_l L) plus one layer's
-activations recomputed in the backward. Model parallelism over n ranks (pipeline stages,
-tensor-parallel groups) divides every term by n.
+    weights      w t / (d if z = 3)  +  w f x (1 if unsharded; 1/d if z = 3; 1 + 1/d where the
+                                          frozen weights stay gathered, see Sharding)
+    gradients    g t        (z < 2)      g t / d   (z >= 2; none with an optimizer gradient partition)
+                 and DDP's buckets, a second g t
+    optimizer    (2 m + M) t / (d if z >= 1)  +  G t / d (z >= 1)
+    activations  what autograd saves for the backward, counted by the app on a meta-device
+                 forward of the model it runs (its precision, attention kernel, LoRA branches,
+                 logits and loss; per checkpointed block only the block's inputs and one block
+                 recomputed); with model parallelism the busiest rank's share
+    transient    the larger of the backward's working set (the largest op's gradients) and
+                 the optimizer step's temporaries; plus stage 3's gathered units and their
+                 gradients (a DeepSpeed stage 2 holds every 16-bit gradient until reduced)
+    overhead     what a process holds besides its tensors (a GPU's CUDA context)
 
-Apps supply the Shape; the configuration layer supplies the capacity (GPU memory per GPU,
-host memory per rank), both in GB = 10^9 bytes (model.units).
+w, g bytes of a weight and a gradient, m of an AdamW moment, M of a master copy, G of the
+optimizer's gradient partition (DeepSpeed's fp32 one), each from the Precision the app
+really uses. The prediction is the bytes the hardware holds at the peak; the published and
+measured figures it is held to are tensor bytes (CUDA max allocated, the CPU allocator's
+peak), i.e. the total less `overhead`.
+
+Three answers (`verdict`): each term has a stated uncertainty (UNCERTAINTY, from the
+validation against published measurements in docs/MEMORY.md, benchmarks/memory_anchors.py);
+a point fits when even the high end fits, does not fit when even the low end does not,
+and may not fit in between (a warning; it runs).
+
+Apps supply the Shape (what they count) and the sharding; the configuration layer supplies
+the capacity (a GPU's memory, a rank's share of a node's), both in GB = 10^9 bytes
+(model.units).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .units import GB
 
 
 @dataclass(frozen=True)
 class Precision:
-    """Bytes of a low (k_l) and high (k_h) precision value, whether weights are kept low,
-    whether the optimizer keeps a high-precision master copy."""
+    """Bytes per value of what training keeps, as a precision setting keeps them: a weight,
+    a gradient, an AdamW moment (two), an optimizer master copy, an optimizer-side gradient
+    partition (stages >= 1), and autocast's low-precision copy of each trained weight (held
+    from the forward to the backward)."""
 
-    low: int
-    high: int
-    weights_low: bool
-    master: bool
+    weight: int
+    grad: int
+    moment: int
+    master: int = 0
+    grad_partition: int = 0
+    cast_copy: int = 0
+    # The dtype activations are counted in (the app's counter reads it).
+    compute: str = "float32"
 
-    @property
-    def weight(self) -> int:
-        return self.low if self.weights_low else self.high
 
-
-# How torch and Lightning keep a model at each precision setting the apps take.
+# How torch and Lightning keep a model at each precision setting the apps take: "-true" keeps
+# everything (AdamW's moments included) in one dtype; "-mixed" (autocast) keeps fp32 weights,
+# gradients and moments and casts the weights to 16 bits for each forward.
 PRECISIONS = {
-    "32-true": Precision(4, 4, weights_low=False, master=False),
-    "bf16-true": Precision(2, 2, weights_low=True, master=False),
-    "16-true": Precision(2, 2, weights_low=True, master=False),
-    # Autocast: fp32 weights, gradients and moments; activations in 16 bits.
-    "bf16-mixed": Precision(2, 4, weights_low=False, master=False),
-    "16-mixed": Precision(2, 4, weights_low=False, master=False),
+    "32-true": Precision(4, 4, 4, compute="float32"),
+    "bf16-true": Precision(2, 2, 2, compute="bfloat16"),
+    "16-true": Precision(2, 2, 2, compute="float16"),
+    "bf16-mixed": Precision(4, 4, 4, cast_copy=2, compute="bfloat16"),
+    "16-mixed": Precision(4, 4, 4, cast_copy=2, compute="float16"),
 }
-# The issue's (DeepSpeed's) mixed precision: 16-bit weights and gradients, fp32 master and moments.
-DEEPSPEED_MIXED = Precision(2, 4, weights_low=True, master=True)
+# DeepSpeed's mixed precision (the ZeRO paper's): fp16 weights and gradients, an fp32 master
+# copy and moments (K = 12), and from stage 1 an fp32 partition of the gradients.
+DEEPSPEED_MIXED = Precision(2, 2, 4, master=4, grad_partition=4, compute="float16")
+PRECISIONS_BY_NAME = {**PRECISIONS, "deepspeed-mixed": DEEPSPEED_MIXED}
+# Precisions a GPU without bfloat16 (V100 and older: compute capability < 8.0) cannot run.
+BF16_PRECISIONS = tuple(name for name in PRECISIONS if name.startswith("bf16"))
+
+# Relative uncertainty of each term, (below, above) the prediction: what the validation
+# against published measurements showed (docs/MEMORY.md; benchmarks/memory_anchors.py
+# prints each cell). Counted terms (weights, gradients, optimizer) are exact. Activations:
+# on one GPU LitGPT's published peaks exceed the counted activations by 0-11% (phi-1.5 and
+# stablelm-3b; Llama-2 0-1%: the allocator's block rounding and what the count does not
+# see), never fall below. Gathered frozen weights (FSDP LoRA, published runs): 7-15% above
+# (1 + 1/d). Transient and overhead: not measured here (no GPU was lent): +-50%.
+UNCERTAINTY = {
+    "weights": (0.0, 0.0),
+    "gathered": (0.0, 0.16),
+    "gradients": (0.0, 0.0),
+    "optimizer": (0.0, 0.0),
+    "activations": (0.0, 0.12),
+    "transient": (0.5, 0.5),
+    "overhead": (0.5, 0.5),
+}
+# What a process holds on a GPU besides its tensors: the CUDA context with PyTorch's kernels
+# and cuBLAS/cuDNN handles (about 0.3-0.6 GB on A100/V100 with CUDA 12 as NVIDIA's and
+# PyTorch's notes put it; not measured here: no GPU was lent).
+CUDA_CONTEXT_BYTES = 0.5 * GB
+
+
+# What a CPU rank's process holds besides its tensors (Python, torch's libraries, gloo): the
+# max RSS of a torch-parallel CPU rank training a model of 0.04 GB of tensors was 0.35 GB on
+# the development machine (torch 2.13, 2 ranks, mlp width 256).
+TORCH_CPU_RUNTIME_BYTES = 0.3 * GB
+
+
+def process_overhead(on_gpu: bool) -> float:
+    """What a rank's process holds besides its tensors, in the memory it shares with them: a
+    GPU's CUDA context, or a CPU rank's runtime in the node's memory."""
+    return CUDA_CONTEXT_BYTES if on_gpu else TORCH_CPU_RUNTIME_BYTES
+
+
+TERMS = ("weights", "gradients", "optimizer", "activations", "transient", "overhead")
+FITS, MAY_NOT_FIT, DOES_NOT_FIT = "fits", "may not fit", "does not fit"
 
 
 @dataclass(frozen=True)
 class Shape:
-    """What the memory of training a model depends on, from its app."""
+    """What a point's memory depends on, from its app: parameters held and trained, the bytes
+    autograd saves for one micro batch (counted at the point's micro batch and precision),
+    the backward's working set on top, and the parameters of the largest unit a sharded
+    strategy gathers at once."""
 
     parameters: int
     trainable: int | None = None  # None: all of them
-    # Transformers: the formula's shape (sequence length is the point's).
-    hidden: int | None = None
-    layers: int | None = None
-    heads: int | None = None
-    seq_len: int | None = None
-    # Other models: values autograd keeps per sample (counted by the app).
-    activation_values: float | None = None
-    checkpointed: bool = False
+    activations: float = 0.0
+    transient: float = 0.0
+    largest_unit: int = 0
+    # The optimizer step's temporaries: AdamW per tensor (foreach off: two tensors the size of
+    # the largest parameter tensor) or for all trained tensors at once (foreach on, torch's
+    # default on a GPU).
+    largest_tensor: int = 0
+    foreach: bool = False
 
     @property
     def trained(self) -> int:
         return self.parameters if self.trainable is None else self.trainable
 
+    @property
+    def frozen(self) -> int:
+        return self.parameters - self.trained
+
 
 @dataclass(frozen=True)
 class Sharding:
     """How a point spreads the model: `data` ranks a ZeRO stage shards over, `zero_stage`
-    (0: replicated, as DDP), `model` ranks that split the model (pipeline, tensor)."""
+    (0: replicated, as DDP), `model` ranks that split the model (pipeline, tensor);
+    `units_in_flight`: how many units stage 3 holds gathered at once (the one computing and
+    the one prefetched); `frozen_gathered`: frozen weights stay gathered through the backward
+    besides the rank's shard (what LitGPT's published FSDP LoRA runs hold: about (1 + 1/d) of
+    the model at any micro batch); `unit_gradients`: gradients are reduce-scattered unit by
+    unit (FSDP); False: all 16-bit gradients are held until reduced (DeepSpeed stage 2)."""
 
     data: int = 1
     zero_stage: int = 0
     model: int = 1
+    # The fraction of the model the busiest of the `model` ranks holds (None: 1 / model).
+    model_share: float | None = None
+    # DistributedDataParallel's gradient buckets: a second copy of the gradients.
+    buckets: bool = False
+    units_in_flight: int = 2
+    frozen_gathered: bool = False
+    unit_gradients: bool = True
 
 
 @dataclass(frozen=True)
 class Prediction:
-    model: float
-    optimizer: float
+    """Bytes per rank of each term (TERMS), and the uncertainty of each (UNCERTAINTY)."""
+
+    weights: float
     gradients: float
+    optimizer: float
     activations: float
+    transient: float = 0.0
+    overhead: float = 0.0
+    gathered: float = 0.0  # the part of `weights` held gathered beyond the shard
 
     @property
     def total(self) -> float:
-        return self.model + self.optimizer + self.gradients + self.activations
+        return sum(getattr(self, name) for name in TERMS)
+
+    @property
+    def tensors(self) -> float:
+        """What a tensor-bytes measurement sees (CUDA max allocated, the CPU allocator's peak)."""
+        return self.total - self.overhead
+
+    def bound(self, side: int) -> float:
+        """The total at the low (side 0) or high (side 1) end of every term's uncertainty."""
+        sign = -1 if side == 0 else 1
+        total = 0.0
+        for name in TERMS:
+            value = getattr(self, name)
+            if name == "weights":
+                total += value + sign * self.gathered * UNCERTAINTY["gathered"][side]
+            else:
+                total += value * (1 + sign * UNCERTAINTY[name][side])
+        return total
 
     def terms_gb(self) -> dict[str, float]:
-        return {
-            "model": self.model / GB,
-            "optimizer": self.optimizer / GB,
-            "gradients": self.gradients / GB,
-            "activations": self.activations / GB,
-        }
+        return {name: getattr(self, name) / GB for name in TERMS}
 
     def summary(self, per: str) -> str:
-        """'~T GB per <per> (model a + optimizer b + gradients c + activations d)'."""
-        terms = " + ".join(f"{name} {gb:.3g}" for name, gb in self.terms_gb().items())
-        return f"~{self.total / GB:.3g} GB per {per} ({terms})"
+        """'~T GB per <per> (weights a + gradients b + ... ; a-b GB within the model's uncertainty)'."""
+        terms = " + ".join(f"{name} {gb:.3g}" for name, gb in self.terms_gb().items() if gb)
+        return (
+            f"~{self.total / GB:.3g} GB per {per} ({terms}; {self.bound(0) / GB:.3g}-{self.bound(1) / GB:.3g} GB "
+            "within the model's uncertainty)"
+        )
 
 
-def transformer_activations(shape: Shape, micro_batch: int, k_low: int) -> float:
-    """s b h L ([16 k_l + 2] + [2 k_l + 1] a s / h) bytes; with checkpointing, each layer's
-    input (s b h k_l per layer) and one layer whole."""
-    s, h, layers, a = shape.seq_len, shape.hidden, shape.layers, shape.heads
-    per_layer = s * micro_batch * h * ((16 * k_low + 2) + (2 * k_low + 1) * a * s / h)
-    if shape.checkpointed:
-        return s * micro_batch * h * k_low * layers + per_layer
-    return per_layer * layers
-
-
-def predict(shape: Shape, precision: Precision, micro_batch: int, sharding: Sharding = Sharding()) -> Prediction:
-    """Bytes per rank of each term."""
-    z, d, n = sharding.zero_stage, max(sharding.data, 1), max(sharding.model, 1)
-    p, t = shape.parameters / n, shape.trained / n
-    model = precision.weight * p / (d if z >= 3 else 1)
-    optimizer = (2 + precision.master) * precision.high * t / (d if z >= 1 else 1)
-    gradients = precision.weight * t / (d if z >= 2 else 1)
-    if shape.hidden and shape.layers and shape.heads and shape.seq_len:
-        activations = transformer_activations(shape, micro_batch, precision.low) / n
+def predict(shape: Shape, precision: Precision, sharding: Sharding = Sharding(), overhead: float = 0.0) -> Prediction:
+    """Bytes per rank of each term (see the module's docstring)."""
+    z, d = sharding.zero_stage, max(sharding.data, 1)
+    share = sharding.model_share if sharding.model_share is not None else 1 / max(sharding.model, 1)
+    t, f = shape.trained * share, shape.frozen * share
+    w, g = precision.weight, precision.grad
+    trained_weights = w * t / (d if z >= 3 else 1)
+    if sharding.frozen_gathered and d > 1:
+        gathered = w * f
+        frozen_weights = w * f / d + gathered
     else:
-        activations = (shape.activation_values or 0.0) * micro_batch * precision.low / n
-    return Prediction(model, optimizer, gradients, activations)
+        gathered = 0.0
+        frozen_weights = w * f / (d if z >= 3 else 1)
+    if z >= 2:
+        gradients = 0.0 if precision.grad_partition else g * t / d
+    else:
+        gradients = g * t
+    if sharding.buckets:
+        gradients += g * t
+    optimizer = (2 * precision.moment + precision.master) * t / (d if z >= 1 else 1)
+    if z >= 1:
+        optimizer += precision.grad_partition * t / d
+    # Autocast's 16-bit weight copies: of the whole model, or under stage 3 of the rank's shard
+    # (FSDP's mixed precision casts the shard and gathers 16-bit units).
+    activations = shape.activations * share + precision.cast_copy * t / (d if z >= 3 else 1)
+    # The optimizer step runs after the backward has freed the activations: the larger of the
+    # two working sets is the transient peak.
+    state_shards = d if z >= 1 else 1
+    step = precision.moment * (t if shape.foreach else 2 * shape.largest_tensor * share) / state_shards
+    transient = max(shape.transient * share, step)
+    if z >= 3 and d > 1 and not sharding.frozen_gathered:
+        # Units gathered for their forward or backward, and one unit's unsharded gradients
+        # (where the frozen weights stay gathered, they are in `weights` already).
+        gathered_bytes = precision.cast_copy or w
+        transient += (sharding.units_in_flight * gathered_bytes + g) * shape.largest_unit
+    elif z == 2 and d > 1:
+        transient += g * t - gradients if not sharding.unit_gradients else g * shape.largest_unit
+    return Prediction(
+        weights=trained_weights + frozen_weights,
+        gradients=gradients,
+        optimizer=optimizer,
+        activations=activations,
+        transient=transient,
+        overhead=overhead,
+        gathered=gathered,
+    )
+
+
+def verdict(prediction: Prediction, capacity: float) -> str:
+    """FITS when the high end of the prediction fits in `capacity` bytes, DOES_NOT_FIT when
+    even the low end does not, MAY_NOT_FIT in between."""
+    if prediction.bound(1) <= capacity:
+        return FITS
+    if prediction.bound(0) > capacity:
+        return DOES_NOT_FIT
+    return MAY_NOT_FIT
 
 
 @dataclass(frozen=True)
 class Need:
-    """What a point asks of each rank's memory: its app's shape, precision, micro batch and
-    sharding; `measured` names the figure its runs measure the same thing by."""
+    """What a point asks of each rank's memory: its app's shape, precision, sharding and
+    per-process overhead; `measured` names the figure its runs measure the same thing by
+    (tensor bytes: the prediction's `tensors`)."""
 
     shape: Shape
     precision: Precision
     micro_batch: int
-    sharding: Sharding
+    sharding: Sharding = field(default_factory=Sharding)
+    overhead: float = 0.0
     measured: str | None = None
     # The parameter the micro batch is set by (a refusal names it).
     batch_key: str = "batch_size"
 
     @property
     def prediction(self) -> Prediction:
-        return predict(self.shape, self.precision, self.micro_batch, self.sharding)
+        return predict(self.shape, self.precision, self.sharding, self.overhead)
 
 
 def memory_figures(need: Need | None, figures: dict) -> dict:
-    """The figures a run's record gets from its prediction: each term and the total (GB), and
-    the measured figure over the prediction where the run measured it."""
+    """The figures a run's record gets from its prediction: each term and the total (GB), the
+    tensor bytes a measurement sees, and the measured figure over those where the run measured it."""
     if need is None:
         return {}
     prediction = need.prediction
     out = {f"predicted_{name}_gb": gb for name, gb in prediction.terms_gb().items()}
     out["predicted_memory_gb"] = prediction.total / GB
+    out["predicted_tensors_gb"] = prediction.tensors / GB
     measured = figures.get(need.measured) if need.measured else None
-    if isinstance(measured, int | float) and prediction.total > 0:
-        out["memory_ratio"] = measured / out["predicted_memory_gb"]
+    if isinstance(measured, int | float) and prediction.tensors > 0:
+        out["memory_ratio"] = measured / out["predicted_tensors_gb"]
     return out

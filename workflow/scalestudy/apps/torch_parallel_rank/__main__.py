@@ -26,6 +26,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
+import ctypes
+import ctypes.util
 import json
 import os
 import resource
@@ -34,11 +37,13 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ...model.rank_probe import LOCAL_RANK_VARIABLES, LOCAL_SIZE_VARIABLES, RANK_VARIABLES, SIZE_VARIABLES, first_int
 from ...model.units import KIB
@@ -112,6 +117,50 @@ def peak_memory_bytes(device: torch.device) -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * KIB  # ru_maxrss: KiB on Linux
 
 
+class MallocInfo(ctypes.Structure):
+    """glibc's struct mallinfo2 (malloc.h)."""
+
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks")
+        + ("keepcost",)
+    ]
+
+
+def malloc_held() -> Callable[[], int] | None:
+    """Bytes held in malloc's chunks now (in use in its heap plus its mmapped chunks: what CPU
+    tensors occupy, not what the kernel has left mapped, as RSS is), or None without glibc."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallinfo2.restype = MallocInfo
+    except (OSError, AttributeError):
+        return None
+
+    def held() -> int:
+        info = libc.mallinfo2()
+        return info.uordblks + info.hblkhd
+
+    return held
+
+
+class TensorPeak(TorchDispatchMode):
+    """The peak, over every op run inside it, of the bytes malloc holds above what it held at
+    the start: on CPU (torch's CPU tensors come from malloc) the peak of the bytes tensors hold,
+    as CUDA's max allocated counts them on a GPU, without the runtime's and allocator's
+    resident pages that max RSS includes. Sampled after each op."""
+
+    def __init__(self, held: Callable[[], int]) -> None:
+        super().__init__()
+        self.held = held
+        self.start = held()
+        self.peak = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.peak = max(self.peak, self.held() - self.start)
+        return out
+
+
 class Trainer:
     """The model wrapped by its strategy, and one optimizer step / one evaluation of a batch."""
 
@@ -124,12 +173,27 @@ class Trainer:
         # The parts of a step (data, compute, optimizer) as profiler regions: nothing unless the
         # breakdown's profiled steps set it (breakdown.profiled_parts).
         self.region = no_region
+        self.tracker: TensorPeak | None = None
         torch.manual_seed(args.seed)
-        blocks = models.blocks(args.model, args.width, args.depth, args.vocab, args.seq_len, args.heads)
-        self.parameters = sum(p.numel() for b in blocks for p in b.parameters())
-        self.dtype = dtype = torch.bfloat16 if args.precision == "bf16-true" else torch.float32
-        blocks = [b.to(device=device, dtype=dtype) for b in blocks]
         strategy = args.strategy
+        # The model is described on the meta device; sharded strategies give each rank memory for
+        # its own share only (as large-model training does), the others build it whole. Either
+        # way each block starts from the same values (initial_state: seeded per block), so every
+        # strategy trains the same model.
+        self.on_meta = strategy in ("pipeline", "tensor", "hybrid") or (strategy == "fsdp" and args.zero_stage >= 2)
+        self.dtype = dtype = torch.bfloat16 if args.precision == "bf16-true" else torch.float32
+        with torch.device("meta"):
+            self.templates = [
+                b.to(dtype=dtype)
+                for b in models.blocks(args.model, args.width, args.depth, args.vocab, args.seq_len, args.heads)
+            ]
+        self.parameters = sum(p.numel() for b in self.templates for p in b.parameters())
+        if self.on_meta:
+            blocks = [copy.deepcopy(t) for t in self.templates]
+        else:
+            blocks = [
+                self.initialised(i, copy.deepcopy(t).to_empty(device=device)) for i, t in enumerate(self.templates)
+            ]
         if strategy == "ddp" or (strategy == "fsdp" and args.zero_stage == 1):
             from torch.nn.parallel import DistributedDataParallel
 
@@ -147,7 +211,9 @@ class Trainer:
             for block in blocks:
                 if any(True for _ in block.parameters()):
                     fully_shard(block, reshard_after_forward=args.zero_stage == 3)
-            self.model = fully_shard(model, reshard_after_forward=args.zero_stage == 3)
+            self.model = fully_shard(model, reshard_after_forward=args.zero_stage == 3).to_empty(device=device)
+            for i, block in enumerate(blocks):
+                self.initialised(i, block)
         elif strategy == "pipeline":
             self.setup_pipeline(blocks)
         elif strategy in ("tensor", "hybrid"):
@@ -157,6 +223,29 @@ class Trainer:
         if not hasattr(self, "optimizer"):
             self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.lr, foreach=False)
 
+    def initialised(self, index: int, block: nn.Module) -> nn.Module:
+        """`block` (given memory, maybe sharded) holding block `index`'s initial values."""
+        state = initial_state(self.templates[index], self.args.seed, index)
+        with torch.no_grad():
+            for name, tensor in [*block.named_parameters(), *block.named_buffers()]:
+                value = state[name]
+                if hasattr(tensor, "device_mesh"):  # a DTensor (FSDP2, tensor parallel): this rank's part
+                    from torch.distributed.tensor import distribute_tensor
+
+                    value = distribute_tensor(
+                        value.to(tensor.device_mesh.device_type),
+                        tensor.device_mesh,
+                        tensor.placements,
+                        src_data_rank=None,
+                    ).to_local()
+                    tensor = tensor.to_local()
+                tensor.copy_(value)
+        return block
+
+    def tracking(self):
+        """The tensor-bytes tracker on (CPU ranks), or nothing."""
+        return self.tracker if self.tracker is not None else contextlib.nullcontext()
+
     def device_ids(self) -> list[int] | None:
         return [self.device.index] if self.device.type == "cuda" else None
 
@@ -164,7 +253,10 @@ class Trainer:
         from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
 
         cuts = models.split_points([sum(p.numel() for p in b.parameters()) for b in blocks], self.world)
-        self.model = Stage(blocks[cuts[self.rank] : cuts[self.rank + 1]])
+        first, last = cuts[self.rank], cuts[self.rank + 1]
+        self.model = Stage(blocks[first:last]).to_empty(device=self.device)
+        for i in range(first, last):
+            self.initialised(i, blocks[i])
         self.replicas, self.replica = 1, 0
         self.pipeline_last = self.rank == self.world - 1
         stage = PipelineStage(self.model, self.rank, self.world, self.device)
@@ -180,7 +272,9 @@ class Trainer:
             plan = models.tensor_plan(block)
             if plan:
                 parallelize_module(block, mesh["tp"], plan)
-        self.model = nn.Sequential(*blocks)
+        self.model = nn.Sequential(*blocks).to_empty(device=self.device)
+        for i, block in enumerate(blocks):
+            self.initialised(i, block)
         self.replicas, self.replica = replicas, mesh.get_local_rank("dp")
         if replicas > 1:
             self.dp_group = mesh["dp"].get_group()
@@ -256,6 +350,19 @@ class Trainer:
         return float(loss), right, count
 
 
+def initial_state(template: nn.Module, seed: int, index: int) -> dict[str, torch.Tensor]:
+    """The initial values of block `index` (its parameters and buffers by name): the block
+    built whole on the CPU (one block at a time, never the model) and initialised as its modules
+    initialise themselves, from a generator seeded by the seed and the block's index."""
+    block = copy.deepcopy(template).to_empty(device="cpu")
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(seed * 1_000_003 + index)
+        for part in block.modules():
+            if hasattr(part, "reset_parameters"):
+                part.reset_parameters()
+    return dict([*block.named_parameters(), *block.named_buffers()])
+
+
 class ContiguousGrad(torch.autograd.Function):
     """Identity forward; the gradient made contiguous (what a pipeline stage sends back must be)."""
 
@@ -328,7 +435,9 @@ def run_converge(trainer: Trainer, args: argparse.Namespace, device: torch.devic
         sums = [0.0, 0.0, 0.0, 0.0]  # loss x steps, steps, right, predictions
         for bx, by in batches(train_x, train_y, args.batch_size, trainer.replica, trainer.replicas, epoch, args.seed):
             step_started = time.perf_counter()
-            loss, right, count = trainer.step(bx, by)
+            # CPU memory: tracked over the first step (it allocates the optimizer's state).
+            with trainer.tracking() if not step_times else contextlib.nullcontext():
+                loss, right, count = trainer.step(bx, by)
             synchronize(device)
             step_times.append(time.perf_counter() - step_started)
             holds_loss = trainer.pipeline_last
@@ -362,11 +471,13 @@ def run_converge(trainer: Trainer, args: argparse.Namespace, device: torch.devic
 
 
 def run_throughput(trainer: Trainer, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
-    """Horovod-style: one fixed synthetic batch, `warmup_steps` untimed steps, then `steps` timed ones."""
+    """Horovod-style: one fixed synthetic batch, `warmup_steps` untimed steps, then `steps` timed ones.
+    CPU memory is tracked over the warm-up steps (over the build only where there are none)."""
     x, y = models.make_data(args.model, args.batch_size, args.vocab, args.seq_len, args.seed + 1 + trainer.replica)
     last = None
-    for _ in range(args.warmup_steps):
-        last = trainer.step(x, y)
+    with trainer.tracking():
+        for _ in range(args.warmup_steps):
+            last = trainer.step(x, y)
     synchronize(device)
     dist.barrier()
     step_times = []
@@ -458,7 +569,11 @@ def model_list(text: str) -> list[str]:
 def train(args: argparse.Namespace, rank: int, world: int, device: torch.device) -> None:
     """Train one model and print its result line (rank 0)."""
     baseline = peak_memory_bytes(device)
-    trainer = Trainer(args, rank, world, device)
+    held = malloc_held() if device.type == "cpu" else None
+    tracker = TensorPeak(held) if held else None
+    with tracker if tracker is not None else contextlib.nullcontext():
+        trainer = Trainer(args, rank, world, device)
+    trainer.tracker = tracker
     run = (run_converge if args.mode == "converge" else run_throughput)(trainer, args, device)
     times = run["step_times"]
     # The median: on a shared machine a few steps wait for another job's process, and a mean
@@ -467,7 +582,9 @@ def train(args: argparse.Namespace, rank: int, world: int, device: torch.device)
     global_batch = args.batch_size * trainer.replicas
     step_times = gathered(step_time, device, world)
     peaks = gathered(float(peak_memory_bytes(device)), device, world)
-    growth = gathered(float(peak_memory_bytes(device) - baseline), device, world)
+    # CPU: the tensor bytes' peak over the build and the tracked steps; GPU: max allocated's growth.
+    grown = tracker.peak if tracker is not None else peak_memory_bytes(device) - baseline
+    growth = gathered(float(grown), device, world)
     breakdown = step_breakdown(trainer, args, device, world)
     if rank == 0:
         result = {

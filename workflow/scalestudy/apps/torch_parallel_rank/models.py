@@ -21,6 +21,8 @@ Tasks:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -362,26 +364,86 @@ def parameter_count(name: str, width: int, depth: int, vocab: int, seq_len: int,
 
 
 def activation_values(name: str, width: int, depth: int, vocab: int, seq_len: int, heads: int, batch: int) -> int:
-    """Values autograd keeps for the backward pass of one forward of `batch` samples,
-    parameters not included: counted on a CPU forward of the model with uninitialised weights
-    (built on the meta device, then given memory; nothing is initialised or trained). Not a
-    forward on the meta device: that loads torch's compiler stack, seconds of every planning."""
+    """Values autograd keeps for the backward pass of one forward of `batch` samples in
+    float32, parameters not included (counted_training's saved bytes / 4)."""
+    return counted_training(name, width, depth, vocab, seq_len, heads, batch, "float32").saved // 4
+
+
+def counted_training(name: str, width: int, depth: int, vocab: int, seq_len: int, heads: int, batch: int, dtype: str):
+    """A forward of `batch` samples on the meta device (nothing allocated), its loss as the
+    rank computes it: (parameters, bytes autograd saves with what the loop keeps, largest
+    saved storage, parameters of the largest block) as saved_bytes.Saved plus counts."""
+    from ..saved_bytes import count_saved
+
     with torch.device("meta"):
-        model = nn.Sequential(*blocks(name, width, depth, vocab, seq_len, heads))
-    model = model.to_empty(device="cpu")
-    inputs, _ = sample_batch(name, batch, vocab, seq_len)
-    params = {id(p) for p in model.parameters()}
-    seen: dict[int, int] = {}
+        blocks_ = blocks(name, width, depth, vocab, seq_len, heads)
+        model = nn.Sequential(*blocks_).to(getattr(torch, dtype))
+    inputs, target = sample_batch(name, batch, vocab, seq_len)
+    inputs = inputs.to("meta", dtype=getattr(torch, dtype) if inputs.is_floating_point() else inputs.dtype)
+    target = target.to("meta")
 
-    def pack(tensor: torch.Tensor) -> torch.Tensor:
-        base = tensor if tensor._base is None else tensor._base  # Linear saves weight.t(), a view
-        if id(base) not in params and tensor.is_floating_point():
-            seen[id(tensor)] = tensor.numel()
-        return tensor
+    def forward():
+        output = model(inputs)
+        task = MODELS[name].task
+        if task == Task.RECONSTRUCT:
+            target_ = inputs.float()
+        else:
+            target_ = (
+                target if task == Task.CLASSIFY else torch.zeros(output.shape[:2], dtype=torch.long, device="meta")
+            )
+        return [output, loss_of(MODELS[name].task, output, target_)]
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(inputs)
-    return sum(seen.values())
+    saved = count_saved(forward, [*model.parameters(), *model.buffers()])
+    return Counted(
+        parameters=sum(p.numel() for p in model.parameters()),
+        saved=saved.total,
+        largest=saved.largest,
+        block_parameters=tuple(sum(p.numel() for p in b.parameters()) for b in blocks_),
+        largest_tensor=max((p.numel() for p in model.parameters()), default=0),
+        tensor_sharded=sum(tensor_sharded(b) for b in blocks_),
+    )
+
+
+def tensor_sharded(block: nn.Module) -> int:
+    """Parameters of a block that its tensor-parallel plan splits across the group (all of a
+    column-parallel layer; a row-parallel layer's weight, its bias is replicated)."""
+    plan = tensor_plan(block)
+    if not plan:
+        return 0
+    from torch.distributed.tensor.parallel import RowwiseParallel
+
+    split = 0
+    for name, style in plan.items():
+        layer = block.get_submodule(name)
+        split += layer.weight.numel()
+        if layer.bias is not None and not isinstance(style, RowwiseParallel):
+            split += layer.bias.numel()
+    return split
+
+
+@dataclass(frozen=True)
+class Counted:
+    """The rank program's model as the memory model needs it: parameters, bytes autograd saves
+    at the batch counted, the largest saved storage, each block's parameters, the largest
+    parameter tensor, and the parameters a tensor-parallel plan splits."""
+
+    parameters: int
+    saved: int
+    largest: int
+    block_parameters: tuple[int, ...]
+    largest_tensor: int
+    tensor_sharded: int
+
+    def share(self, strategy: str, ranks: int) -> float:
+        """The fraction of the parameters the busiest of `ranks` holds: pipeline, the largest
+        stage (split_points); tensor, the replicated parameters and its part of the split ones."""
+        if strategy == "pipeline":
+            cuts = split_points(list(self.block_parameters), ranks)
+            stages = [sum(self.block_parameters[a:b]) for a, b in zip(cuts, cuts[1:], strict=False)]
+            return max(stages) / max(self.parameters, 1)
+        if strategy in ("tensor", "hybrid"):
+            return (self.parameters - self.tensor_sharded * (1 - 1 / ranks)) / max(self.parameters, 1)
+        return 1.0
 
 
 def sample_batch(name: str, batch: int, vocab: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,0 +1,275 @@
+"""The memory model (scalestudy.model.memory) held to references nobody here wrote, and to
+measured CPU ranks:
+
+1. LitGPT's resource table (Lightning-AI/litgpt tutorials/resource-tables.md, 10/2023, A100
+   40GB, bf16-true, LoRA r=8 on query and value, Alpaca at its longest example): every cell,
+   its out-of-memory cells included (each must be refused, no fitting cell refused).
+2. The ZeRO paper's example (Rajbhandari et al., SC'20: 7.5B parameters, 64 GPUs, mixed
+   precision Adam): model states per GPU at stages 0-3.
+3. DeepSpeed's own estimators (estimate_zero2_model_states_mem_needs and
+   estimate_zero3_model_states_mem_needs, no offload) on three Llama-shaped cases.
+4. The torch-parallel rank program under real mpirun on CPU: ddp, fsdp stages 1-3, pipeline,
+   tensor at a size where model state dominates; measured: the rank's peak of tensor bytes.
+
+    python benchmarks/memory_anchors.py [--cpu-width 1024 --cpu-depth 3 --cpu-strategies ...] [--no-cpu]
+
+Each line: the figure, its definition, the ratio predicted / reference; a summary line per
+section with how many are within 0.8-1.2 (n).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "workflow"))
+
+from scalestudy.apps import APPS  # noqa: E402
+from scalestudy.apps.litgpt import litgpt_config, litgpt_need  # noqa: E402
+from scalestudy.apps.torch_parallel_spec import RESULT_PREFIX  # noqa: E402
+from scalestudy.model.memory import (  # noqa: E402
+    DEEPSPEED_MIXED,
+    DOES_NOT_FIT,
+    Shape,
+    Sharding,
+    predict,
+    verdict,
+)
+from scalestudy.model.point import Point  # noqa: E402
+from scalestudy.model.units import GB, GIB  # noqa: E402
+
+LOW, HIGH = 0.8, 1.2
+A100_40GB = 40 * GIB  # "A100-SXM4-40GB": 40 GiB of memory
+# (model, LitGPT config name, longest Alpaca example in tokens, micro batch, GPUs, Max GPU RAM GB or None: OOM)
+LITGPT_TABLE = [
+    ("phi-1.5", "phi-1_5", 1044, 1, 1, 4.82),
+    ("phi-1.5", "phi-1_5", 1044, 2, 1, 6.76),
+    ("phi-1.5", "phi-1_5", 1044, 4, 1, 10.68),
+    ("stablelm-base-alpha-3b", "stablelm-base-alpha-3b", 1034, 1, 1, 9.69),
+    ("stablelm-base-alpha-3b", "stablelm-base-alpha-3b", 1034, 2, 1, 12.10),
+    ("stablelm-base-alpha-3b", "stablelm-base-alpha-3b", 1034, 4, 1, 16.92),
+    ("Llama-2-7b", "Llama-2-7b-hf", 1304, 1, 1, 21.30),
+    ("Llama-2-7b", "Llama-2-7b-hf", 1304, 2, 1, 29.07),
+    ("Llama-2-7b", "Llama-2-7b-hf", 1304, 4, 1, None),
+    ("Llama-2-13b", "Llama-2-13b-hf", 1304, 1, 1, 38.12),
+    ("Llama-2-13b", "Llama-2-13b-hf", 1304, 2, 1, None),
+    ("Llama-2-13b", "Llama-2-13b-hf", 1304, 4, 1, None),
+    ("falcon-40b", "falcon-40b", 1304, 1, 1, None),
+    ("phi-1.5", "phi-1_5", 1044, 1, 2, 4.86),
+    ("phi-1.5", "phi-1_5", 1044, 2, 2, 5.05),
+    ("phi-1.5", "phi-1_5", 1044, 4, 2, 5.88),
+    ("stablelm-base-alpha-3b", "stablelm-base-alpha-3b", 1034, 1, 2, 12.75),
+    ("stablelm-base-alpha-3b", "stablelm-base-alpha-3b", 1034, 2, 2, 12.94),
+    ("stablelm-base-alpha-3b", "stablelm-base-alpha-3b", 1034, 4, 2, 13.45),
+    ("Llama-2-7b", "Llama-2-7b-hf", 1304, 1, 2, 22.18),
+    ("Llama-2-7b", "Llama-2-7b-hf", 1304, 2, 2, 22.47),
+    ("Llama-2-7b", "Llama-2-7b-hf", 1304, 4, 2, 23.39),
+    ("Llama-2-13b", "Llama-2-13b-hf", 1304, 1, 2, None),
+    ("Llama-2-13b", "Llama-2-13b-hf", 1304, 1, 4, 35.57),
+    ("falcon-40b", "falcon-40b", 1304, 1, 4, None),
+]
+# The ZeRO paper's Figure 1: GB per GPU of model states at stages 0-3 (7.5B parameters, 64 GPUs).
+ZERO_PAPER = {"psi": 7.5e9, "gpus": 64, "stages": {0: 120.0, 1: 31.4, 2: 16.6, 3: 1.88}}
+# DeepSpeed's estimators' cases: (LitGPT config name, GPUs).
+DEEPSPEED_CASES = [("tiny-llama-1.1b", 8), ("Llama-2-7b-hf", 8), ("Llama-2-13b-hf", 64)]
+
+
+def within(ratio: float) -> bool:
+    return LOW <= ratio <= HIGH
+
+
+def litgpt_section() -> list[str]:
+    print("# 1. LitGPT resource table (LoRA, bf16-true, A100 40GB)")
+    print(
+        "# published: Max GPU RAM = torch.cuda.max_memory_allocated() / 1e9 (GB), at the longest Alpaca example; "
+        "predicted: the model's tensor bytes (total less the CUDA context), GB; verdict against 40 GiB = 42.95 GB"
+    )
+    misses, ratios = [], []
+    for label, name, seq_len, micro_batch, gpus, published in LITGPT_TABLE:
+        need = litgpt_need(litgpt_config(name), "lora", "bf16-true", micro_batch, seq_len, gpus, on_gpu=True)
+        prediction = need.prediction
+        answer = verdict(prediction, A100_40GB)
+        where = f"litgpt-lora {label} micro_batch={micro_batch} gpus={gpus} s={seq_len}"
+        terms = " + ".join(f"{k} {v:.2f}" for k, v in prediction.terms_gb().items() if v >= 0.005)
+        if published is None:
+            refused = answer == DOES_NOT_FIT
+            print(f"{where}: predicted {prediction.tensors / GB:.2f} GB ({terms}); published OOM; verdict {answer}: "
+                  f"{'refused' if refused else 'NOT refused'}")  # fmt: skip
+            if not refused:
+                misses.append(f"{where}: published OOM, verdict {answer}")
+            continue
+        ratio = prediction.tensors / GB / published
+        ratios.append(ratio)
+        inside = (
+            prediction.bound(0) - prediction.overhead <= published * GB <= prediction.bound(1) - prediction.overhead
+        )
+        print(f"{where}: predicted {prediction.tensors / GB:.2f} GB ({terms}); published {published:.2f} GB; "
+              f"ratio {ratio:.3f}; verdict {answer}; "
+              f"published within the stated range: {'yes' if inside else 'no'}")  # fmt: skip
+        if not within(ratio) or answer == DOES_NOT_FIT:
+            misses.append(f"{where}: ratio {ratio:.3f}, verdict {answer}")
+    print(f"litgpt table: {sum(map(within, ratios))}/{len(ratios)} measured cells within {LOW}-{HIGH} "
+          f"(ratio min {min(ratios):.3f}, max {max(ratios):.3f}); "
+          f"{sum(1 for row in LITGPT_TABLE if row[-1] is None)} OOM cells; misses: {len(misses)}")  # fmt: skip
+    return misses
+
+
+def zero_section() -> list[str]:
+    print("# 2. ZeRO paper (SC'20, Figure 1): model states per GPU, GB, 7.5B parameters on 64 GPUs")
+    print("# predicted: weights + gradients + optimizer of model.memory with DeepSpeed's mixed precision")
+    misses = []
+    psi, gpus = ZERO_PAPER["psi"], ZERO_PAPER["gpus"]
+    for stage, published in ZERO_PAPER["stages"].items():
+        p = predict(Shape(parameters=int(psi)), DEEPSPEED_MIXED, Sharding(data=gpus, zero_stage=stage))
+        states = (p.weights + p.gradients + p.optimizer) / GB
+        ratio = states / published
+        print(f"zero stage {stage}: predicted {states:.3g} GB, published {published} GB, ratio {ratio:.3f}")
+        if not within(ratio):
+            misses.append(f"zero stage {stage}: ratio {ratio:.3f}")
+    return misses
+
+
+def largest_layer(name: str) -> tuple[int, int]:
+    """(parameters, the most parameters one module holds directly) of a LitGPT model."""
+    import torch
+    from litgpt import GPT, Config
+
+    with torch.device("meta"):
+        model = GPT(Config.from_name(name))
+    largest = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
+    return sum(p.numel() for p in model.parameters()), largest
+
+
+def deepspeed_section() -> list[str]:
+    print("# 3. DeepSpeed's estimators (no offload), GiB as DeepSpeed prints them (2^30 bytes)")
+    print("# zero2: 4 P + 16 P / gpus; zero3: 4 L + 18 P / gpus (L: the largest layer's parameters); "
+          "predicted: weights + gradients + optimizer + transient of model.memory, "
+          "DeepSpeed's mixed precision")  # fmt: skip
+    misses = []
+    for name, gpus in DEEPSPEED_CASES:
+        total, largest = largest_layer(name)
+        for stage in (2, 3):
+            reference = 4 * total + int(16 * total / gpus) if stage == 2 else 4 * largest + int(18 * total / gpus)
+            p = predict(
+                Shape(parameters=total, largest_unit=largest),
+                DEEPSPEED_MIXED,
+                Sharding(data=gpus, zero_stage=stage, unit_gradients=False),
+            )
+            predicted = p.weights + p.gradients + p.optimizer + p.transient
+            ratio = predicted / reference
+            print(f"deepspeed zero{stage} {name} ({total / 1e9:.2f}B, largest layer {largest / 1e6:.0f}M) on {gpus} "
+                  f"GPUs: predicted {predicted / GIB:.2f} GiB, estimator {reference / GIB:.2f} GiB, "
+                  f"ratio {ratio:.3f}")  # fmt: skip
+            if not within(ratio):
+                misses.append(f"deepspeed zero{stage} {name} {gpus} GPUs: ratio {ratio:.3f}")
+    return misses
+
+
+def cpu_case(strategy: str, ranks: int, width: int, depth: int, batch: int) -> tuple[dict, object]:
+    name, _, number = strategy.partition(":")
+    mpirun = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
+    command = [mpirun, "-np", str(ranks), "--oversubscribe", "--allow-run-as-root", "-x", "OMP_NUM_THREADS=1",
+               "-x", f"PYTHONPATH={REPO / 'workflow'}", sys.executable, "-m", "scalestudy.apps.torch_parallel_rank",
+               "--model", "mlp", "--strategy", strategy, "--mode", "throughput", "--steps", "1",
+               "--warmup-steps", "2", "--batch-size", str(batch), "--width", str(width),
+               "--depth", str(depth)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT_PREFIX + " ")]
+    if done.returncode != 0 or not lines:
+        raise SystemExit(f"mlp {strategy}: mpirun exited {done.returncode}\n{done.stderr[-3000:]}")
+    result = json.loads(lines[-1].split(" ", 1)[1])
+    params = {"model": "mlp", "strategy": name, "batch_size": batch, "width": width, "depth": depth, "device": "cpu"}
+    if number:
+        params["zero_stage"] = int(number)
+    point = Point(study="memory", app="torch-parallel", scaling="strong", nodes=1, ranks_per_node=ranks,
+                  gpus_per_node=0, threads_per_rank=1, mpi_flag_set="default", nccl_env_set="default", repeat=1,
+                  walltime="00:10:00", params=params)  # fmt: skip
+    return result, APPS["torch-parallel"].memory(point).prediction
+
+
+def cpu_section(strategies: list[str], ranks: int, width: int, depth: int, batch: int) -> list[str]:
+    print(f"# 4. torch-parallel on CPU: mlp width={width} depth={depth}, batch {batch} per replica, {ranks} ranks "
+          "(one mpirun each)")  # fmt: skip
+    print("# measured: the largest rank's peak of bytes malloc holds for tensors over the model build and 2 warm-up "
+          "steps (TensorPeak, not RSS); predicted: the model's tensor bytes of that rank")  # fmt: skip
+    misses, ratios = [], []
+    for strategy in strategies:
+        result, prediction = cpu_case(strategy, ranks, width, depth, batch)
+        measured = max(result["memory_growth_bytes_per_rank"])
+        ratio = prediction.tensors / measured
+        ratios.append(ratio)
+        terms = " + ".join(f"{k} {v * 1000:.1f}" for k, v in prediction.terms_gb().items() if v)
+        print(f"cpu {strategy} ranks={ranks} parameters={result['parameters']}: "
+              f"predicted {prediction.tensors / 1e6:.1f} "
+              f"MB ({terms}), measured {measured / 1e6:.1f} MB, ratio {ratio:.3f}", flush=True)  # fmt: skip
+        if not within(ratio):
+            misses.append(f"cpu {strategy}: ratio {ratio:.3f}")
+    print(f"cpu: {sum(map(within, ratios))}/{len(ratios)} within {LOW}-{HIGH} "
+          f"(ratio min {min(ratios):.3f}, max {max(ratios):.3f})")  # fmt: skip
+    return misses
+
+
+def speed_section(points: int) -> None:
+    """How long the load-time check takes on a sweep of 7B-70B LitGPT points (LitGPT's configs
+    by name, nothing allocated): study.memory_lines over `points` points, first call (each
+    shape counted once) and again (cached)."""
+    import time
+
+    from scalestudy.config import clusters
+    from scalestudy.study import memory_lines
+
+    names = ("Llama-2-7b-hf", "Llama-2-13b-hf", "Llama-2-70b-hf")
+    shapes = [(name, mb, gpus) for name in names for mb in (1, 2, 4, 8) for gpus in (1, 2, 4, 8)]
+    sweep = []
+    for i in range(points):
+        name, mb, gpus = shapes[i % len(shapes)]
+        params = {"method": "lora" if i % 2 else "full", "checkpoint_dir": f"/nowhere/{name}", "data_path": "/d.json",
+                  "max_steps": 2, "global_batch_size": 64, "micro_batch_size": mb, "max_seq_length": 2048,
+                  "seed": i}  # fmt: skip
+        sweep.append(Point(study="speed", app="litgpt", scaling="strong", nodes=1 + i % 4, ranks_per_node=gpus,
+                           gpus_per_node=gpus, threads_per_rank=1, mpi_flag_set="default", nccl_env_set="default",
+                           repeat=1, walltime="01:00:00", params=params))  # fmt: skip
+    cluster = clusters.load("aspire2a")
+    started = time.perf_counter()
+    refused, warned = memory_lines(sweep, cluster)
+    first = time.perf_counter() - started
+    started = time.perf_counter()
+    memory_lines(sweep, cluster)
+    again = time.perf_counter() - started
+    print(f"# 5. load-time check of {points} LitGPT points (Llama-2 7B/13B/70B, full and LoRA, micro batch 1-8, "
+          f"1-8 GPUs x 1-4 nodes, s=2048) on aspire2a")  # fmt: skip
+    counted = len({(name, mb) for name, mb, _ in shapes}) * 2
+    print(f"speed: {first:.1f} s wall the first time ({counted} (model, method, micro batch) shapes counted; torch and "
+          f"LitGPT already imported by section 1), {again:.1f} s again (cached); {len(refused)} refusal lines, "
+          f"{len(warned)} warning lines")  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpu-width", type=int, default=1024, help="the CPU cases' MLP width (1024: >= 200 MB a rank)")
+    parser.add_argument("--cpu-depth", type=int, default=3)
+    parser.add_argument("--cpu-batch", type=int, default=8)
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--cpu-strategies", default="ddp,fsdp:1,fsdp:2,fsdp:3,pipeline,tensor")
+    parser.add_argument("--no-cpu", action="store_true", help="the published references only")
+    parser.add_argument("--speed-points", type=int, default=10_000, help="points of the load-time speed check")
+    args = parser.parse_args(argv)
+    misses = litgpt_section() + zero_section() + deepspeed_section()
+    speed_section(args.speed_points)
+    if not args.no_cpu:
+        misses += cpu_section(
+            args.cpu_strategies.split(","), args.ranks, args.cpu_width, args.cpu_depth, args.cpu_batch
+        )
+    print(f"misses: {len(misses)}")
+    for miss in misses:
+        print(f"  miss: {miss}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""What autograd saves for the backward of a model's forward, counted on torch's meta device
+(shapes and dtypes only: nothing of the model is allocated, a 70B model counts in about a
+second). Used by the apps' memory models (model.memory); torch is imported inside the
+functions, so planning a sweep without a training point never loads it.
+
+Counted: every storage a saved-tensor hook sees that is not a parameter or buffer (a view
+counts its whole storage once: it keeps it alive), and what the caller keeps besides (the
+logits a training loop holds until its backward). Attention: the fused kernel a GPU (and
+torch on CPU) runs for `scaled_dot_product_attention` without a mask saves its inputs, its
+output and a float32 log-sum-exp per row, never the s x s scores; on the meta device torch
+would pick the math kernel, so the count replaces the call by one that saves what the fused
+kernel saves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Saved:
+    """Bytes autograd keeps after a forward: in all, in each block (a checkpointing unit),
+    the inputs of each block, and the largest single storage."""
+
+    total: int
+    blocks: tuple[int, ...] = ()
+    block_inputs: tuple[int, ...] = ()
+    largest: int = 0
+
+    def checkpointed(self) -> int:
+        """Bytes kept when each block is checkpointed: everything outside the blocks, each
+        block's inputs, and one block's own (recomputed in its backward)."""
+        return self.total - sum(self.blocks) + sum(self.block_inputs) + max(self.blocks, default=0)
+
+
+@contextlib.contextmanager
+def fused_attention():
+    """`scaled_dot_product_attention` replaced by one that saves what the fused (flash /
+    memory-efficient) kernel saves: q, k, v, the output and a float32 log-sum-exp."""
+    import torch
+    import torch.nn.functional as F
+
+    class FusedAttention(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v):
+            out = q.new_empty((*q.shape[:-1], v.shape[-1]))
+            ctx.save_for_backward(q, k, v, out, q.new_empty(q.shape[:-1], dtype=torch.float32))
+            return out
+
+        @staticmethod
+        def backward(ctx, grad):  # pragma: no cover - counting never runs a backward
+            raise RuntimeError("the attention stand-in only counts what is saved")
+
+    def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        if attn_mask is not None:  # a masked call runs the math kernel: it keeps the scores
+            return original(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
+        return FusedAttention.apply(q, k, v)
+
+    original = F.scaled_dot_product_attention
+    F.scaled_dot_product_attention = attention
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = original
+
+
+def count_saved(forward: Callable[[], Iterable[Any]], held: Iterable[Any], blocks: Sequence[Any] = ()) -> Saved:
+    """Run `forward` (on meta tensors) and count what autograd saves; `held`: the tensors that
+    are there anyway (parameters, buffers); `blocks`: modules whose saved bytes and inputs are
+    counted apart (checkpointing units). `forward` returns the tensors the caller keeps."""
+    import torch
+
+    skip = {t.untyped_storage()._cdata for t in held}
+    seen: dict[int, tuple[int, Any]] = {}
+    current: list[int] = []
+    per_block: list[int] = []
+    inputs: list[int] = []
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        key = storage._cdata
+        if key not in skip and key not in seen:
+            seen[key] = (storage.nbytes(), tensor)  # the tensor keeps its storage (and key) alive
+            if current:
+                current[-1] += storage.nbytes()
+        return tensor
+
+    def before(module, args):
+        current.append(0)
+        inputs.append(
+            sum(a.untyped_storage().nbytes() for a in args if isinstance(a, torch.Tensor) and a.is_floating_point())
+        )
+
+    def after(module, args, output):
+        per_block.append(current.pop())
+
+    hooks = [h for b in blocks for h in (b.register_forward_pre_hook(before), b.register_forward_hook(after))]
+    try:
+        with fused_attention(), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            kept = list(forward())
+    finally:
+        for hook in hooks:
+            hook.remove()
+    for tensor in kept:
+        storage = tensor.untyped_storage()
+        if storage._cdata not in skip and storage._cdata not in seen:
+            seen[storage._cdata] = (storage.nbytes(), tensor)
+    sizes = [n for n, _ in seen.values()]
+    return Saved(sum(sizes), tuple(per_block), tuple(inputs), max(sizes, default=0))
