@@ -16,13 +16,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..model.metrics import declare
+from ..model.metrics import SIZE_COLUMN, SIZE_TABLE, declare
 from ..model.paths import Layout
 from ..model.point import Point
 from ..model.rank_probe import rank_lines
 from . import pingpong_rank
 from .base import App, Param, ParseError
 
+# The columns of its size table (figures[SIZE_TABLE]), one row per message size.
+SIZE_FIGURES = (
+    declare("oneway_latency_us", "one-way latency (half the mean round trip)", "us", "time"),
+    declare("pingpong_bandwidth_MBps", "ping-pong bandwidth (bytes / one-way time)", "MB/s", "rate", extensive=False),
+)
 ROW = re.compile(r"^(\d+) ([0-9.]+(?:e[+-]?\d+)?) ([0-9.]+(?:e[+-]?\d+)?|inf)$", re.M)
 
 
@@ -50,6 +55,9 @@ def parse_pingpong(log_text: str) -> dict[str, Any]:
         "iterations": summary["iterations"],
         "hosts_seen": len({r["host"] for r in ranks}) or len(summary.get("hosts", [])),
         "ranks_reported": len(ranks),
+        SIZE_TABLE: [
+            dict(zip((SIZE_COLUMN, *(m.name for m in SIZE_FIGURES)), row, strict=True)) for row in sorted(rows)
+        ],
     }
 
 
@@ -57,6 +65,7 @@ class PingPong(App):
     name = "pingpong"
     packages = ("mpi4py",)
     primary_metric = "latency_us"
+    size_figures = tuple(m.name for m in SIZE_FIGURES)
     metrics = (
         declare("latency_us", "one-way latency at the smallest message (half the mean round trip)", "us", "time"),
         declare("bandwidth_MBps", "ping-pong bandwidth at the largest message (bytes / one-way time)", "MB/s", "rate"),
