@@ -10,8 +10,9 @@ from scalestudy.model.paths import PLOT_KINDS
 
 def test_the_page_loads_every_plot_in_a_browser(record_page, tmp_path):
     plots, loaded = plots_loaded(record_page, tmp_path)
-    # A published record has one flag set and no service units: no variants or cost plot.
-    assert plots == len(PLOT_KINDS) - 2 and loaded == plots
+    # A published record has one flag set, no service units and no size curve: no variants,
+    # cost or sizes plot.
+    assert plots == len(PLOT_KINDS) - 3 and loaded == plots
     shot = matplotlib.image.imread(screenshot(record_page, tmp_path))
     assert shot.shape[:2] == (2400, 1300)
     # Not a blank page: text, tables and plots give contrast.
@@ -22,7 +23,7 @@ def test_a_broken_plot_is_caught_by_the_browser_check(record_page, tmp_path):
     broken = tmp_path / "broken.html"
     broken.write_text(record_page.read_text().replace("data:image/png;base64,", "data:image/png;base64,AAAA", 1))
     plots, loaded = plots_loaded(broken, tmp_path)
-    assert (plots, loaded) == (len(PLOT_KINDS) - 2, len(PLOT_KINDS) - 3)
+    assert (plots, loaded) == (len(PLOT_KINDS) - 3, len(PLOT_KINDS) - 4)
 
 
 def test_the_overview_table_comes_first_and_links_to_each_study(tmp_path):

@@ -138,6 +138,9 @@ class MpiOps:
     def sync(self):
         pass
 
+    def barrier(self):
+        self.comm.Barrier()
+
 
 class TorchOps:
     """The operations through torch.distributed (gloo on CPU, NCCL on CUDA buffers)."""
@@ -194,6 +197,11 @@ class TorchOps:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize()
 
+    def barrier(self):
+        # The backend's own (OSU uses the library it measures): an MPI barrier's busy wait
+        # would take the cores gloo's threads need.
+        self.dist.barrier()
+
 
 def rendezvous(comm, rank: int) -> str:
     """Where torch.distributed's ranks meet: a file under the shared temp folder named by
@@ -221,14 +229,14 @@ def time_collective(ops, comm, call, warmup: int, iterations: int) -> float:
     for _ in range(warmup):
         call()
         ops.sync()
-    comm.Barrier()
+    ops.barrier()
     total = 0.0
     for _ in range(iterations):
         start = time.perf_counter()
         call()
         ops.sync()
         total += time.perf_counter() - start
-        comm.Barrier()
+        ops.barrier()
     return total / iterations
 
 
