@@ -31,11 +31,13 @@ def test_the_shipped_sweep_on_gadi_per_study_and_in_total(shipped):
     assert result.maximum["hoomd-wca"] == pytest.approx(6 * 2 * (48 + 96 + 192) * 35 / 60)
     # torch-parallel on gpuvolta: 12 model x strategy points x 3 repeats at 1 and 2 nodes of 48 cores, 25 min.
     assert result.maximum["torch-parallel"] == pytest.approx(36 * 3 * (48 + 96) * 25 / 60)
-    assert result.total == pytest.approx(sum(result.maximum.values())) == pytest.approx(16104.0)
+    # collectives on normal: 2 operations x 2 backends x 3 flag sets x 3 repeats, 2 cores, rate 2, 15 min.
+    assert result.maximum["collectives"] == pytest.approx(36 * 2 * 2 * 15 / 60)
+    assert result.total == pytest.approx(sum(result.maximum.values())) == pytest.approx(16140.0)
     assert result.jobs["hoomd-wca"] == 18 and result.expected_points == 0
     (line,) = forecast_lines(result)
     assert line.startswith("scalestudy: cost forecast for the sweep on gadi, at most (request x (walltime + margin)")
-    assert "hoomd-wca 2,352.0 SU (18 jobs)" in line and line.endswith("total 16,104.0 SU")
+    assert "hoomd-wca 2,352.0 SU (18 jobs)" in line and line.endswith("total 16,140.0 SU")
 
 
 def test_a_points_maximum_is_its_request_at_the_batch_walltime(shipped):
@@ -63,7 +65,7 @@ def test_expected_units_come_from_the_measured_walltime_of_earlier_runs(shipped,
     # The other two repeats of that scale and variant: 48 cores x rate 2 x 10 minutes each.
     assert result.expected_points == 2 and result.expected == pytest.approx(2 * 2 * 48 * 600 / 3600)
     assert forecast_lines(result)[1] == (
-        "scalestudy: expected from the measured walltime of earlier runs of the same points: 32.0 SU for 2 of 132 jobs"
+        "scalestudy: expected from the measured walltime of earlier runs of the same points: 32.0 SU for 2 of 168 jobs"
     )
 
 
@@ -71,11 +73,11 @@ def test_a_sweep_over_its_budget_is_refused_at_load_naming_the_costliest_studies
     with pytest.raises(SweepError) as refused:
         site.load_study({**shipped, "cluster": "gadi", "budget_su_total": 5000})
     assert refused.value.problems == [
-        "budget_su_total: the sweep may cost up to 16,104.0 SU on gadi (request x (walltime + margin) x charge rate), "
+        "budget_su_total: the sweep may cost up to 16,140.0 SU on gadi (request x (walltime + margin) x charge rate), "
         "over the budget of 5,000.0 SU; costliest: torch-parallel 6,480.0 SU, hoomd-wca 2,352.0 SU, lammps-wca "
         "2,352.0 SU (fewer repeats, scales or variants, shorter walltimes, or a larger budget_su_total)"
     ]
-    assert site.load_study({**shipped, "cluster": "gadi", "budget_su_total": 16104}).cluster.name == "gadi"
+    assert site.load_study({**shipped, "cluster": "gadi", "budget_su_total": 16140}).cluster.name == "gadi"
 
 
 @pytest.mark.parametrize("budget", [0, -5, "abc"])

@@ -160,6 +160,7 @@ def test_shipped_sweep_and_local_overlay_are_valid(repo, monkeypatch):
         "hoomd-wca-weak",
         "lammps-wca",
         "torch-parallel",
+        "collectives",
     }
     full = [p for p in cluster_study.points if p.study == "litgpt-full"]
     assert max(p.ranks for p in full) == 8 and {p.gpus_per_node for p in full} == {4}
@@ -180,6 +181,7 @@ def test_shipped_sweep_and_local_overlay_are_valid(repo, monkeypatch):
         ("lammps-placement", 2),
         ("torch-parallel", 1),
         ("torch-parallel", 2),
+        ("collectives", 2),
     }
     placement = [p for p in local.points if p.study == "lammps-placement"]
     assert sorted({p.binding for p in placement}) == ["core", "default", "none"] and len(placement) == 9
