@@ -9,12 +9,12 @@ Each round runs, under the same `mpirun -np 2` (the venv's Open MPI), the app's 
 (`collectives_rank.py --operation latency --backend mpi --dtype int8`: one-way latency = half
 the mean round trip, bandwidth = size / one-way latency) and mpi4py's ping-pong with the same
 sizes, warm-up and iterations, one after the other, alternating which goes first. Per size it
-prints each side's median over the rounds (medians: a shared machine's stalls hit single
-rounds) and the ratios app / reference for latency and for bandwidth, then how many sizes lie
-within 0.9–1.1. With --osu-allreduce (OSU built outside this repository, never committed) the
-app's allreduce (float32, OSU's size: the whole vector, the same as nccl-tests') is compared
-with osu_allreduce's average latency the same way; without it that comparison is skipped and
-the output says so.
+prints each side's median over the rounds and its best round (lowest latency, highest
+bandwidth: a shared machine's stalls only ever slow a round down) and the ratios app /
+reference of each, then how many ratios lie within 0.9–1.1. With --osu-allreduce (OSU built
+outside this repository, never committed) the app's allreduce (float32, OSU's size: the whole
+vector, the same as nccl-tests') is compared with osu_allreduce's average latency the same way;
+without it that comparison is skipped and the output says so.
 """
 
 from __future__ import annotations
@@ -76,25 +76,37 @@ def osu_allreduce(path: str, args) -> dict[int, tuple[float, float]]:
     return {int(s): (float(lat), float("nan")) for s, lat in OSU_ROW.findall(run(command))}
 
 
-def compare(name: str, ours, theirs, rounds: int, columns: tuple[str, ...]) -> int:
-    """Print per size the medians over rounds and the ratios; return the sizes out of band."""
-    out_of_band = 0
+# How each side's rounds become its figure: the median, and the best round (latency lowest,
+# bandwidth highest).
+STATISTICS = {
+    "median": lambda values, _higher: statistics.median(values),
+    "best": lambda v, higher: (max if higher else min)(v),
+}
+
+
+def compare(name: str, ours, theirs, rounds: int, columns: tuple[str, ...]) -> None:
+    """Print per size each side's median and best round and their ratios, then how many ratios
+    of each statistic lie within BAND."""
     sizes = sorted(set.intersection(*(set(r) for r in ours + theirs)))
-    print(f"\n{name}: median over {rounds} rounds of each side; ratio = app / reference")
-    header = ["size_B"] + [f"{c}_{side}" for c in columns for side in ("app", "ref", "ratio")]
-    print(" ".join(f"{h:>16}" for h in header))
+    inside = dict.fromkeys(STATISTICS, 0)
+    print(f"\n{name}: median and best of {rounds} rounds of each side; ratio = app / reference")
+    header = ["size_B"] + [
+        f"{c}_{stat}_{side}" for c in columns for stat in STATISTICS for side in ("app", "ref", "ratio")
+    ]
+    print(" ".join(f"{h:>14}" for h in header))
     for size in sizes:
         cells = [str(size)]
-        for i, _column in enumerate(columns):
-            a = statistics.median(r[size][i] for r in ours)
-            b = statistics.median(r[size][i] for r in theirs)
-            ratio = a / b if b else float("nan")
-            out_of_band += not (BAND[0] <= ratio <= BAND[1])
-            cells += [f"{a:.4g}", f"{b:.4g}", f"{ratio:.3f}"]
-        print(" ".join(f"{c:>16}" for c in cells))
+        for i, column in enumerate(columns):
+            for stat, reduce in STATISTICS.items():
+                higher = "bandwidth" in column
+                a, b = (reduce([r[size][i] for r in side], higher) for side in (ours, theirs))
+                ratio = a / b if b else float("nan")
+                inside[stat] += BAND[0] <= ratio <= BAND[1]
+                cells += [f"{a:.4g}", f"{b:.4g}", f"{ratio:.3f}"]
+        print(" ".join(f"{c:>14}" for c in cells))
     total = len(sizes) * len(columns)
-    print(f"{name}: {total - out_of_band} of {total} ratios within {BAND[0]}–{BAND[1]} (n = {rounds} rounds per side)")
-    return out_of_band
+    for stat, count in inside.items():
+        print(f"{name}: {stat}: {count} of {total} ratios within {BAND[0]}–{BAND[1]} (n = {rounds} rounds per side)")
 
 
 def main() -> int:

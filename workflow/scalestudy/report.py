@@ -248,7 +248,7 @@ def size_blocks(runs: pd.DataFrame, estimator: str = MEAN) -> list:
     """Variant verdicts per message-size band (scalestudy.sizes) of the app's latency and
     bandwidth curves: a row per variant, curve and scale, a cell per band, then one sentence
     per variant whose verdict differs between bands."""
-    verdicts = band_verdicts(runs)
+    verdicts = band_verdicts(runs, estimator)
     if verdicts.empty:
         return []
     app = APPS.get(str(runs["app"].dropna().iloc[0]))
@@ -273,7 +273,7 @@ def size_blocks(runs: pd.DataFrame, estimator: str = MEAN) -> list:
             parts += [f"no measurable difference for {', '.join(rest)} ones"] if rest else []
             sentences.append(f"{compared} ({held}, p = {fmt(first['ranks'])}), {label}: " + "; ".join(parts) + ".")
     headers = ["compared", "held", "p", "figure"] + [
-        f"{band_text(band)}: speed ratio ({estimator}, > 1 faster) [95% CI]" for band in bands
+        f"{band_text(band)}: speed ratio ({ESTIMATOR_NAMES[estimator]}, > 1 faster) [95% CI]" for band in bands
     ]
     blocks: list = [
         Heading(3, "Verdicts per message-size band"),
@@ -599,7 +599,8 @@ def study_blocks(
         blocks.append(hpc_table(table))
         blocks += [Para(line) for line in amdahl_lines(table)]
         blocks += variant_blocks(variants, table)
-        blocks += size_blocks(runs, estimator_name(table))
+        used = set(table["estimator"].dropna()) - {MEAN} if "estimator" in table.columns else set()
+        blocks += size_blocks(runs, min(used, default=MEAN))
         blocks += [Heading(3, "Cost"), Bullets(cost_lines(table, budget_su))]
     blocks += plot_blocks(study, scaling, variants, plots, runs)
     if not table.empty:

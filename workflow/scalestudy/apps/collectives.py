@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
-import json
 import re
 import sys
 from collections.abc import Mapping
@@ -25,6 +24,7 @@ from ..model.point import Point
 from ..model.rank_probe import rank_lines
 from . import collectives_rank as rank_program
 from .base import App, Param, ParseError
+from .pingpong import table_and_summary
 
 NUMBER = r"([0-9.]+(?:e[+-]?\d+)?|nan|inf)"
 # size_bytes count latency_avg_us latency_min_us latency_max_us algbw_GBps busbw_GBps
@@ -42,18 +42,10 @@ SIZE_FIGURES = (
 
 
 def parse_collectives(log_text: str) -> dict[str, Any]:
-    header = log_text.find(rank_program.TABLE_HEADER)
-    summary_at = log_text.find(rank_program.SUMMARY_PREFIX + " ")
-    if header < 0 or summary_at < 0:
-        raise ParseError("no collectives table with its closing 'scalestudy-collectives' line in the output")
-    summary_line = log_text[summary_at:].splitlines()[0]
-    try:
-        summary = json.loads(summary_line[len(rank_program.SUMMARY_PREFIX) + 1 :])
-    except json.JSONDecodeError as error:
-        raise ParseError(f"the closing 'scalestudy-collectives' line is cut off: {error}") from None
+    table, summary = table_and_summary(log_text, rank_program.TABLE_HEADER, rank_program.SUMMARY_PREFIX, "collectives")
     rows = [
         dict(zip(rank_program.COLUMNS, (int(size), int(count), *map(float, rest)), strict=True))
-        for size, count, *rest in ROW.findall(log_text[header:summary_at])
+        for size, count, *rest in ROW.findall(table)
     ]
     if not rows:
         raise ParseError("the collectives table has no rows")

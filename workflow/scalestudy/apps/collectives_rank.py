@@ -38,6 +38,11 @@ import sys
 import tempfile
 import time
 
+try:  # in the package (the app, its tests)
+    from .pingpong_rank import host_name, message_sizes
+except ImportError:  # run by path: its folder is the first on sys.path
+    from pingpong_rank import host_name, message_sizes
+
 SUMMARY_PREFIX = "scalestudy-collectives"
 COLUMNS = ("size_bytes", "count", "latency_avg_us", "latency_min_us", "latency_max_us", "algbw_GBps", "busbw_GBps")
 TABLE_HEADER = "# " + " ".join(COLUMNS)
@@ -68,23 +73,10 @@ def bus_factor(operation: str, ranks: int) -> float:
     return 0.0 if operation == "barrier" else 1.0
 
 
-def message_sizes(min_bytes: int, max_bytes: int) -> list[int]:
-    """Powers of two from min_bytes up, and max_bytes itself (as OSU)."""
-    sizes, size = [], min_bytes
-    while size < max_bytes:
-        sizes.append(size)
-        size *= 2
-    return [*sizes, max_bytes]
-
-
 def element_count(operation: str, size: int, itemsize: int, ranks: int) -> int:
     """Elements of the rank's buffer for a message of `size` bytes (0: too small to split)."""
     count = size // itemsize
     return count - count % ranks if operation in PARTITIONED else count
-
-
-def host_name() -> str:
-    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
 # ---------------------------------------------------------------- backends

@@ -31,19 +31,26 @@ SIZE_FIGURES = (
 ROW = re.compile(r"^(\d+) ([0-9.]+(?:e[+-]?\d+)?) ([0-9.]+(?:e[+-]?\d+)?|inf)$", re.M)
 
 
-def parse_pingpong(log_text: str) -> dict[str, Any]:
-    header = log_text.find(pingpong_rank.TABLE_HEADER)
-    summary_at = log_text.find(pingpong_rank.SUMMARY_PREFIX + " ")
-    if header < 0 or summary_at < 0:
-        raise ParseError("no ping-pong table with its closing 'scalestudy-pingpong' line in the output")
-    rows = [(int(s), float(lat), float(bw)) for s, lat, bw in ROW.findall(log_text[header:summary_at])]
-    if not rows:
-        raise ParseError("the ping-pong table has no rows")
+def table_and_summary(log_text: str, header: str, prefix: str, name: str) -> tuple[str, dict[str, Any]]:
+    """The text of a rank program's table (from its header to its closing line) and the JSON of
+    that closing line ('<prefix> {...}'); ParseError where either is missing or cut off."""
+    header_at = log_text.find(header)
+    summary_at = log_text.find(prefix + " ")
+    if header_at < 0 or summary_at < 0:
+        raise ParseError(f"no {name} table with its closing '{prefix}' line in the output")
     summary_line = log_text[summary_at:].splitlines()[0]
     try:
-        summary = json.loads(summary_line[len(pingpong_rank.SUMMARY_PREFIX) + 1 :])
+        summary = json.loads(summary_line[len(prefix) + 1 :])
     except json.JSONDecodeError as error:
-        raise ParseError(f"the closing 'scalestudy-pingpong' line is cut off: {error}") from None
+        raise ParseError(f"the closing '{prefix}' line is cut off: {error}") from None
+    return log_text[header_at:summary_at], summary
+
+
+def parse_pingpong(log_text: str) -> dict[str, Any]:
+    table, summary = table_and_summary(log_text, pingpong_rank.TABLE_HEADER, pingpong_rank.SUMMARY_PREFIX, "ping-pong")
+    rows = [(int(s), float(lat), float(bw)) for s, lat, bw in ROW.findall(table)]
+    if not rows:
+        raise ParseError("the ping-pong table has no rows")
     smallest, largest = min(rows), max(rows)
     ranks = rank_lines(log_text)
     return {
