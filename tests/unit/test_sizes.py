@@ -68,6 +68,8 @@ def test_a_flag_set_that_helps_large_messages_and_hurts_small_ones_says_so(runs)
     text = " ".join(str(block) for block in size_blocks(runs))
     assert "MPI flag set ring vs default (operation=allreduce, p = 2), latency per call (average over ranks):" in text
     assert "slower for small messages; faster for large messages; no measurable difference for medium ones." in text
+    # Each curve's table per message size, as OSU prints it.
+    assert "Figures per message size" in text and "'4 MiB', '510 ± " in text
 
 
 def test_runs_without_size_tables_have_no_band_section():

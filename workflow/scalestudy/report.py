@@ -36,7 +36,7 @@ from .page import (
     write_page,
 )
 from .plots import NO_SIZE_CURVE, missing_plots, primary_table
-from .sizes import band_text, band_verdicts
+from .sizes import band_text, band_verdicts, size_curves, size_text
 
 # Up to this much a study's provenance is also on the page (each run's is about 1 KB, plus
 # 0.7 KB per rank: 10,000 runs made a page of tens of MB); the side file always has it.
@@ -287,7 +287,27 @@ def size_blocks(runs: pd.DataFrame, estimator: str = MEAN) -> list:
         blocks.append(Bullets(sentences))
     else:
         blocks.append(Para("No variant differs measurably from its baseline in any size band."))
-    return blocks
+    return blocks + size_table_blocks(runs, estimator)
+
+
+def size_table_blocks(runs: pd.DataFrame, estimator: str = MEAN) -> list:
+    """Each curve's figures per message size (mean ± CI (n) of the repeats), as OSU and
+    nccl-tests print them."""
+    curves = size_curves(runs, estimator)
+    if curves.empty:
+        return []
+    tables = []
+    for (variant, ranks), rows in curves.groupby(["variant", "ranks"], sort=True):
+        app = APPS.get(str(rows["app"].iloc[0]))
+        names = [n for n in (app.size_figures if app else ()) if n in set(rows["metric"])]
+        headers = ["size"] + [f"{metric(n).label} [{metric(n).unit}]" for n in names]
+        cells = [
+            [size_text(size)]
+            + [mean_ci(at[at["metric"] == n].iloc[0]) if (at["metric"] == n).any() else "–" for n in names]
+            for size, at in rows.groupby("size_bytes", sort=True)
+        ]
+        tables += [Heading(4, f"{variant}, p = {fmt(ranks)}"), Table(headers, cells)]
+    return [Details("Figures per message size", tables)]
 
 
 def band_cell(row) -> str:
