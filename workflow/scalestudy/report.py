@@ -263,7 +263,7 @@ def size_blocks(runs: pd.DataFrame, estimator: str = MEAN) -> list:
         at = {r["band"]: r for _, r in group.iterrows()}
         label = metric(first["figure"]).label
         compared = f"{first['axis']} {choice(first['set'])} vs {choice(first['baseline'])}"
-        rows.append([compared, held, fmt(first["ranks"]), label] + [band_cell(at.get(band)) for band in bands])
+        rows.append([compared, held or "–", fmt(first["ranks"]), label] + [band_cell(at.get(band)) for band in bands])
         said = {
             band: at[band]["verdict"] for band in bands if band in at and at[band]["verdict"] in ("faster", "slower")
         }
@@ -271,7 +271,8 @@ def size_blocks(runs: pd.DataFrame, estimator: str = MEAN) -> list:
             parts = [f"{verdict} for {band} messages" for band, verdict in said.items()]
             rest = [band for band in bands if band not in said and band in at]
             parts += [f"no measurable difference for {', '.join(rest)} ones"] if rest else []
-            sentences.append(f"{compared} ({held}, p = {fmt(first['ranks'])}), {label}: " + "; ".join(parts) + ".")
+            where = f"{held}, p = {fmt(first['ranks'])}" if held else f"p = {fmt(first['ranks'])}"
+            sentences.append(f"{compared} ({where}), {label}: " + "; ".join(parts) + ".")
     headers = ["compared", "held", "p", "figure"] + [
         f"{band_text(band)}: speed ratio ({ESTIMATOR_NAMES[estimator]}, > 1 faster) [95% CI]" for band in bands
     ]
