@@ -69,6 +69,11 @@ def study(tmp_path_factory, request):
                 "repeats": 1,
                 "params": {"model": ["mlp"], "strategy": ["ddp", "pipeline"], "epochs": 2, "samples": 64},
             },
+            # allreduce through mpi and gloo, default and ring, up to 2 MiB (every size band)
+            "collectives": {
+                "mpi_flags": ["default", "allreduce-ring"],
+                "params": {"operation": ["allreduce"], "max_bytes": 2097152},
+            },  # fmt: skip
         },
     }
     (workdir / "tiny.yaml").write_text(yaml.safe_dump(overlay))
@@ -109,6 +114,7 @@ def test_dry_run_lists_one_job_per_point(study):
     assert counts["run_litgpt"] == "6"
     assert counts["run_lammps"] == "6"  # lammps-wca 2, lammps-placement 2 bindings x 2 repeats
     assert counts["run_hoomd"] == "4"
+    assert counts["run_collectives"] == "8"  # 2 backends x 2 flag sets x 2 repeats
     # The initial states (N = 1000 strong, 500 and 1000 weak) only where jobs can import hoomd.
     assert counts.get("hoomd_initial_state", "0") == ("2" if HOOMD else "0")
     assert counts["litgpt_tiny_assets"] == "1"
@@ -186,9 +192,10 @@ def test_tables_and_report(study):
     # data; the page shows those with something to draw: no cost (no charge rate here), no variants
     # (one set, or the broken set never ran), and none of a HOOMD-blue study whose every run failed.
     # The placement study runs one scale (2 ranks): its figure and its variants, no speedup or
-    # efficiency; torch-parallel (2 scales, strategies vs ddp) all four. The two LAMMPS studies and
+    # efficiency; torch-parallel (2 scales, strategies vs ddp) all four; collectives (one scale) its
+    # figure, its variants and its curves over message size. The two LAMMPS studies and
     # torch-parallel measure the parts of their time: a breakdown plot each (LitGPT, HOOMD-blue: none).
-    studies, drawn = 7, 3 * (5 if HOOMD else 3) + 2 + 4 + BREAKDOWNS
+    studies, drawn = 8, 3 * (5 if HOOMD else 3) + 2 + 4 + 3 + BREAKDOWNS
     assert page.count("data:image/png;base64,") == drawn
     # The broken LoRA points; without HOOMD-blue each HOOMD study is one line and how to fix it.
     assert "parallel efficiency" in page and page.count("Failed runs (2)") == 1
@@ -221,7 +228,7 @@ def test_torch_parallel_strategies_against_ddp_with_accuracy_and_memory_in_the_r
 
 def test_the_real_report_loads_every_plot_in_a_browser(study, tmp_path):
     plots, loaded = plots_loaded(study["results"] / "report/index.html", tmp_path)
-    assert plots == loaded == 3 * (5 if HOOMD else 3) + 2 + 4 + BREAKDOWNS
+    assert plots == loaded == 3 * (5 if HOOMD else 3) + 2 + 4 + 3 + BREAKDOWNS
 
 
 def test_finished_points_are_never_rerun(study):
@@ -260,3 +267,15 @@ def test_the_placement_study_records_each_ranks_cpus_and_has_a_verdict(study):
     assert row["verdict"] in ("faster", "slower", "no measurable difference")
     page = (study["results"] / "report/index.html").read_text()
     assert "binding core" in page and "Settings proof and the CPUs each rank could run on" in page
+
+
+def test_collectives_curves_over_message_size_and_their_verdicts_per_band(study):
+    results = study["results"]
+    runs = pd.read_csv(results / "collectives/runs.csv")
+    assert sorted(runs["status"]) == ["ok"] * 8, runs["reason"].tolist()
+    sizes = [row["size_bytes"] for row in json.loads(runs["size_table"].iloc[0])]
+    assert sizes == [4 << k for k in range(20)]  # 4 B ... 2 MiB
+    page = (results / "report/index.md").read_text()
+    assert "### Verdicts per message-size band" in page and "large (> 1 MiB)" in page
+    assert "| backend gloo vs mpi |" in page and "| MPI flag set allreduce-ring vs default |" in page
+    assert "](plots/collectives.sizes.png)" in page

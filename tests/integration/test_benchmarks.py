@@ -70,3 +70,13 @@ def test_breakdown_overhead_runs_and_prints_its_ratios():
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     assert "figure: samples_per_s:" in run.stdout and "(n = 2)" in run.stdout
     assert "(a) ratio with / without: " in run.stdout and "(b) profiled step / timed median step" in run.stdout
+
+
+def test_collectives_reference_runs_and_prints_its_ratios():
+    run = benchmark("collectives_reference.py", "--max-bytes", "64", "--iterations", "20", "--warmup", "5",
+                    "--rounds", "1")  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert "point-to-point vs mpi4py.bench pingpong: median and best of 1 rounds" in run.stdout
+    # 1 ... 64 B, latency and bandwidth
+    assert "pingpong: best: " in run.stdout and "of 14 ratios within 0.9–1.1 (n = 1 rounds per side)" in run.stdout
+    assert "allreduce vs osu_allreduce" in run.stdout or "allreduce vs OSU: skipped" in run.stdout

@@ -10,9 +10,9 @@ from scalestudy.model.paths import PLOT_KINDS
 
 def test_the_page_loads_every_plot_in_a_browser(record_page, tmp_path):
     plots, loaded = plots_loaded(record_page, tmp_path)
-    # A published record has one flag set, no service units and no parts of a run: no variants,
-    # cost or breakdown plot.
-    assert plots == len(PLOT_KINDS) - 3 and loaded == plots
+    # A published record has one flag set, no service units, no parts of a run and no size curve:
+    # no variants, cost, breakdown or sizes plot.
+    assert plots == len(PLOT_KINDS) - 4 and loaded == plots
     shot = matplotlib.image.imread(screenshot(record_page, tmp_path))
     assert shot.shape[:2] == (2400, 1300)
     # Not a blank page: text, tables and plots give contrast.

@@ -11,7 +11,7 @@ from scalestudy.model.paths import Layout
 
 
 def test_every_app_module_registers_its_app_and_has_a_conda_env():
-    assert set(APPS) == {"hoomd", "lammps", "litgpt", "pingpong", "torch-parallel"}
+    assert set(APPS) == {"collectives", "hoomd", "lammps", "litgpt", "pingpong", "torch-parallel"}
     for app in APPS.values():
         assert Path(app.conda_env).is_file(), app.conda_env
         # The primary figure is declared, and is one of the app's own.

@@ -17,10 +17,11 @@ def test_the_published_table_is_on_the_page_and_in_markdown(record_page):
     assert "| 1 | 48 | 23.13 | 00:00:55 | 423 | 1.00 | 0.021 | 1.00 | 1.000 |" in markdown
     assert "516% (impossible)" in markdown and "contradicts itself" in markdown and "S/cores" in markdown
     page = record_page.read_text()
-    # One flag set, no service units and no parts of a run in a record: those three plots are a
-    # line, not empty boxes.
-    assert page.count("data:image/png;base64,") == len(PLOT_KINDS) - 3
+    # One flag set, no service units, no parts of a run and no curve over message size in a
+    # record: those four plots are a line, not empty boxes (and no line about the sizes plot).
+    assert page.count("data:image/png;base64,") == len(PLOT_KINDS) - 4
     assert "No time breakdown: HOOMD-blue's time per operation was not examined" in markdown
+    assert "sizes plot" not in page
     assert "Not drawn: the variants plot: one MPI flag set, one NCCL env set and one placement" in page
     assert "holds ≥ 70% efficiency up to 16 nodes (p = 768)" in page
 

@@ -91,7 +91,7 @@ def test_unknown_set_names_the_key_path_and_the_choices():
         ({"nodes": [0, 1]}, "studies.litgpt-full.nodes[0]: 0 is not allowed; the least is 1"),
         ({"repeats": 0}, "studies.litgpt-full.repeats: 0 is not allowed; the least is 1"),
         ({"ranks_per_node": [-2]}, "studies.litgpt-full.ranks_per_node[0]: -2 is not allowed; the least is 1"),
-        ({"app": "nosuchapp"}, "studies.litgpt-full.app: unknown app 'nosuchapp'; allowed: hoomd, lammps, litgpt"),
+        ({"app": "nosuchapp"}, "studies.litgpt-full.app: unknown app 'nosuchapp'; allowed: collectives, hoomd, lammps"),
         ({"scaling": "diagonal"}, "studies.litgpt-full.scaling: 'diagonal' is not allowed; allowed: strong, weak"),
         ({"walltime": "1h"}, "studies.litgpt-full.walltime: '1h' is not allowed; use hours:minutes:seconds"),
         ({"gpus_per_node": [4]}, "studies.litgpt-full: give exactly one of ranks_per_node or gpus_per_node"),
@@ -160,6 +160,7 @@ def test_shipped_sweep_and_local_overlay_are_valid(repo, monkeypatch):
         "hoomd-wca-weak",
         "lammps-wca",
         "torch-parallel",
+        "collectives",
     }
     full = [p for p in cluster_study.points if p.study == "litgpt-full"]
     assert max(p.ranks for p in full) == 8 and {p.gpus_per_node for p in full} == {4}
@@ -180,6 +181,7 @@ def test_shipped_sweep_and_local_overlay_are_valid(repo, monkeypatch):
         ("lammps-placement", 2),
         ("torch-parallel", 1),
         ("torch-parallel", 2),
+        ("collectives", 2),
     }
     placement = [p for p in local.points if p.study == "lammps-placement"]
     assert sorted({p.binding for p in placement}) == ["core", "default", "none"] and len(placement) == 9

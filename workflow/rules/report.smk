@@ -3,6 +3,7 @@
 
 rule plots:
     input:
+        runs=LAYOUT.table("{study}", "runs"),
         scaling=LAYOUT.table("{study}", "scaling"),
         variants=LAYOUT.table("{study}", "variants"),
     output:
@@ -25,7 +26,9 @@ rule plots:
     run:
         from scalestudy.plots import plot_from_files
 
-        plot_from_files(input.scaling, input.variants, wildcards.study, dict(output), params.budget_su, log[0])
+        plot_from_files(
+            input.scaling, input.variants, wildcards.study, dict(output), params.budget_su, log[0], input.runs
+        )
 
 
 rule report:

@@ -44,7 +44,7 @@ from scipy import stats
 
 from .accounting import site_resources
 from .apps import APPS
-from .model.metrics import HIGHER_IS_BETTER, WALLTIME_USED, Metric
+from .model.metrics import HIGHER_IS_BETTER, SIZE_TABLE, WALLTIME_USED, Metric
 from .model.paths import study_and_point
 from .model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS
 from .model.record import INVALID_RECORD, record_problems
@@ -63,6 +63,12 @@ GOOD_EFFICIENCY = 0.7
 # How a point's repeats become its figure (a study's `estimator:`; the schema holds the default).
 MEAN, TRIMMED_MEAN = "mean", "trimmed_mean"
 ESTIMATOR_NAMES = {MEAN: "mean", TRIMMED_MEAN: "trimmed mean (MLPerf: fastest and slowest run dropped)"}
+
+# Message-size bands of a figure that is a curve over message size (scalestudy.sizes): (name,
+# smallest size, largest) in bytes. Below 8 KiB a message goes eagerly in one packet on most
+# networks (latency-bound); above 1 MiB rendezvous and segmented algorithms run (bandwidth-bound).
+KIB, MIB = 1024, 1024 * 1024
+SIZE_BANDS = (("small", 1, 8 * KIB - 1), ("medium", 8 * KIB, MIB), ("large", MIB + 1, math.inf))
 
 DEFINITIONS = {
     "mean ± CI (n)": "mean of the n successful repeats ± half-width of its 95% confidence interval (Student t)",
@@ -90,6 +96,12 @@ DEFINITIONS = {
     "service_units": "SU per run: the job's own record where the site prints one, else charge rate × cores ×"
     " walltime used (marked estimated)",
     "su_per_million": "SU per million units of a rate metric: SU per job-hour × 10⁶ / rate / 3600",
+    "size_bands": "message sizes (nccl-tests' size: the bytes of a rank's whole buffer): small < 8 KiB ≤ medium"
+    " ≤ 1 MiB < large",
+    "band_figure": "a run's figure in a size band: geometric mean of its per-size figure over the band's sizes;"
+    " mean ± CI over the repeats and verdicts against the baseline as for every figure",
+    "busbw": "bus bandwidth (nccl-tests): algbw × factor, allreduce 2(n−1)/n, reduce_scatter, allgather and"
+    " alltoall (n−1)/n, bcast, reduce and point-to-point 1; algbw = size / latency (bibw: both directions)",
 }
 
 # What tells one curve from another (a curve: one study's points at every scale), with its
@@ -179,6 +191,9 @@ def run_row(metrics: dict, path: Path | None = None) -> dict:
     if job_id:
         row["batch_job"] = str(job_id)
     # Kept whole (as JSON) for the report's per-run provenance.
+    if isinstance((metrics.get("figures") or {}).get(SIZE_TABLE), list):
+        # A curve over message size (scalestudy.sizes), one JSON cell per run.
+        row[SIZE_TABLE] = json.dumps(metrics["figures"][SIZE_TABLE])
     for key in ("params", "mpi_flags", "nccl_env", "provenance"):
         if metrics.get(key):
             row[key] = json.dumps(metrics[key], sort_keys=True, default=str)

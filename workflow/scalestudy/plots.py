@@ -20,9 +20,10 @@ from matplotlib.transforms import blended_transform_factory  # noqa: E402
 from .analysis import DEFINITIONS, GOOD_EFFICIENCY, curve_name  # noqa: E402
 from .breakdown import DEFINITIONS as BREAKDOWN_DEFINITIONS  # noqa: E402
 from .breakdown import curves, parts_table, whole_name, without_breakdown  # noqa: E402
-from .model.metrics import WALLTIME_USED
+from .model.metrics import WALLTIME_USED, metric
 from .model.paths import PLOT_KINDS
 from .model.steplog import step_log  # noqa: E402
+from .sizes import has_size_tables, size_curves, size_figures, size_text
 
 
 def repeats_note(table: pd.DataFrame) -> str:
@@ -48,15 +49,21 @@ def primary_table(scaling: pd.DataFrame, study: str) -> pd.DataFrame:
     return chosen if not chosen.empty else table[table["metric"] == table["metric"].iloc[0]]
 
 
-def missing_plots(scaling: pd.DataFrame, variants: pd.DataFrame, study: str) -> dict[str, str]:
+# Why a study has no plot over message size although some run finished: its app measures none.
+NO_SIZE_CURVE = "its app measures no curve over message size"
+
+
+def missing_plots(
+    scaling: pd.DataFrame, variants: pd.DataFrame, study: str, runs: pd.DataFrame | None = None
+) -> dict[str, str]:
     """kind -> why the study's plot of that kind has nothing to draw. Such a plot is a file
     with that one line (the plots rule's output); the report says the line instead of
-    showing an empty box."""
+    showing an empty box. `runs`: the study's runs.csv, which holds its size tables."""
     table = primary_table(scaling, study)
     if table.empty or (table["n"] == 0).all():
         state = "no run finished yet" if not table.empty and (table["n_failed"] == 0).all() else "no successful run"
         return {kind: state for kind in PLOT_KINDS}
-    why = {}
+    why = {} if runs is not None and has_size_tables(runs) else {"sizes": NO_SIZE_CURVE}
     scales = sorted({int(r) for r in table.loc[table["n"] > 0, "ranks"]})
     if len(scales) == 1:
         for kind in ("speedup", "efficiency"):
@@ -113,25 +120,37 @@ def curve(rows: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def plot_from_files(
-    scaling_csv: str, variants_csv: str, study: str, out: Mapping[str, Path | str], budget_su=None, log=None
+    scaling_csv: str,
+    variants_csv: str,
+    study: str,
+    out: Mapping[str, Path | str],
+    budget_su=None,
+    log=None,
+    runs_csv: str | None = None,
 ) -> None:
     """The plots rule's entry: the study's tables in, its plots out."""
     from .analysis import read_table
 
     with step_log(log) as note:
-        plot_study(read_table(scaling_csv), read_table(variants_csv), study, out, budget_su)
+        runs = read_table(runs_csv) if runs_csv else None
+        plot_study(read_table(scaling_csv), read_table(variants_csv), study, out, budget_su, runs)
         note(f"{study}: {', '.join(str(path) for path in out.values())}")
 
 
 def plot_study(
-    scaling: pd.DataFrame, variants: pd.DataFrame, study: str, out: Mapping[str, Path | str], budget_su=None
+    scaling: pd.DataFrame,
+    variants: pd.DataFrame,
+    study: str,
+    out: Mapping[str, Path | str],
+    budget_su=None,
+    runs: pd.DataFrame | None = None,
 ) -> None:
     """Write the plots of `study` to out[kind] for every kind in PLOT_KINDS."""
     sns.set_theme(style="whitegrid", context="notebook")
     for path in out.values():
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     table = primary_table(scaling, study)
-    missing = missing_plots(scaling, variants, study)
+    missing = missing_plots(scaling, variants, study, runs)
     for kind, why in missing.items():
         message_plot(Path(out[kind]), f"{study}: {why}, so no {kind} plot.")
     if len(missing) == len(PLOT_KINDS):
@@ -163,6 +182,48 @@ def plot_study(
         plot_cost(table, study, Path(out["cost"]), budget_su)
     if "breakdown" not in missing:
         plot_breakdown(scaling, table, study, Path(out["breakdown"]))
+    if "sizes" not in missing:
+        plot_sizes(runs, study, Path(out["sizes"]))
+
+
+def plot_sizes(runs: pd.DataFrame, study: str, path: Path) -> None:
+    """Latency and bandwidth against message size, log axes: one row of two panels per
+    operation (or the one curve family), a line per flag set / NCCL set / backend and scale,
+    mean ± 95% CI of the repeats at each size."""
+    curves = size_curves(runs)
+    apps = [a for a in curves["app"].dropna().unique() if size_figures(a)]
+    names = size_figures(apps[0])[:2]
+    curves = curves[curves["metric"].isin(names)]
+    facet = "param.operation" if "param.operation" in curves.columns else None
+    facets = sorted(curves[facet].dropna().unique()) if facet else [None]
+    fig, axes = plt.subplots(len(facets), len(names), figsize=(6 * len(names), 3.8 * len(facets)), squeeze=False)
+    several_scales = curves["ranks"].nunique() > 1
+    for row, value in enumerate(facets):
+        rows = curves if facet is None else curves[curves[facet] == value]
+        for column, name in enumerate(names):
+            ax = axes[row][column]
+            figure = metric(name)
+            for variant, line in rows[rows["metric"] == name].groupby(["variant", "ranks"]):
+                line = line.sort_values("size_bytes")
+                label = str(variant[0]).replace(f"operation-{value}/", "") + (
+                    f" p={variant[1]}" if several_scales else ""
+                )
+                y, err = line["mean"].to_numpy(float), line["ci95"].fillna(0).to_numpy(float)
+                ax.errorbar(line["size_bytes"], y, yerr=clipped_at_zero(y, err), marker=".", capsize=2, label=label)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ticks = sorted(rows["size_bytes"].unique())[:: max(1, len(rows["size_bytes"].unique()) // 6)]
+            ax.set_xticks(ticks, [size_text(t) for t in ticks], fontsize=7)
+            ax.minorticks_off()
+            ax.set_xlabel("message size (nccl-tests' size: a rank's whole buffer)")
+            ax.set_ylabel(f"{figure.label} [{figure.unit}]", fontsize=8)
+            ax.set_title(f"{study}: {value or ''} {figure.label}".strip(), fontsize=9)
+            ax.legend(fontsize=6)
+    counts = sorted({int(n) for n in curves["n"]})
+    fig.suptitle(f"mean ± 95% CI over n = {', '.join(map(str, counts))} run(s) per point; log axes", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def plot_speedup(table, study, out, palette, ranks, label, note) -> None:

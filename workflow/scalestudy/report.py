@@ -37,7 +37,8 @@ from .page import (
     scale_text,
     write_page,
 )
-from .plots import missing_plots, no_breakdown_reason, primary_table
+from .plots import NO_SIZE_CURVE, missing_plots, no_breakdown_reason, primary_table
+from .sizes import band_text, band_verdicts, size_curves, size_text
 
 # Up to this much a study's provenance is also on the page (each run's is about 1 KB, plus
 # 0.7 KB per rank: 10,000 runs made a page of tens of MB); the side file always has it.
@@ -298,6 +299,82 @@ def seconds(value: float) -> str:
         if abs(value) >= scale:
             return f"{fmt(value / scale)} {unit}"
     return f"{fmt(value / 1e-6)} µs"
+
+
+def size_blocks(runs: pd.DataFrame, estimator: str = MEAN) -> list:
+    """Variant verdicts per message-size band (scalestudy.sizes) of the app's latency and
+    bandwidth curves: a row per variant, curve and scale, a cell per band, then one sentence
+    per variant whose verdict differs between bands."""
+    verdicts = band_verdicts(runs, estimator)
+    if verdicts.empty:
+        return []
+    app = APPS.get(str(runs["app"].dropna().iloc[0]))
+    shown = verdicts[verdicts["figure"].isin(app.size_figures[:2] if app else ())]
+    bands = [band for band in ("small", "medium", "large") if band in set(shown["band"])]
+    params = [c for c in shown.columns if c.startswith("param.")]
+    rows, sentences = [], []
+    keys = ["axis", "set", "baseline", *params, "ranks", "nodes", "figure"]
+    for _, group in shown.groupby(keys, dropna=False, sort=True):
+        first = group.iloc[0]
+        held = ", ".join(f"{c[len('param.') :]}={first[c]}" for c in params if c != f"param.{first['axis']}")
+        at = {r["band"]: r for _, r in group.iterrows()}
+        label = metric(first["figure"]).label
+        compared = f"{first['axis']} {choice(first['set'])} vs {choice(first['baseline'])}"
+        rows.append([compared, held or "–", fmt(first["ranks"]), label] + [band_cell(at.get(band)) for band in bands])
+        said = {
+            band: at[band]["verdict"] for band in bands if band in at and at[band]["verdict"] in ("faster", "slower")
+        }
+        if said:
+            parts = [f"{verdict} for {band} messages" for band, verdict in said.items()]
+            rest = [band for band in bands if band not in said and band in at]
+            parts += [f"no measurable difference for {', '.join(rest)} ones"] if rest else []
+            where = f"{held}, p = {fmt(first['ranks'])}" if held else f"p = {fmt(first['ranks'])}"
+            sentences.append(f"{compared} ({where}), {label}: " + "; ".join(parts) + ".")
+    headers = ["compared", "held", "p", "figure"] + [
+        f"{band_text(band)}: speed ratio ({ESTIMATOR_NAMES[estimator]}, > 1 faster) [95% CI]" for band in bands
+    ]
+    blocks: list = [
+        Heading(3, "Verdicts per message-size band"),
+        Para(
+            "Each band's figure is a run's geometric mean over the band's message sizes; ratio, CI and verdict as"
+            " for every variant (see the definitions: size bands, band figure)."
+        ),
+        Table(headers, rows),
+    ]
+    if sentences:
+        blocks.append(Bullets(sentences))
+    else:
+        blocks.append(Para("No variant differs measurably from its baseline in any size band."))
+    return blocks + size_table_blocks(runs, estimator)
+
+
+def size_table_blocks(runs: pd.DataFrame, estimator: str = MEAN) -> list:
+    """Each curve's figures per message size (mean ± CI (n) of the repeats), as OSU and
+    nccl-tests print them."""
+    curves = size_curves(runs, estimator)
+    if curves.empty:
+        return []
+    tables = []
+    for (variant, ranks), rows in curves.groupby(["variant", "ranks"], sort=True):
+        app = APPS.get(str(rows["app"].iloc[0]))
+        names = [n for n in (app.size_figures if app else ()) if n in set(rows["metric"])]
+        headers = ["size"] + [f"{metric(n).label} [{metric(n).unit}]" for n in names]
+        cells = [
+            [size_text(size)]
+            + [mean_ci(at[at["metric"] == n].iloc[0]) if (at["metric"] == n).any() else "–" for n in names]
+            for size, at in rows.groupby("size_bytes", sort=True)
+        ]
+        tables += [Heading(4, f"{variant}, p = {fmt(ranks)}"), Table(headers, cells)]
+    return [Details("Figures per message size", tables)]
+
+
+def band_cell(row) -> str:
+    if row is None:
+        return "–"
+    if missing(row["ratio"]):
+        return str(row["verdict"])
+    interval = "" if missing(row["ci_low"]) else f" [{fmt(row['ci_low'])}, {fmt(row['ci_high'])}]"
+    return f"{fmt(row['ratio'])}{interval} {row['verdict']}"
 
 
 def choice(value) -> str:
@@ -601,8 +678,10 @@ def study_blocks(
         blocks += [Para(line) for line in amdahl_lines(table)]
         blocks += breakdown_blocks(scaling, study, table)
         blocks += variant_blocks(variants, table)
+        used = set(table["estimator"].dropna()) - {MEAN} if "estimator" in table.columns else set()
+        blocks += size_blocks(runs, min(used, default=MEAN))
         blocks += [Heading(3, "Cost"), Bullets(cost_lines(table, budget_su))]
-    blocks += plot_blocks(study, scaling, variants, plots)
+    blocks += plot_blocks(study, scaling, variants, plots, runs)
     if not table.empty:
         others = scaling[(scaling["study"] == study) & (scaling["metric"] != table["metric"].iloc[0])]
         others = others[others["metric"].map(part_of).isna()]  # the breakdown's section has the parts
@@ -616,9 +695,15 @@ def study_blocks(
     return blocks
 
 
-def plot_blocks(study: str, scaling: pd.DataFrame, variants: pd.DataFrame, plots: Sequence[Path]) -> list:
-    """The plots that have something to draw; one line for those that do not."""
-    why = missing_plots(scaling, variants, study)
+def plot_blocks(
+    study: str, scaling: pd.DataFrame, variants: pd.DataFrame, plots: Sequence[Path], runs: pd.DataFrame | None = None
+) -> list:
+    """The plots that have something to draw; one line for those that do not (none for a
+    curve over message size the app never measures)."""
+    why = missing_plots(scaling, variants, study, runs)
+    if why.get("sizes") == NO_SIZE_CURVE and len(why) < len(PLOT_KINDS):
+        del why["sizes"]
+        plots = [p for p in plots if Path(p).name != f"{study}.sizes.png"]
     kinds = {f"{study}.{kind}.png": kind for kind in PLOT_KINDS}
     images = [Image(p, Path(p).name) for p in plots if Path(p).is_file() and kinds.get(Path(p).name) not in why]
     blocks: list = [images] if images else []

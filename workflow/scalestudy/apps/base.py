@@ -65,6 +65,9 @@ class App:
     # (accuracy beside speed: a faster strategy that trains worse shows).
     compared: ClassVar[Mapping[str, str]] = {}
     quality: ClassVar[tuple[str, ...]] = ()
+    # The declared figures of each row of the run's size table (figures[SIZE_TABLE]: a curve
+    # over message size), latency first, then bandwidth (scalestudy.sizes); () for none.
+    size_figures: ClassVar[tuple[str, ...]] = ()
     # A module jobs must be able to import (HOOMD-blue is not on PyPI); None: nothing beyond the venv.
     python_module: ClassVar[str | None] = None
     # The entry of the sweep's `assets:` that sets how this app's made inputs are made (the

@@ -16,29 +16,41 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..model.metrics import declare
+from ..model.metrics import SIZE_COLUMN, SIZE_TABLE, declare
 from ..model.paths import Layout
 from ..model.point import Point
 from ..model.rank_probe import rank_lines
 from . import pingpong_rank
 from .base import App, Param, ParseError
 
+# The columns of its size table (figures[SIZE_TABLE]), one row per message size.
+SIZE_FIGURES = (
+    declare("oneway_latency_us", "one-way latency (half the mean round trip)", "us", "time"),
+    declare("pingpong_bandwidth_MBps", "ping-pong bandwidth (bytes / one-way time)", "MB/s", "rate", extensive=False),
+)
 ROW = re.compile(r"^(\d+) ([0-9.]+(?:e[+-]?\d+)?) ([0-9.]+(?:e[+-]?\d+)?|inf)$", re.M)
 
 
-def parse_pingpong(log_text: str) -> dict[str, Any]:
-    header = log_text.find(pingpong_rank.TABLE_HEADER)
-    summary_at = log_text.find(pingpong_rank.SUMMARY_PREFIX + " ")
-    if header < 0 or summary_at < 0:
-        raise ParseError("no ping-pong table with its closing 'scalestudy-pingpong' line in the output")
-    rows = [(int(s), float(lat), float(bw)) for s, lat, bw in ROW.findall(log_text[header:summary_at])]
-    if not rows:
-        raise ParseError("the ping-pong table has no rows")
+def table_and_summary(log_text: str, header: str, prefix: str, name: str) -> tuple[str, dict[str, Any]]:
+    """The text of a rank program's table (from its header to its closing line) and the JSON of
+    that closing line ('<prefix> {...}'); ParseError where either is missing or cut off."""
+    header_at = log_text.find(header)
+    summary_at = log_text.find(prefix + " ")
+    if header_at < 0 or summary_at < 0:
+        raise ParseError(f"no {name} table with its closing '{prefix}' line in the output")
     summary_line = log_text[summary_at:].splitlines()[0]
     try:
-        summary = json.loads(summary_line[len(pingpong_rank.SUMMARY_PREFIX) + 1 :])
+        summary = json.loads(summary_line[len(prefix) + 1 :])
     except json.JSONDecodeError as error:
-        raise ParseError(f"the closing 'scalestudy-pingpong' line is cut off: {error}") from None
+        raise ParseError(f"the closing '{prefix}' line is cut off: {error}") from None
+    return log_text[header_at:summary_at], summary
+
+
+def parse_pingpong(log_text: str) -> dict[str, Any]:
+    table, summary = table_and_summary(log_text, pingpong_rank.TABLE_HEADER, pingpong_rank.SUMMARY_PREFIX, "ping-pong")
+    rows = [(int(s), float(lat), float(bw)) for s, lat, bw in ROW.findall(table)]
+    if not rows:
+        raise ParseError("the ping-pong table has no rows")
     smallest, largest = min(rows), max(rows)
     ranks = rank_lines(log_text)
     return {
@@ -50,6 +62,9 @@ def parse_pingpong(log_text: str) -> dict[str, Any]:
         "iterations": summary["iterations"],
         "hosts_seen": len({r["host"] for r in ranks}) or len(summary.get("hosts", [])),
         "ranks_reported": len(ranks),
+        SIZE_TABLE: [
+            dict(zip((SIZE_COLUMN, *(m.name for m in SIZE_FIGURES)), row, strict=True)) for row in sorted(rows)
+        ],
     }
 
 
@@ -58,6 +73,7 @@ class PingPong(App):
     breakdown_note = "a ping-pong is communication by definition: its whole time is the exchange"
     packages = ("mpi4py",)
     primary_metric = "latency_us"
+    size_figures = tuple(m.name for m in SIZE_FIGURES)
     metrics = (
         declare("latency_us", "one-way latency at the smallest message (half the mean round trip)", "us", "time"),
         declare("bandwidth_MBps", "ping-pong bandwidth at the largest message (bytes / one-way time)", "MB/s", "rate"),

@@ -57,6 +57,11 @@ def direction(kind: str) -> str:
     return {True: "higher is better", False: "lower is better"}.get(HIGHER_IS_BETTER.get(kind), "no direction")
 
 
+# A figure that is a curve over message size: the figures' key holding a run's whole size
+# table (one object per size: SIZE_COLUMN and the app's `size_figures`, each declared here).
+SIZE_TABLE = "size_table"
+SIZE_COLUMN = "size_bytes"
+
 DECLARED: dict[str, Metric] = {}
 
 

@@ -1,0 +1,141 @@
+"""The collectives app's point-to-point latency and bandwidth against an implementation
+nobody here wrote, on this machine, side by side: `python -m mpi4py.bench pingpong` (ships
+with mpi4py), and, where given, OSU's `osu_allreduce` for allreduce latency.
+
+    python benchmarks/collectives_reference.py [--min-bytes 1] [--max-bytes 1048576]
+        [--iterations 1000] [--warmup 100] [--rounds 5] [--osu-allreduce PATH]
+
+Each round runs, under the same `mpirun -np 2` (the venv's Open MPI), the app's rank program
+(`collectives_rank.py --operation latency --backend mpi --dtype int8`: one-way latency = half
+the mean round trip, bandwidth = size / one-way latency) and mpi4py's ping-pong with the same
+sizes, warm-up and iterations, one after the other, alternating which goes first. Per size it
+prints each side's median over the rounds and its best round (lowest latency, highest
+bandwidth: a shared machine's stalls only ever slow a round down) and the ratios app /
+reference of each, then how many ratios lie within 0.9–1.1. With --osu-allreduce (OSU built
+outside this repository, never committed) the app's allreduce (float32, OSU's size: the whole
+vector, the same as nccl-tests') is compared with osu_allreduce's average latency the same way;
+without it that comparison is skipped and the output says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "workflow"))
+
+from scalestudy.apps import collectives_rank  # noqa: E402
+from scalestudy.apps.collectives import parse_collectives  # noqa: E402
+from scalestudy.model.metrics import SIZE_TABLE  # noqa: E402
+
+# mpi4py.bench pingpong: "  size  bandwidth_MBps | time_mean_s ± std  samples"
+MPI4PY_ROW = re.compile(r"^\s*(\d+)\s+([0-9.]+)\s+\|\s+([0-9.e+-]+)", re.M)
+# osu_allreduce: "size  avg_latency_us [min max iterations]"
+OSU_ROW = re.compile(r"^(\d+)\s+([0-9.]+)", re.M)
+BAND = (0.9, 1.1)
+
+
+def mpirun() -> list[str]:
+    launcher = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
+    return [launcher, "-np", "2", "--oversubscribe", "--allow-run-as-root"]
+
+
+def run(command: list[str]) -> str:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command[:8])} ... failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def app(operation: str, dtype: str, args) -> dict[int, tuple[float, float]]:
+    """size -> (latency in us, bandwidth in MB/s) from the app's own rank program and parser."""
+    command = [*mpirun(), sys.executable, collectives_rank.__file__, "--operation", operation, "--backend", "mpi",
+               "--min-bytes", str(args.min_bytes), "--max-bytes", str(args.max_bytes), "--iterations",
+               str(args.iterations), "--warmup", str(args.warmup), "--dtype", dtype]  # fmt: skip
+    table = parse_collectives(run(command))[SIZE_TABLE]
+    return {row["size_bytes"]: (row["latency_avg_us"], row["algbw_GBps"] * 1e3) for row in table}
+
+
+def mpi4py_pingpong(args) -> dict[int, tuple[float, float]]:
+    loops = [str(args.warmup), str(args.iterations)]
+    command = [*mpirun(), sys.executable, "-m", "mpi4py.bench", "pingpong", "-m", str(args.min_bytes),
+               "-n", str(args.max_bytes), "-s", loops[0], "-l", loops[1], "--skip-large", loops[0],
+               "--loop-large", loops[1], "--skip-huge", loops[0], "--loop-huge", loops[1]]  # fmt: skip
+    return {int(s): (float(t) * 1e6, float(bw)) for s, bw, t in MPI4PY_ROW.findall(run(command))}
+
+
+def osu_allreduce(path: str, args) -> dict[int, tuple[float, float]]:
+    command = [*mpirun(), path, "-m", f"{max(args.min_bytes, 4)}:{args.max_bytes}", "-i", str(args.iterations),
+               "-x", str(args.warmup)]  # fmt: skip
+    return {int(s): (float(lat), float("nan")) for s, lat in OSU_ROW.findall(run(command))}
+
+
+# How each side's rounds become its figure: the median, and the best round (latency lowest,
+# bandwidth highest).
+STATISTICS = {
+    "median": lambda values, _higher: statistics.median(values),
+    "best": lambda v, higher: (max if higher else min)(v),
+}
+
+
+def compare(name: str, ours, theirs, rounds: int, columns: tuple[str, ...]) -> None:
+    """Print per size each side's median and best round and their ratios, then how many ratios
+    of each statistic lie within BAND."""
+    sizes = sorted(set.intersection(*(set(r) for r in ours + theirs)))
+    inside = dict.fromkeys(STATISTICS, 0)
+    print(f"\n{name}: median and best of {rounds} rounds of each side; ratio = app / reference")
+    header = ["size_B"] + [
+        f"{c}_{stat}_{side}" for c in columns for stat in STATISTICS for side in ("app", "ref", "ratio")
+    ]
+    print(" ".join(f"{h:>14}" for h in header))
+    for size in sizes:
+        cells = [str(size)]
+        for i, column in enumerate(columns):
+            for stat, reduce in STATISTICS.items():
+                higher = "bandwidth" in column
+                a, b = (reduce([r[size][i] for r in side], higher) for side in (ours, theirs))
+                ratio = a / b if b else float("nan")
+                inside[stat] += BAND[0] <= ratio <= BAND[1]
+                cells += [f"{a:.4g}", f"{b:.4g}", f"{ratio:.3f}"]
+        print(" ".join(f"{c:>14}" for c in cells))
+    total = len(sizes) * len(columns)
+    for stat, count in inside.items():
+        print(f"{name}: {stat}: {count} of {total} ratios within {BAND[0]}–{BAND[1]} (n = {rounds} rounds per side)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--min-bytes", type=int, default=1)
+    parser.add_argument("--max-bytes", type=int, default=1 << 20)
+    parser.add_argument("--iterations", type=int, default=1000)
+    parser.add_argument("--warmup", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--osu-allreduce", help="an osu_allreduce built outside this repository")
+    args = parser.parse_args()
+    ours, theirs = [], []
+    for round_ in range(args.rounds):
+        pair = [lambda: ours.append(app("latency", "int8", args)), lambda: theirs.append(mpi4py_pingpong(args))]
+        for measure in pair if round_ % 2 == 0 else pair[::-1]:
+            measure()
+    compare("point-to-point vs mpi4py.bench pingpong", ours, theirs, args.rounds, ("latency_us", "bandwidth_MBps"))
+    osu = args.osu_allreduce or shutil.which("osu_allreduce")
+    if not osu:
+        print("\nallreduce vs OSU: skipped (no osu_allreduce on PATH and none given with --osu-allreduce)")
+        return 0
+    ours, theirs = [], []
+    for round_ in range(args.rounds):
+        pair = [lambda: ours.append(app("allreduce", "float32", args)), lambda: theirs.append(osu_allreduce(osu, args))]
+        for measure in pair if round_ % 2 == 0 else pair[::-1]:
+            measure()
+    compare("allreduce vs osu_allreduce", ours, theirs, args.rounds, ("latency_us",))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

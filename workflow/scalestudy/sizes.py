@@ -1,0 +1,153 @@
+"""Figures that are curves over message size (the collectives' and the ping-pong's size
+tables): per curve, scale and size the statistics of the repeats, and the variant verdicts per
+size band, so that "flag set X helps large allreduces and hurts small ones" reads off a table.
+
+A run's size table is figures[SIZE_TABLE] of its record, carried into runs.csv as JSON (one
+cell per run, `analysis.run_row`); its columns are the app's declared `size_figures`.
+
+- Size band of a message of s bytes (analysis.SIZE_BANDS, defined in analysis.DEFINITIONS):
+  small s < 8 KiB (latency-bound: eager protocols, one packet on most networks), medium
+  8 KiB ≤ s ≤ 1 MiB, large s > 1 MiB (bandwidth-bound: rendezvous, pipelined and segmented
+  algorithms).
+- A run's figure in a band: the geometric mean of its per-size figure over the band's sizes
+  (every size weighs the same whatever its magnitude; the ratio of two such means is the
+  geometric mean of the per-size ratios). Its repeats, their CI and the verdicts against the
+  baseline are the analysis' own (`analysis.summarize`, `analysis.variants`), the band's figure
+  named `<figure>@<band>`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from .analysis import KIB, MEAN, MIB, SCALE_COLUMNS, SIZE_BANDS, curve_columns, summarize, variants
+from .apps import APPS
+from .model.metrics import SIZE_COLUMN, SIZE_TABLE, metric
+
+BAND_SEPARATOR = "@"
+
+
+def band_of(size: float) -> str:
+    return next(name for name, low, high in SIZE_BANDS if low <= size <= high)
+
+
+def band_text(band: str) -> str:
+    """'small (< 8 KiB)', 'medium (8 KiB–1 MiB)', 'large (> 1 MiB)'."""
+    return {"small": "small (< 8 KiB)", "medium": "medium (8 KiB–1 MiB)", "large": "large (> 1 MiB)"}[band]
+
+
+def size_text(size: float) -> str:
+    """4 B, 8 KiB, 1 MiB."""
+    for unit, scale in (("MiB", MIB), ("KiB", KIB)):
+        if size >= scale and size % scale == 0:
+            return f"{int(size // scale)} {unit}"
+    return f"{int(size)} B"
+
+
+def size_figures(app_name: str) -> tuple[str, ...]:
+    app = APPS.get(app_name)
+    return app.size_figures if app is not None else ()
+
+
+def has_size_tables(runs: pd.DataFrame) -> bool:
+    return not runs.empty and SIZE_TABLE in runs.columns and runs[SIZE_TABLE].notna().any()
+
+
+def size_rows(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per successful run and message size: the curve's columns, the scale, the
+    repeat, `size_bytes`, `band` and each of the app's size figures."""
+    if not has_size_tables(runs):
+        return pd.DataFrame()
+    keys = [*curve_columns(runs), *SCALE_COLUMNS, "repeat"]
+    rows = []
+    for _, run in runs[(runs["status"] == "ok") & runs[SIZE_TABLE].notna()].iterrows():
+        names = size_figures(run["app"])
+        try:
+            table = json.loads(run[SIZE_TABLE])
+        except (TypeError, ValueError):
+            continue
+        for entry in table if isinstance(table, list) else []:
+            if not isinstance(entry, Mapping) or SIZE_COLUMN not in entry:
+                continue
+            row = {key: run[key] for key in keys if key in run}
+            row.update({SIZE_COLUMN: int(entry[SIZE_COLUMN]), "band": band_of(entry[SIZE_COLUMN])})
+            row.update({name: entry.get(name, np.nan) for name in names})
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def size_curves(runs: pd.DataFrame, estimator: str = MEAN) -> pd.DataFrame:
+    """Per curve, scale, message size and size figure: the statistics of the repeats (long
+    format, as scaling.csv: metric, metric_label, unit, kind, n, mean, ci95, ...)."""
+    rows = size_rows(runs)
+    if rows.empty:
+        return rows
+    return long_statistics(rows, [SIZE_COLUMN, "band"], lambda name, _: metric(name), estimator)
+
+
+def band_figures(runs: pd.DataFrame, estimator: str = MEAN) -> pd.DataFrame:
+    """Per curve, scale, band and size figure: the statistics of the runs' band figures
+    (geometric means over the band's sizes), the figure named `<figure>@<band>`."""
+    rows = size_rows(runs)
+    if rows.empty:
+        return rows
+    keys = [c for c in rows.columns if c in (*curve_columns(rows), *SCALE_COLUMNS, "repeat")] + ["band"]
+    names = [c for c in rows.columns if c not in (*keys, SIZE_COLUMN)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logged = rows[keys].assign(
+            **{n: np.log(pd.to_numeric(rows[n], errors="coerce").where(rows[n] > 0)) for n in names}
+        )
+    per_run = logged.groupby(keys, dropna=False, sort=False)[names].mean().apply(np.exp).reset_index()
+
+    def declared(name: str, band: str):
+        figure = metric(name)
+        return figure.__class__(
+            f"{name}{BAND_SEPARATOR}{band}", f"{figure.label}, {band_text(band)} messages", figure.unit, figure.kind
+        )
+
+    return long_statistics(per_run, ["band"], declared, estimator)
+
+
+def long_statistics(rows: pd.DataFrame, extra: list[str], declared, estimator: str) -> pd.DataFrame:
+    curve = [c for c in curve_columns(rows) if c in rows.columns]
+    keys = [*curve, *SCALE_COLUMNS, *extra]
+    names = [c for c in rows.columns if c not in (*keys, "repeat", SIZE_COLUMN, "band")]
+    out = []
+    for values, group in rows.groupby(keys, dropna=False, sort=True):
+        where = dict(zip(keys, values, strict=True))
+        for name in names:
+            figure = declared(name, where.get("band"))
+            stats = summarize(pd.to_numeric(group[name], errors="coerce").dropna(), estimator=estimator)
+            if stats["n"] == 0:
+                continue
+            out.append(
+                {
+                    **where,
+                    "metric": figure.name,
+                    "metric_label": figure.label,
+                    "unit": figure.unit,
+                    "kind": figure.kind,
+                    **stats,
+                    "estimator": estimator,
+                }
+            )
+    return pd.DataFrame(out)
+
+
+def band_verdicts(runs: pd.DataFrame, estimator: str = MEAN) -> pd.DataFrame:
+    """Every variant (MPI and NCCL sets, placement, an app's compared axis: collectives' backend
+    against mpi) against its baseline per scale, size band and size figure (`analysis.variants`
+    on the band figures), with `figure` and `band` split out of the metric's name."""
+    table = band_figures(runs, estimator)
+    if table.empty:
+        return table
+    table = table.drop(columns=["band"])
+    compared = variants(table)
+    if compared.empty:
+        return compared
+    split = compared["metric"].str.rsplit(BAND_SEPARATOR, n=1, expand=True)
+    return compared.assign(figure=split[0], band=split[1])
