@@ -21,6 +21,7 @@ from .base import App, Param, ParseError
 from .litgpt_assets import settings_problems, tiny_asset_files
 from .litgpt_checkpoint import CHECKPOINT_CONFIG, CHECKPOINT_WEIGHTS
 from .litgpt_entry import PEAK_RSS_PREFIX, PEAK_RSS_UNIT
+from .saved_bytes import kept_on_disk
 
 # LitGPT 0.5 end-of-training block.
 TRAINING_TIME = re.compile(r"^\|\s*-\s*Training Time\s*:\s*([0-9.]+)\s*s\b", re.M)
@@ -192,7 +193,7 @@ class Counted:
     largest_trained_tensor: int
 
 
-@functools.lru_cache(maxsize=1024)
+@kept_on_disk(Counted, Path(__file__), Path(__file__).with_name("saved_bytes.py"))
 def count_litgpt(config_items: tuple, method: str, dtype: str, micro_batch: int, seq_len: int) -> Counted:
     """One training forward of LitGPT's own model (litgpt.lora.GPT for LoRA, with
     finetune_lora's adapters and head chunks; litgpt.GPT for full) on the meta device, as

@@ -15,9 +15,63 @@ kernel saves.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
+import hashlib
+import importlib.metadata
+import json
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from ..model.paths import user_cache_dir
+
+# A count depends on the code that counts and on the libraries whose models it counts.
+COUNTED_WITH = ("torch", "litgpt")
+
+
+def kept_on_disk(result_type: type, *sources: Path) -> Callable:
+    """A count that imports torch and LitGPT (seconds of every planning, most of it LitGPT's
+    import of Lightning) kept per user (model.paths.user_cache_dir) under its arguments, the
+    versions of COUNTED_WITH and the text of `sources` (the counting code): a planning that
+    counts a shape counted before imports neither. `result_type`: a dataclass of plain values.
+    A cache that cannot be read or written is counted past, never trusted half-written."""
+
+    def decorate(function: Callable) -> Callable:
+        path = user_cache_dir() / f"{function.__name__}.json"
+
+        @functools.lru_cache(maxsize=1024)
+        def cached(*args: Any) -> Any:
+            versions = []
+            for name in COUNTED_WITH:
+                try:
+                    versions.append(importlib.metadata.version(name))
+                except importlib.metadata.PackageNotFoundError:
+                    versions.append(None)
+            code = hashlib.sha256(b"".join(source.read_bytes() for source in sources)).hexdigest()
+            key = hashlib.sha256(repr((args, versions, code)).encode()).hexdigest()
+            try:
+                store = json.loads(path.read_text())
+            except (OSError, ValueError):
+                store = {}
+            if isinstance(store, dict) and isinstance(store.get(key), dict):
+                with contextlib.suppress(TypeError):
+                    return result_type(**store[key])
+            result = function(*args)
+            store = store if isinstance(store, dict) else {}
+            store[key] = dataclasses.asdict(result)
+            with contextlib.suppress(OSError):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                temporary = path.with_name(f"{path.name}.{os.getpid()}")
+                temporary.write_text(json.dumps(store))
+                os.replace(temporary, path)
+            return result
+
+        return cached
+
+    return decorate
 
 
 @dataclass(frozen=True)

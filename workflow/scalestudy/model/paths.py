@@ -26,6 +26,14 @@ REPO_ROOT = WORKFLOW_DIR.parent
 SCHEMA_PATH = REPO_ROOT / "config" / "schema" / "sweep.schema.yaml"
 # The sweep the Snakefile reads unless a --configfile (or a profile's configfiles) replaces it.
 DEFAULT_SWEEP = "config/sweep.yaml"
+
+
+def user_cache_dir() -> Path:
+    """Where planning keeps what is costly to work out and the same for every sweep (counts of
+    what a model's training step holds): $XDG_CACHE_HOME/scalestudy, else ~/.cache/scalestudy."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "scalestudy"
+
+
 ENVS_DIR = REPO_ROOT / "envs"
 
 
