@@ -42,7 +42,8 @@ STUDY_KEYS = (
     "binding, mapping, repeats, walltime, estimator, budget_su, queue, pack, params"
 )
 TOP_KEYS = (
-    "cluster, results_dir, retry_failed, budget_su_total, partial, compare_baseline, assets, mpi_flag_sets, "
+    "cluster, results_dir, retry_failed, budget_su_total, order_seed, partial, compare_baseline, assets, "
+    "mpi_flag_sets, "
     "nccl_env_sets, studies"
 )
 

@@ -28,6 +28,7 @@ from typing import Any
 from .apps import APPS
 from .apps.base import App
 from .config import forecast, packing
+from .model import order
 from .model.errors import SweepError
 from .model.point import Point, first_repeats
 from .results import history, locking, retry
@@ -116,6 +117,9 @@ class Plan:
             if problems:
                 raise SweepError(problems)
         self.pack_of = {(point.study, point.id): pack.name for pack in self.packs for point in pack.points}
+        # The order the points to submit run in (model.order: round by round, seeded shuffle
+        # within): Snakemake starts the ready job of highest priority first.
+        self.priority_of = order.priorities(self.to_submit, study.order_seed)
 
     @classmethod
     def load(cls, config: Mapping[str, Any], files: Iterable[str | os.PathLike[str]] = (), main_process: bool = True):
@@ -253,6 +257,14 @@ class Plan:
         `--config retry_failed=true` a failed point gains a retry number, so it reruns
         (results/retry.py); an ok point never changes."""
         return retry.with_retry(self.point(study, point_id).to_json(), self.survey.state(study, point_id).retry)
+
+    def run_priority(self) -> int | OfPoint:
+        """The run rules' `priority:`: each point's place in the run order, the first the
+        highest (model.order). A constant where at most one point is to run: a function costs
+        a call per job planned."""
+        if len(self.priority_of) <= 1:
+            return 0
+        return lambda study, point_id: self.priority_of.get((study, point_id), 0)
 
     def pack_group(self, study: str, point_id: str) -> str | None:
         """The run rules' `group:` (None: the point is a batch job of its own)."""

@@ -44,6 +44,8 @@ class Study:
     # --config retry_failed=true: rerun the points that failed, never an ok one.
     retry_failed: bool
     assets: Mapping[str, Any]
+    # The seed of the run order (model.order): round by round, shuffled within.
+    order_seed: int = 0
 
     @property
     def points(self) -> tuple[Point, ...]:
@@ -245,4 +247,5 @@ def load(
         partial=is_true(setting(config, "partial")),
         retry_failed=is_true(setting(config, "retry_failed")),
         assets=setting(config, "assets") or {},
+        order_seed=int(setting(config, "order_seed")),
     )
