@@ -683,7 +683,7 @@ def comparison(variant: Mapping, baseline: Mapping, kind: str, runs: pd.DataFram
     out["interleaved"] = not held_back[0] if held_back else np.nan
     out["conditions"] = held_back[1] if held_back else ""
     reasons = [reason for reason in held_back if reason]
-    if reasons and out["verdict"] in ("faster", "slower"):
+    if reasons and out["verdict"] in VERDICTS:
         out["verdict"] = "; ".join(reasons)
     return out
 
