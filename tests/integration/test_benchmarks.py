@@ -44,3 +44,10 @@ def test_torch_memory_model_runs_and_prints_its_ratio():
     run = benchmark("torch_memory_model.py", "--scale", "0.125", "--models", "mlp", "--strategies", "ddp")
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     assert "mlp ddp 2 " in run.stdout and "ratio measured/predicted: min " in run.stdout
+
+
+def test_verdicts_benchmark_runs_and_prints_its_rates():
+    run = benchmark("verdicts.py", "--rounds", "4", "--load-on", "0.5", "--load-off", "0.5")
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert "false-verdict rate: " in run.stdout and "(target <= 5%; ratio " in run.stdout
+    assert "detection rate: " in run.stdout and "(target >= 80%; ratio " in run.stdout

@@ -313,5 +313,5 @@ def test_every_pattern_in_the_schema_carries_its_own_hint():
                 yield from patterns(value, f"{where}[{i}]")
 
     found = list(patterns(sweep.schema(), "schema"))
-    assert len(found) == 5
+    assert len(found) == 6
     assert [where for where, node in found if not node.get(sweep.HINT)] == []

@@ -38,6 +38,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -49,6 +50,9 @@ from .model.metrics import HIGHER_IS_BETTER, WALLTIME_USED, Metric
 from .model.paths import study_and_point
 from .model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS
 from .model.record import INVALID_RECORD, record_problems
+from .model.repeats import Repeats, t_half_width
+from .model.repeats import limits as repeat_limits
+from .model.repeats import needed as repeats_needed
 from .model.steplog import step_log
 from .results.history import history_of
 
@@ -263,7 +267,7 @@ def summarize(values: Iterable[float], confidence: float = CONFIDENCE, estimator
     out.update(median_ci(x, confidence))
     if used > 1:
         out["std"] = float(x.std(ddof=1))
-        half = float(stats.t.ppf(0.5 + confidence / 2, used - 1) * out["std"] / math.sqrt(used))
+        half = t_half_width(out["std"], used, confidence)
         out.update(ci95=half, ci_low=out["mean"] - half, ci_high=out["mean"] + half)
     return out
 
@@ -333,12 +337,15 @@ def scaling(
     metrics: Mapping[str, list[Metric]] | None = None,
     primary: Mapping[str, str] | None = None,
     estimator: str = MEAN,
+    repeats: Any = None,
 ) -> pd.DataFrame:
     """Statistics, speedup, efficiency and cost per curve, scale and metric (long format).
 
     `metrics`/`primary` (by app name) default to the registered apps'; a published record
     of an app this checkout does not have passes its own. `estimator`: the study's
-    (`mean` or `trimmed_mean`), named in every row."""
+    (`mean` or `trimmed_mean`), named in every row. `repeats`: the study's setting; where
+    adaptive, the primary figure's rows say how many repeats each point ran and why it
+    stopped (`repeats_run`, `repeats_stop`, model.repeats.needed)."""
     if runs.empty or "app" not in runs.columns:
         return pd.DataFrame()
     frames = []
@@ -355,11 +362,24 @@ def scaling(
                 continue
             table = curve_table(group, dict(zip(keys, curve, strict=True)), metric, estimator)
             table["primary"] = metric.name == primary_name
+            if table["primary"].all() and repeats is not None and repeat_limits(repeats).adaptive:
+                add_repeat_stops(table, group, metric.name, repeat_limits(repeats))
             frames.append(table)
     if not frames:
         return pd.DataFrame()
     table = pd.concat(frames, ignore_index=True)
     return add_cost_choices(table, budget_su)
+
+
+def add_repeat_stops(table: pd.DataFrame, group: pd.DataFrame, metric_name: str, limits: Repeats) -> None:
+    """Per scale: the repeats recorded and why no more are planned (or that one more is)."""
+    for index, row in table.iterrows():
+        at_scale = group[(group["nodes"] == row["nodes"]) & (group["ranks"] == row["ranks"])]
+        recorded = int((at_scale["status"] != STATUS_PENDING).sum())
+        ok = at_scale[at_scale["status"] == "ok"]
+        values = pd.to_numeric(ok[metric_name], errors="coerce").dropna().tolist()
+        table.loc[index, "repeats_run"] = recorded
+        table.loc[index, "repeats_stop"] = repeats_needed(limits, recorded, values)[1]
 
 
 def curve_table(group: pd.DataFrame, curve: dict, metric: Metric, estimator: str = MEAN) -> pd.DataFrame:
@@ -774,11 +794,14 @@ def write_scaling_tables(
     budget_su=None,
     log=None,
     estimator: str = MEAN,
+    repeats: Any = None,
 ) -> None:
-    """The scaling rule's entry: scaling.csv and variants.csv from runs.csv."""
+    """The scaling rule's entry: scaling.csv and variants.csv from runs.csv. `repeats`: the
+    study's setting (as JSON text, a param)."""
     with step_log(log) as note:
         runs = read_table(runs_csv)
-        table = scaling(runs, budget_su=budget_su, estimator=estimator)
+        repeats = json.loads(repeats) if isinstance(repeats, str) else repeats
+        table = scaling(runs, budget_su=budget_su, estimator=estimator, repeats=repeats)
         write_table(table, scaling_out)
         compared = variants(table, runs=runs)
         write_table(compared, variants_out)

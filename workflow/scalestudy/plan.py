@@ -16,7 +16,9 @@ state and hands it over), so the whole plan is unit-tested without a subprocess
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import os
 import re
 import shlex
@@ -31,7 +33,7 @@ from .config import forecast, packing
 from .model import order
 from .model.errors import SweepError
 from .model.point import Point, first_repeats
-from .results import history, locking, retry
+from .results import history, locking, repeats, retry
 from .scheduler import site
 from .scheduler.pbs import cache as pbs_cache
 from .scheduler.pbs import resume as pbs_resume
@@ -94,6 +96,11 @@ class Plan:
     """The plan of one Snakemake invocation (see the module's docstring)."""
 
     def __init__(self, study: Study, main_process: bool = True) -> None:
+        if main_process:
+            # Repeats until the answer is clear: only those needed now (results/repeats.py).
+            planned = repeats.in_play(study.points, study.sweep.studies, study.layout)
+            if len(planned) < len(study.points):
+                study = dataclasses.replace(study, sweep=dataclasses.replace(study.sweep, points=tuple(planned)))
         self.study = study
         self.main_process = main_process
         self.sweep, self.cluster, self.layout = study.sweep, study.cluster, study.layout
@@ -336,6 +343,10 @@ class Plan:
     def study_setting(self, study: str, key: str) -> Any:
         """A study's key as the schema filled it (e.g. `estimator`, `budget_su`)."""
         return self.sweep.studies[study].get(key)
+
+    def repeats_setting(self, study: str) -> str:
+        """A study's `repeats` as canonical text (a param: a reordered sweep file changes nothing)."""
+        return json.dumps(self.study_setting(study, "repeats"), sort_keys=True)
 
     def budgets(self) -> dict[str, Any]:
         """Each study's budget_su, sorted by study: params are compared as text, and reordering
