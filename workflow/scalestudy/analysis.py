@@ -22,8 +22,10 @@ Definitions (also printed beside every table and plot):
   rates; scaled speedup = efficiency * q.
 - variants: speed ratio of a set (or placement: hyperthreads, binding, mapping)
   against `default` (the launcher's own placement) at the same scale (> 1 =
-  faster), with a 95% CI from Welch's t on the log ratio; "faster"/"slower"
-  only when the CI excludes 1. An app's compared parameter (torch-parallel's
+  faster), with a 95% CI from Welch's t on the log ratio, or where the repeats
+  are not near-normal the Hodges-Lehmann ratio with its Mann-Whitney CI;
+  "faster"/"slower" only when the CI excludes 1, the two sides' runs were
+  interleaved in time and their conditions (launch.conditions) were alike. An app's compared parameter (torch-parallel's
   strategy) is compared with its baseline value (ddp) the same way, with the
   app's quality figures (final accuracy and loss) of both beside the verdict.
 - cost: service units (SU) per run, from the job's resource-usage record or
@@ -65,6 +67,12 @@ MAD_FLOOR = 0.01
 # Cut-off of the one-sentence summary: "parallel efficiency stays >= 70% up to ...".
 GOOD_EFFICIENCY = 0.7
 
+# Clearly different conditions: the mean share of the CPUs that other processes used (or the
+# hypervisor stole) during the two sides' runs differs by more than this many of the CPUs, or
+# their mean CPU or GPU clocks by more than CLOCK_GAP of the faster's.
+OTHER_CPU_GAP = 0.25
+CLOCK_GAP = 0.10
+
 # How a point's repeats become its figure (a study's `estimator:`; the schema holds the default).
 MEAN, TRIMMED_MEAN = "mean", "trimmed_mean"
 ESTIMATOR_NAMES = {MEAN: "mean", TRIMMED_MEAN: "trimmed mean (MLPerf: fastest and slowest run dropped)"}
@@ -87,8 +95,24 @@ DEFINITIONS = {
     "weak_efficiency": "T(p0)/T(p) (times) or (R(p)/p)/(R(p0)/p0) (rates)",
     "scaled_speedup": "weak efficiency · p/p0",
     "variant_ratio": "speed ratio of a set, placement or strategy vs its baseline (default; the launcher's own"
-    " placement; ddp) at the same scale (> 1 faster), 95% CI (Welch t on log ratio); a verdict only when the CI"
-    " excludes 1; accuracy and loss (mean of the repeats) beside where the app reports them",
+    " placement; ddp) at the same scale (> 1 faster), 95% CI by the comparison the repeats fit (named in the"
+    " table): Welch t on the log ratio where both sides look near-normal (no outlier, Shapiro–Wilk on the logs"
+    " not rejected at 5%), else the Hodges–Lehmann ratio with its Mann–Whitney CI (ranks; needs n ≥ 4 each);"
+    " a verdict only when the CI excludes 1, the sides ran interleaved and under like conditions; accuracy"
+    " and loss (mean of the repeats) beside where the app reports them",
+    "median": "median of the successful repeats with its distribution-free 95% CI: the order statistics"
+    " x(k), x(n+1−k) of the largest k with binomial(n, ½) coverage ≥ 95% (none below n = 6)",
+    "run_order": "points run round by round (repeat 1 of every point, then repeat 2, ...), each round in a random"
+    " order drawn from the sweep's order_seed; each run records its seed, round and key",
+    "not_interleaved": "a verdict is held back when one side's runs all ended before the other's began (e.g. a"
+    " set added to a sweep that had run): the machine may have changed in between",
+    "conditions_differed": "a verdict is held back when the two sides ran under clearly different conditions:"
+    f" the mean share of the CPUs used by other processes (or stolen by the hypervisor) differs by more than"
+    f" {OTHER_CPU_GAP:.0%} of the CPUs, or the mean CPU or GPU clock by more than {CLOCK_GAP:.0%}; per run,"
+    " other processes' share = (busy CPU time of the machine from /proc/stat − the run's own process tree's)"
+    " / (CPUs × wall time)",
+    "repeats_until_clear": "repeats: {min, max, ci}: min repeats first, then one more per point and invocation"
+    " while the 95% CI of its mean primary figure is wider than ± ci of the mean and max is not reached",
     "memory_ratio": "measured peak memory per rank (CPU: max RSS growth after start-up; GPU: CUDA max allocated)"
     " / the memory model's prediction (model + optimizer + gradients + activations)",
     "service_units": "SU per run: the job's own record where the site prints one, else charge rate × cores ×"
@@ -554,11 +578,6 @@ NORMALITY_ALPHA = 0.05
 TOO_FEW_FOR_RANKS = "too few repeats for a rank-based verdict (need n ≥ 4 each)"
 NOT_INTERLEAVED = "not interleaved"
 CONDITIONS_DIFFERED = "conditions differed"
-# Clearly different conditions: the mean share of the CPUs that other processes used (or the
-# hypervisor stole) during the two sides' runs differs by more than this many of the CPUs, or
-# their mean CPU or GPU clocks by more than CLOCK_GAP of the faster's.
-OTHER_CPU_GAP = 0.25
-CLOCK_GAP = 0.10
 # The per-run conditions (launch.conditions) the checks read, as runs.csv has them.
 CONDITION_COLUMNS = ("other_cpu_share", "steal_share", "cpu_mhz_mean", "gpu_sm_clock_mhz")
 
@@ -657,7 +676,7 @@ def interleaving(variant: pd.DataFrame, baseline: pd.DataFrame) -> str:
     when = lambda a, b: f"{a:%Y-%m-%d %H:%M}–{b:%H:%M}" if a.date() == b.date() else f"{a:%Y-%m-%d}–{b:%Y-%m-%d}"  # noqa: E731
     return (
         f"{NOT_INTERLEAVED}: the baseline ran {when(b0, b1)} UTC, the set {when(v0, v1)} UTC; "
-        "measure the baseline again beside it (--config remeasure_baseline=true)"
+        "for a verdict, measure both sides in one invocation (e.g. both sets in a new study)"
     )
 
 
