@@ -62,3 +62,24 @@ def test_a_set_added_after_its_baseline_ran_under_load_is_not_compared_across_in
     primary = variants[variants["primary"]].iloc[0]
     assert primary["interleaved"] == False  # noqa: E712 (read back from the CSV)
     assert primary["verdict"].startswith("not interleaved"), primary["verdict"]
+
+
+def test_repeats_until_clear_plan_one_more_per_invocation_until_max(tmp_path):
+    # A CI of ±0.01% is never reached on a shared machine: each invocation adds one repeat up to max.
+    results = tmp_path / "results"
+    config = sweep("lammps-tiny", results_dir=str(results))
+    config["studies"]["md"]["repeats"] = {"min": 2, "max": 3, "ci": "0.01%"}
+    sweep_file = write(config, tmp_path / "sweep.yaml")
+    command = [sys.executable, "-m", "snakemake", "--profile", "profiles/local", "--configfile", str(sweep_file),
+               "--", str(results / "md" / "variants.csv")]  # fmt: skip
+    runs_dir = results / "md" / "runs" / "nodes1-rpn1" / "mpi-default" / "nccl-default"
+    seen = []
+    for _ in range(3):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)
+        assert done.returncode == 0, done.stderr[-3000:]
+        seen.append(sorted(p.name for p in runs_dir.iterdir()))
+    assert seen == [["rep1", "rep2"], ["rep1", "rep2", "rep3"], ["rep1", "rep2", "rep3"]]
+    assert "Nothing to be done" in done.stdout + done.stderr
+    table = pd.read_csv(results / "md" / "scaling.csv")
+    row = table[table["primary"]].iloc[0]
+    assert row["repeats_run"] == 3 and row["repeats_stop"].startswith("max 3 reached")
