@@ -165,3 +165,11 @@ def test_sides_under_clearly_different_conditions_are_not_compared():
 def test_repeats_with_an_outlier_are_compared_by_ranks():
     row = verdict_of(runs_table([10.0, 10.1, 10.0, 10.1, 10.05], [8.0, 8.1, 2.0, 8.2, 8.1]))
     assert row["method"] == analysis.METHOD_NAMES["ranks"] and row["verdict"] == "faster"
+
+
+def test_proc_stat_is_read_as_busy_and_stolen_seconds_and_cpus():
+    from scalestudy.launch.conditions import cpu_times
+
+    text = "cpu  100 20 30 400 50 6 4 10 0 0\ncpu0 50 10 15 200 25 3 2 5 0 0\ncpu1 50 10 15 200 25 3 2 5 0 0\nintr 1\n"
+    ticks = __import__("os").sysconf("SC_CLK_TCK")
+    assert cpu_times(text) == ((100 + 20 + 30 + 6 + 4) / ticks, 10 / ticks, 2)
