@@ -7,7 +7,6 @@ import sys
 import time
 
 from load import background_load
-
 from scalestudy.launch import conditions
 
 TICKS = os.sysconf("SC_CLK_TCK")
