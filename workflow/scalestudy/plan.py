@@ -96,10 +96,14 @@ class Plan:
     """The plan of one Snakemake invocation (see the module's docstring)."""
 
     def __init__(self, study: Study, main_process: bool = True) -> None:
+        # Repeats until the answer is clear: only those needed now are planned (results/repeats.py);
+        # the others up to max are priced by the forecast all the same.
+        self.later_repeats: list[Point] = []
         if main_process:
-            # Repeats until the answer is clear: only those needed now (results/repeats.py).
             planned = repeats.in_play(study.points, study.sweep.studies, study.layout)
             if len(planned) < len(study.points):
+                kept = {(p.study, p.id) for p in planned}
+                self.later_repeats = [p for p in study.points if (p.study, p.id) not in kept]
                 study = dataclasses.replace(study, sweep=dataclasses.replace(study.sweep, points=tuple(planned)))
         self.study = study
         self.main_process = main_process
@@ -152,8 +156,12 @@ class Plan:
             names = ", ".join(pack.name for pack in self.packs)
             lines.append(f"scalestudy: packed {packed} points into {len(self.packs)} batch jobs ({names})")
         if self.cluster.scheduler != "none" and not self.study.partial and self.survey.to_run:
-            result = forecast.forecast(self.to_submit, self.cluster, self.survey.measured(), self.packs)
-            lines += forecast.forecast_lines(result, f"the {self.survey.to_run} run jobs to submit")
+            what = f"the {self.survey.to_run} run jobs to submit"
+            if self.later_repeats:
+                what += f" and the {len(self.later_repeats)} repeats up to max that later invocations may add"
+            result = forecast.forecast([*self.to_submit, *self.later_repeats], self.cluster, self.survey.measured(),
+                                       self.packs)  # fmt: skip
+            lines += forecast.forecast_lines(result, what)
         return lines
 
     def start(
