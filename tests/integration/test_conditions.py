@@ -34,4 +34,4 @@ def test_a_busy_process_beside_the_run_is_other_work_and_the_runs_own_child_is_n
     assert seen["other_cpu_share"] >= (load_after - load_before) / capacity - 3 * tick
     # The child's own time is not other work: other processes had at most what the child left.
     assert seen["other_cpu_share"] <= 1 - child_share + 3 * tick
-    assert seen["load_before"] >= 0 and seen["cpus"] == os.cpu_count()
+    assert seen["load_before"] >= 0 and seen["machine_cpus"] == os.cpu_count()

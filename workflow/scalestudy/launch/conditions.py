@@ -157,7 +157,7 @@ def conditions(before: Snapshot, after: Snapshot, gpus: list[dict] | None = None
         out["other_cpu_share"] = round(min(1.0, other / capacity), 4)
         out["steal_share"] = round(max(0.0, after.steal_s - before.steal_s) / capacity, 4)
         out["own_cpu_share"] = round(min(1.0, own / capacity), 4)
-        out["cpus"] = after.cpus
+        out["machine_cpus"] = after.cpus
     if after.mhz:
         out["cpu_mhz_mean"] = round(sum(after.mhz) / len(after.mhz), 1)
         out["cpu_mhz_min"] = round(min(after.mhz), 1)
