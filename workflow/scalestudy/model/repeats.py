@@ -16,8 +16,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scipy import stats
-
 CONFIDENCE = 0.95
 
 
@@ -48,6 +46,9 @@ def problems(setting: Any, where: str) -> list[str]:
 
 def t_half_width(std: float, n: int, confidence: float = CONFIDENCE) -> float:
     """Half-width of the Student-t confidence interval of a mean of n values (n >= 2)."""
+    # Imported here: planning loads this module, and scipy costs a second of every dry run.
+    from scipy import stats
+
     return float(stats.t.ppf(0.5 + confidence / 2, n - 1) * std / math.sqrt(n))
 
 
