@@ -173,3 +173,17 @@ def test_proc_stat_is_read_as_busy_and_stolen_seconds_and_cpus():
     text = "cpu  100 20 30 400 50 6 4 10 0 0\ncpu0 50 10 15 200 25 3 2 5 0 0\ncpu1 50 10 15 200 25 3 2 5 0 0\nintr 1\n"
     ticks = __import__("os").sysconf("SC_CLK_TCK")
     assert cpu_times(text) == ((100 + 20 + 30 + 6 + 4) / ticks, 10 / ticks, 2)
+
+
+def test_a_grown_sweep_is_compared_on_the_repeats_measured_together_once_its_repeats_are_raised():
+    # The baseline's first 4 repeats ran alone an hour before (under other load: 20% slower);
+    # then repeats were raised and both sides ran 4 more, interleaved, alike.
+    early = runs_table([12.0, 12.1, 11.9, 12.2], [], start_other=0)
+    together = runs_table([10.0, 10.2, 9.9, 10.1], [10.1, 10.0, 10.2, 9.9])
+    together["started"] = together["started"].str.replace("T10:", "T11:")
+    together["finished"] = together["finished"].str.replace("T10:", "T11:")
+    together.loc[together["mpi_flag_set"] == "default", "repeat"] += 4
+    row = verdict_of(pd.concat([early, together], ignore_index=True))
+    assert row["runs_compared"] == "4 / 4 measured together"
+    assert row["interleaved"] and row["verdict"] == "no measurable difference"
+    assert 0.97 < row["ratio"] < 1.03  # against all 8 baseline runs it would be about 1.1

@@ -105,7 +105,8 @@ DEFINITIONS = {
     "run_order": "points run round by round (repeat 1 of every point, then repeat 2, ...), each round in a random"
     " order drawn from the sweep's order_seed; each run records its seed, round and key",
     "not_interleaved": "a verdict is held back when one side's runs all ended before the other's began (e.g. a"
-    " set added to a sweep that had run): the machine may have changed in between",
+    " set added to a sweep that had run): the machine may have changed in between; where both sides also have"
+    " runs measured together (the study's repeats raised), only those are compared (runs_compared)",
     "conditions_differed": "a verdict is held back when the two sides ran under clearly different conditions:"
     f" the mean share of the CPUs used by other processes (or stolen by the hypervisor) differs by more than"
     f" {OTHER_CPU_GAP:.0%} of the CPUs, or the mean CPU or GPU clock by more than {CLOCK_GAP:.0%}; per run,"
@@ -676,8 +677,30 @@ def interleaving(variant: pd.DataFrame, baseline: pd.DataFrame) -> str:
     when = lambda a, b: f"{a:%Y-%m-%d %H:%M}–{b:%H:%M}" if a.date() == b.date() else f"{a:%Y-%m-%d}–{b:%Y-%m-%d}"  # noqa: E731
     return (
         f"{NOT_INTERLEAVED}: the baseline ran {when(b0, b1)} UTC, the set {when(v0, v1)} UTC; "
-        "for a verdict, measure both sides in one invocation (e.g. both sets in a new study)"
+        "raise the study's repeats: the new repeats of both sides run interleaved and are compared"
     )
+
+
+def measured_together(variant: pd.DataFrame, baseline: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Where one side also has runs from another time (a study's repeats raised after a set was
+    added: the new repeats of both sides run interleaved), only the runs of each side that
+    started while both were being measured, if that leaves at least 2 a side; else both sides
+    as they are (the same tuple)."""
+    spans = time_span(variant), time_span(baseline)
+    if None in spans:
+        return variant, baseline
+    start, end = max(spans[0][0], spans[1][0]), min(spans[0][1], spans[1][1])
+    if start > end:
+        return variant, baseline
+    starts = [pd.to_datetime(side["started"], utc=True, errors="coerce") for side in (variant, baseline)]
+    # Interleaved, a side's first run precedes the other's by one step (start to start): allow it.
+    step = pd.concat(starts).sort_values().diff().median()
+    within = tuple(
+        side[when.between(start - step, end + step)] for side, when in zip((variant, baseline), starts, strict=True)
+    )
+    if all(len(side) >= 2 for side in within) and sum(map(len, within)) < len(variant) + len(baseline):
+        return within
+    return variant, baseline
 
 
 def mean_condition(side: pd.DataFrame, column: str) -> float:
@@ -708,13 +731,19 @@ def comparison(variant: Mapping, baseline: Mapping, kind: str, runs: pd.DataFram
     summaries known: Welch) and the checks that hold it back: sides not interleaved in time,
     clearly different conditions. `statistical_verdict` keeps what the CI alone said."""
     metric_name = variant["metric"]
-    sides = side_runs(runs, variant, metric_name), side_runs(runs, baseline, metric_name)
+    everything = side_runs(runs, variant, metric_name), side_runs(runs, baseline, metric_name)
+    sides = measured_together(*everything)
     values = [pd.to_numeric(side[metric_name], errors="coerce").to_numpy(float) if len(side) else np.array([])
               for side in sides]  # fmt: skip
     known = all(len(v) >= 2 for v in values)
     method = WELCH if not known or all(near_normal(v) for v in values) else RANKS
+    if sides is not everything:
+        # Only the runs measured together: their own statistics, by the study's estimator.
+        variant, baseline = ({**row, **summarize(v, estimator=row.get("estimator", MEAN))}
+                             for row, v in zip((variant, baseline), values, strict=True))  # fmt: skip
     result = speed_ratio(variant, baseline, kind) if method == WELCH else rank_ratio(values[0], values[1], kind)
     out = {**result, "method": METHOD_NAMES[method], "statistical_verdict": result["verdict"]}
+    out["runs_compared"] = f"{len(values[0])} / {len(values[1])} measured together" if sides is not everything else ""
     for column in ("other_cpu_share", "steal_share"):
         out[column] = mean_condition(sides[0], column)
         out[column + "_baseline"] = mean_condition(sides[1], column)
