@@ -681,17 +681,17 @@ def interleaving(variant: pd.DataFrame, baseline: pd.DataFrame) -> str:
     )
 
 
-def measured_together(variant: pd.DataFrame, baseline: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def measured_together(variant: pd.DataFrame, baseline: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """Where one side also has runs from another time (a study's repeats raised after a set was
     added: the new repeats of both sides run interleaved), only the runs of each side that
-    started while both were being measured, if that leaves at least 2 a side; else both sides
-    as they are (the same tuple)."""
+    started while both were being measured, if that leaves at least 2 a side and drops some;
+    else None (compare them as they are)."""
     spans = time_span(variant), time_span(baseline)
     if None in spans:
-        return variant, baseline
+        return None
     start, end = max(spans[0][0], spans[1][0]), min(spans[0][1], spans[1][1])
     if start > end:
-        return variant, baseline
+        return None
     starts = [pd.to_datetime(side["started"], utc=True, errors="coerce") for side in (variant, baseline)]
     # Interleaved, a side's first run precedes the other's by one step (start to start): allow it.
     step = pd.concat(starts).sort_values().diff().median()
@@ -700,7 +700,7 @@ def measured_together(variant: pd.DataFrame, baseline: pd.DataFrame) -> tuple[pd
     )
     if all(len(side) >= 2 for side in within) and sum(map(len, within)) < len(variant) + len(baseline):
         return within
-    return variant, baseline
+    return None
 
 
 def mean_condition(side: pd.DataFrame, column: str) -> float:
@@ -732,18 +732,19 @@ def comparison(variant: Mapping, baseline: Mapping, kind: str, runs: pd.DataFram
     clearly different conditions. `statistical_verdict` keeps what the CI alone said."""
     metric_name = variant["metric"]
     everything = side_runs(runs, variant, metric_name), side_runs(runs, baseline, metric_name)
-    sides = measured_together(*everything)
+    together = measured_together(*everything)
+    sides = together or everything
     values = [pd.to_numeric(side[metric_name], errors="coerce").to_numpy(float) if len(side) else np.array([])
               for side in sides]  # fmt: skip
     known = all(len(v) >= 2 for v in values)
     method = WELCH if not known or all(near_normal(v) for v in values) else RANKS
-    if sides is not everything:
+    if together:
         # Only the runs measured together: their own statistics, by the study's estimator.
         variant, baseline = ({**row, **summarize(v, estimator=row.get("estimator", MEAN))}
                              for row, v in zip((variant, baseline), values, strict=True))  # fmt: skip
     result = speed_ratio(variant, baseline, kind) if method == WELCH else rank_ratio(values[0], values[1], kind)
     out = {**result, "method": METHOD_NAMES[method], "statistical_verdict": result["verdict"]}
-    out["runs_compared"] = f"{len(values[0])} / {len(values[1])} measured together" if sides is not everything else ""
+    out["runs_compared"] = f"{len(values[0])} / {len(values[1])} measured together" if together else ""
     for column in ("other_cpu_share", "steal_share"):
         out[column] = mean_condition(sides[0], column)
         out[column + "_baseline"] = mean_condition(sides[1], column)
