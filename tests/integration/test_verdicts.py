@@ -4,7 +4,8 @@ an identical set after its baseline ran under load. Neither may give a faster/sl
 
 The first is a statistical check: a 95% CI that excludes 1 between identical sides is the 5%
 a CI allows; the load switching under interleaved runs must not make it more. The second is
-exact: sides measured in different invocations are never compared."""
+exact: sides measured in different invocations are never compared, until the study's repeats
+are raised and both sides are measured again, interleaved."""
 
 import subprocess
 import sys
@@ -62,6 +63,15 @@ def test_a_set_added_after_its_baseline_ran_under_load_is_not_compared_across_in
     primary = variants[variants["primary"]].iloc[0]
     assert primary["interleaved"] == False  # noqa: E712 (read back from the CSV)
     assert primary["verdict"].startswith("not interleaved"), primary["verdict"]
+    # Raising the repeats measures both sides again, interleaved: compared on those runs only.
+    raised = sweep("lammps-aa", results_dir=str(results))
+    raised["studies"]["aa"]["repeats"] = 8
+    snakemake(raised, tmp_path, "raised.yaml")
+    runs, variants = tables(results)
+    assert len(runs) == 16 and (runs["status"] == "ok").all()
+    primary = variants[variants["primary"]].iloc[0]
+    assert primary["interleaved"] == True and primary["runs_compared"].endswith("measured together")  # noqa: E712
+    assert primary["verdict"] not in ("faster", "slower"), primary.to_dict()
 
 
 def test_repeats_until_clear_plan_one_more_per_invocation_until_max(tmp_path):
