@@ -143,6 +143,7 @@ def verdict_of(runs):
 def test_a_clear_difference_between_interleaved_sides_under_like_conditions_is_a_verdict():
     row = verdict_of(runs_table([10.0, 10.2, 9.9, 10.1], [8.0, 8.1, 7.9, 8.2]))
     assert row["verdict"] == "faster" and row["interleaved"] and row["method"] == analysis.METHOD_NAMES["welch"]
+    assert row["runs_compared"] == ""  # interleaved: every run compared
 
 
 def test_sides_measured_apart_are_not_compared():

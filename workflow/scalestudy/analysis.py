@@ -683,24 +683,32 @@ def interleaving(variant: pd.DataFrame, baseline: pd.DataFrame) -> str:
 
 def measured_together(variant: pd.DataFrame, baseline: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     """Where one side also has runs from another time (a study's repeats raised after a set was
-    added: the new repeats of both sides run interleaved), only the runs of each side that
-    started while both were being measured, if that leaves at least 2 a side and drops some;
-    else None (compare them as they are)."""
-    spans = time_span(variant), time_span(baseline)
-    if None in spans:
+    added: the new repeats of both sides run interleaved), only the runs of each side measured
+    while the other side was; else None (compare them as they are). Interleaved round by round,
+    at most one run of a side lies before the other side's first run (and one after its last):
+    where there are more, all but the one next to the other side are a time of their own, and
+    are left out, until no side has such runs."""
+    sides = [variant, baseline]
+    starts = [pd.to_datetime(side["started"], utc=True, errors="coerce") if "started" in side else None
+              for side in sides]  # fmt: skip
+    if any(when is None or when.isna().any() or len(when) < 2 for when in starts):
         return None
-    start, end = max(spans[0][0], spans[1][0]), min(spans[0][1], spans[1][1])
-    if start > end:
-        return None
-    starts = [pd.to_datetime(side["started"], utc=True, errors="coerce") for side in (variant, baseline)]
-    # Interleaved, a side's first run precedes the other's by one step (start to start): allow it.
-    step = pd.concat(starts).sort_values().diff().median()
-    within = tuple(
-        side[when.between(start - step, end + step)] for side, when in zip((variant, baseline), starts, strict=True)
-    )
-    if all(len(side) >= 2 for side in within) and sum(map(len, within)) < len(variant) + len(baseline):
-        return within
-    return None
+    dropped = False
+    while True:
+        changed = False
+        for this, other in ((0, 1), (1, 0)):
+            first, last = starts[other].min(), starts[other].max()
+            when = starts[this]
+            for outside, nearest in ((when < first, when[when < first].max()), (when > last, when[when > last].min())):
+                # The one run next to the other side's belongs to the interleaving; the rest do not.
+                apart = outside & (when != nearest)
+                if outside.sum() >= 2 and (~apart).sum() >= 2:
+                    sides[this], starts[this] = sides[this][~apart], when[~apart]
+                    changed = dropped = True
+                    break
+        if not changed:
+            break
+    return (sides[0], sides[1]) if dropped else None
 
 
 def mean_condition(side: pd.DataFrame, column: str) -> float:
