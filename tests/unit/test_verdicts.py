@@ -188,3 +188,9 @@ def test_a_grown_sweep_is_compared_on_the_repeats_measured_together_once_its_rep
     assert row["runs_compared"] == "4 / 4 measured together"
     assert row["interleaved"] and row["verdict"] == "no measurable difference"
     assert 0.97 < row["ratio"] < 1.03  # against all 8 baseline runs it would be about 1.1
+
+
+def test_runs_started_in_the_same_second_end_the_search_for_runs_apart():
+    runs = runs_table([10.0, 10.2, 9.9, 10.1], [10.1, 10.0, 10.2, 9.9])
+    runs.loc[runs["mpi_flag_set"] == "default", "started"] = "2026-11-25T09:00:00+00:00"
+    assert verdict_of(runs)["runs_compared"] == ""

@@ -702,7 +702,7 @@ def measured_together(variant: pd.DataFrame, baseline: pd.DataFrame) -> tuple[pd
             for outside, nearest in ((when < first, when[when < first].max()), (when > last, when[when > last].min())):
                 # The one run next to the other side's belongs to the interleaving; the rest do not.
                 apart = outside & (when != nearest)
-                if outside.sum() >= 2 and (~apart).sum() >= 2:
+                if outside.sum() >= 2 and apart.any() and (~apart).sum() >= 2:
                     sides[this], starts[this] = sides[this][~apart], when[~apart]
                     changed = dropped = True
                     break
