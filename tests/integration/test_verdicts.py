@@ -40,10 +40,12 @@ def test_identical_flag_sets_under_a_switching_load_get_no_verdict_and_run_inter
     assert len(runs) == 8 and (runs["status"] == "ok").all()
     # The local profile ran them in the recorded order: round by round, the seed's shuffle within.
     assert (runs["order_seed"] == 7).all()
-    by_start = runs.sort_values("started", kind="stable")
-    assert list(by_start["order_round"]) == sorted(runs["order_round"])
+    # One run at a time: the order they ended in (metrics.json written last, ns clock) is theirs.
+    runs["ended_ns"] = [Path(path).stat().st_mtime_ns for path in runs["metrics_path"]]
+    by_end = runs.sort_values("ended_ns")
+    assert list(by_end["order_round"]) == sorted(runs["order_round"])
     for _round, group in runs.groupby("order_round"):
-        assert list(group.sort_values("started")["order_key"]) == sorted(group["order_key"])
+        assert list(group.sort_values("ended_ns")["order_key"]) == sorted(group["order_key"])
     # Each run says what else the machine did meanwhile.
     assert runs["other_cpu_share"].between(0, 1).all() and runs["own_cpu_share"].gt(0).all()
     primary = variants[variants["primary"]]
