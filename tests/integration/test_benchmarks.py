@@ -80,3 +80,10 @@ def test_collectives_reference_runs_and_prints_its_ratios():
     # 1 ... 64 B, latency and bandwidth
     assert "pingpong: best: " in run.stdout and "of 14 ratios within 0.9–1.1 (n = 1 rounds per side)" in run.stdout
     assert "allreduce vs osu_allreduce" in run.stdout or "allreduce vs OSU: skipped" in run.stdout
+
+
+def test_verdicts_benchmark_runs_and_prints_its_rates():
+    run = benchmark("verdicts.py", "--rounds", "4", "--load-on", "0.5", "--load-off", "0.5")
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert "false-verdict rate: " in run.stdout and "(target <= 5%; ratio " in run.stdout
+    assert "detection rate: " in run.stdout and "(target >= 80%; ratio " in run.stdout

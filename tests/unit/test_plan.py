@@ -201,3 +201,24 @@ def test_job_commands_quote_every_path_and_jobs_import_what_their_deployment_giv
     assert Deployment(env_modules=True).jobs_can_import("hoomd", ["hoomd/4.8"], nothing_here)
     assert not Deployment(env_modules=True).jobs_can_import("hoomd", [], nothing_here)
     assert Deployment().jobs_can_import(None, [], nothing_here)
+
+
+def test_repeats_until_clear_plan_min_first_and_the_forecast_prices_max(tmp_path, repo, monkeypatch):
+    monkeypatch.setenv("PROJECT", "ab12")
+    shipped = yaml.safe_load((repo / "config/sweep.yaml").read_text())
+    config = {**shipped, "cluster": "gadi", "results_dir": str(tmp_path / "results")}
+    study = {**shipped["studies"]["hoomd-wca"], "nodes": [1], "repeats": {"min": 2, "max": 5, "ci": "5%"}}
+    config["studies"] = {"hoomd-wca": study}
+    plan = Plan.load(config)
+    sets = len(study["mpi_flags"])
+    assert sorted({p.repeat for p in plan.to_submit}) == [1, 2] and len(plan.to_submit) == 2 * sets
+    assert sorted({p.repeat for p in plan.later_repeats}) == [3, 4, 5] and len(plan.later_repeats) == 3 * sets
+    assert plan.summary_lines()[1].startswith(
+        f"scalestudy: cost forecast for the {2 * sets} run jobs to submit and the {3 * sets} repeats up to max"
+    )
+    # The points' order: round by round, the first to run the highest priority.
+    priority = plan.run_priority()
+    assert priority("hoomd-wca", plan.to_submit[0].id) > 0
+    assert min(priority("hoomd-wca", p.id) for p in plan.to_submit if p.repeat == 1) > max(
+        priority("hoomd-wca", p.id) for p in plan.to_submit if p.repeat == 2
+    )

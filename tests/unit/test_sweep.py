@@ -89,7 +89,11 @@ def test_unknown_set_names_the_key_path_and_the_choices():
     [
         ({"nodes": []}, "studies.litgpt-full.nodes: [] is empty; give at least 1"),
         ({"nodes": [0, 1]}, "studies.litgpt-full.nodes[0]: 0 is not allowed; the least is 1"),
-        ({"repeats": 0}, "studies.litgpt-full.repeats: 0 is not allowed; the least is 1"),
+        (
+            {"repeats": 0},
+            "studies.litgpt-full.repeats: 0 is not allowed; use a number of repeats, e.g. 3, or "
+            "{min: 3, max: 10, ci: 5%}",
+        ),
         ({"ranks_per_node": [-2]}, "studies.litgpt-full.ranks_per_node[0]: -2 is not allowed; the least is 1"),
         ({"app": "nosuchapp"}, "studies.litgpt-full.app: unknown app 'nosuchapp'; allowed: collectives, hoomd, lammps"),
         ({"scaling": "diagonal"}, "studies.litgpt-full.scaling: 'diagonal' is not allowed; allowed: strong, weak"),

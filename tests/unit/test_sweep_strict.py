@@ -42,7 +42,8 @@ STUDY_KEYS = (
     "binding, mapping, repeats, walltime, estimator, budget_su, queue, pack, params"
 )
 TOP_KEYS = (
-    "cluster, results_dir, retry_failed, budget_su_total, partial, compare_baseline, assets, mpi_flag_sets, "
+    "cluster, results_dir, retry_failed, budget_su_total, order_seed, partial, compare_baseline, assets, "
+    "mpi_flag_sets, "
     "nccl_env_sets, studies"
 )
 
@@ -312,5 +313,5 @@ def test_every_pattern_in_the_schema_carries_its_own_hint():
                 yield from patterns(value, f"{where}[{i}]")
 
     found = list(patterns(sweep.schema(), "schema"))
-    assert len(found) == 5
+    assert len(found) == 6
     assert [where for where, node in found if not node.get(sweep.HINT)] == []

@@ -51,6 +51,7 @@ rule scaling:
     params:
         budget_su=study_setting("budget_su"),
         estimator=study_setting("estimator"),
+        repeats=lambda wildcards: PLAN.repeats_setting(wildcards.study),
     log:
         LAYOUT.study_log("{study}", "scaling"),
     localrule: True
@@ -60,5 +61,5 @@ rule scaling:
         from scalestudy.analysis import write_scaling_tables
 
         write_scaling_tables(
-            input[0], output.scaling, output.variants, params.budget_su, log[0], params.estimator
+            input[0], output.scaling, output.variants, params.budget_su, log[0], params.estimator, params.repeats
         )

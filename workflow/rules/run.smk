@@ -8,6 +8,7 @@ RUN_POINT_SHELL = (
     job_shell("scalestudy run-point") + " --point {params.point:q} --walltime-s {resources.walltime_s}"
     f" --cluster {shell_word(CLUSTER.name)} --queue {{resources.queue:q}} --results-dir {shell_word(LAYOUT.results)}"
     " --metrics {output.metrics:q} --log {log:q}"
+    f" --order-seed {STUDY.order_seed:d}"
 )
 
 
@@ -51,6 +52,9 @@ for APP in APPS.values():
             point=point_json,
         wildcard_constraints:
             study=PLAN.study_pattern(APP),
+        # The run order (seeded, round by round): the ready point of highest priority runs first.
+        priority:
+            of_wildcards(PLAN.run_priority())
         # Points of a pack (a study's `pack:`) share one batch job on a cluster. Without packs
         # no group: Snakemake would call the function for every job it plans.
         group:

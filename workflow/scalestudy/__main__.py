@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--log", help="where the app's output goes (default: <run-dir>/stdout.log)")
     run.add_argument("--queue", default=None, help="the batch queue the point runs in (for its cost)")
     run.add_argument("--results-dir", default=Layout().results, help="the results directory (its assets are inputs)")
+    run.add_argument("--order-seed", type=int, default=None, help="the sweep's order_seed (recorded)")
     record = commands.add_parser("published", help="regenerate a published scaling table from its record (CSV)")
     record.add_argument("record", help="CSV: nodes, cores_per_node, steps_per_s, walltime_used[, ...]")
     record.add_argument("--out", required=True, help="folder for index.html, index.md and plots/")
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     except SweepError as error:
         return refuse(prog, error.problems)
     try:
-        metrics = run_point(point, run_dir, cluster, args.log, Layout(args.results_dir))
+        metrics = run_point(point, run_dir, cluster, args.log, Layout(args.results_dir), args.order_seed)
     except OSError as error:
         # Nothing to record the failure in (e.g. the disk is full): fail the job, leave no
         # metrics.json, and the point reruns next time.

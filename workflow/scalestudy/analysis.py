@@ -22,8 +22,10 @@ Definitions (also printed beside every table and plot):
   rates; scaled speedup = efficiency * q.
 - variants: speed ratio of a set (or placement: hyperthreads, binding, mapping)
   against `default` (the launcher's own placement) at the same scale (> 1 =
-  faster), with a 95% CI from Welch's t on the log ratio; "faster"/"slower"
-  only when the CI excludes 1. An app's compared parameter (torch-parallel's
+  faster), with a 95% CI from Welch's t on the log ratio, or where the repeats
+  are not near-normal the Hodges-Lehmann ratio with its Mann-Whitney CI;
+  "faster"/"slower" only when the CI excludes 1, the two sides' runs were
+  interleaved in time and their conditions (launch.conditions) were alike. An app's compared parameter (torch-parallel's
   strategy) is compared with its baseline value (ddp) the same way, with the
   app's quality figures (final accuracy and loss) of both beside the verdict.
 - cost: service units (SU) per run, from the job's resource-usage record or
@@ -33,10 +35,12 @@ Definitions (also printed beside every table and plot):
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -48,6 +52,9 @@ from .model.metrics import HIGHER_IS_BETTER, SIZE_TABLE, WALLTIME_USED, Metric
 from .model.paths import study_and_point
 from .model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS
 from .model.record import INVALID_RECORD, record_problems
+from .model.repeats import Repeats, t_half_width
+from .model.repeats import limits as repeat_limits
+from .model.repeats import needed as repeats_needed
 from .model.steplog import step_log
 from .results.history import history_of
 
@@ -59,6 +66,12 @@ OUTLIER_Z = 3.5
 MAD_FLOOR = 0.01
 # Cut-off of the one-sentence summary: "parallel efficiency stays >= 70% up to ...".
 GOOD_EFFICIENCY = 0.7
+
+# Clearly different conditions: the mean share of the CPUs that other processes used (or the
+# hypervisor stole) during the two sides' runs differs by more than this many of the CPUs, or
+# their mean CPU or GPU clocks by more than CLOCK_GAP of the faster's.
+OTHER_CPU_GAP = 0.25
+CLOCK_GAP = 0.10
 
 # How a point's repeats become its figure (a study's `estimator:`; the schema holds the default).
 MEAN, TRIMMED_MEAN = "mean", "trimmed_mean"
@@ -88,8 +101,25 @@ DEFINITIONS = {
     "weak_efficiency": "T(p0)/T(p) (times) or (R(p)/p)/(R(p0)/p0) (rates)",
     "scaled_speedup": "weak efficiency · p/p0",
     "variant_ratio": "speed ratio of a set, placement or strategy vs its baseline (default; the launcher's own"
-    " placement; ddp) at the same scale (> 1 faster), 95% CI (Welch t on log ratio); a verdict only when the CI"
-    " excludes 1; accuracy and loss (mean of the repeats) beside where the app reports them",
+    " placement; ddp) at the same scale (> 1 faster), 95% CI by the comparison the repeats fit (named in the"
+    " table): Welch t on the log ratio where both sides look near-normal (no outlier, Shapiro–Wilk on the logs"
+    " not rejected at 5%), else the Hodges–Lehmann ratio with its Mann–Whitney CI (ranks; needs n ≥ 4 each);"
+    " a verdict only when the CI excludes 1, the sides ran interleaved and under like conditions; accuracy"
+    " and loss (mean of the repeats) beside where the app reports them",
+    "median": "median of the successful repeats with its distribution-free 95% CI: the order statistics"
+    " x(k), x(n+1−k) of the largest k with binomial(n, ½) coverage ≥ 95% (none below n = 6)",
+    "run_order": "points run round by round (repeat 1 of every point, then repeat 2, ...), each round in a random"
+    " order drawn from the sweep's order_seed; each run records its seed, round and key",
+    "not_interleaved": "a verdict is held back when one side's runs all ended before the other's began (e.g. a"
+    " set added to a sweep that had run): the machine may have changed in between; where both sides also have"
+    " runs measured together (the study's repeats raised), only those are compared (runs_compared)",
+    "conditions_differed": "a verdict is held back when the two sides ran under clearly different conditions:"
+    f" the mean share of the CPUs used by other processes (or stolen by the hypervisor) differs by more than"
+    f" {OTHER_CPU_GAP:.0%} of the CPUs, or the mean CPU or GPU clock by more than {CLOCK_GAP:.0%}; per run,"
+    " other processes' share = (busy CPU time of the machine from /proc/stat − the run's own process tree's)"
+    " / (CPUs × wall time)",
+    "repeats_until_clear": "repeats: {min, max, ci}: min repeats first, then one more per point and invocation"
+    " while the 95% CI of its mean primary figure is wider than ± ci of the mean and max is not reached",
     "memory_ratio": "measured peak of tensor bytes per rank (CPU: malloc's held bytes over the model build and the"
     " warm-up steps, not RSS; GPU: CUDA max allocated) / the memory model's tensor bytes (weights + gradients +"
     " optimizer + activations + transient; the CUDA context left out)",
@@ -197,6 +227,19 @@ def run_row(metrics: dict, path: Path | None = None) -> dict:
     for key in ("params", "mpi_flags", "nccl_env", "provenance"):
         if metrics.get(key):
             row[key] = json.dumps(metrics[key], sort_keys=True, default=str)
+    conditions = metrics.get("conditions")
+    if isinstance(conditions, Mapping):
+        # What the machine did during the run (launch.conditions), for the verdicts' checks.
+        for name, value in conditions.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                row[name] = value
+        clocks = [g.get("sm_clock_mhz") for g in conditions.get("gpus") or [] if isinstance(g, Mapping)]
+        clocks = [c for c in clocks if isinstance(c, int | float)]
+        if clocks:
+            row["gpu_sm_clock_mhz"] = sum(clocks) / len(clocks)
+    order = metrics.get("order")
+    if isinstance(order, Mapping):
+        row.update({f"order_{k}": v for k, v in order.items()})
     for key in ("started", "finished", "exit_code"):
         if key in metrics:
             row[key] = metrics[key]
@@ -257,14 +300,33 @@ def summarize(values: Iterable[float], confidence: float = CONFIDENCE, estimator
     if estimator == TRIMMED_MEAN and n >= 3:
         x = x[1:-1]
     used = int(x.size)
-    out = {"n": n, "n_used": used, "mean": np.nan, "std": np.nan, "ci95": np.nan, "ci_low": np.nan, "ci_high": np.nan}
+    out = {"n": n, "n_used": used, "mean": np.nan, "std": np.nan, "ci95": np.nan, "ci_low": np.nan, "ci_high": np.nan,
+           "median": np.nan, "median_ci_low": np.nan, "median_ci_high": np.nan}  # fmt: skip
     if used == 0:
         return out
     out["mean"] = float(x.mean())
+    out.update(median_ci(x, confidence))
     if used > 1:
         out["std"] = float(x.std(ddof=1))
-        half = float(stats.t.ppf(0.5 + confidence / 2, used - 1) * out["std"] / math.sqrt(used))
+        half = t_half_width(out["std"], used, confidence)
         out.update(ci95=half, ci_low=out["mean"] - half, ci_high=out["mean"] + half)
+    return out
+
+
+def median_ci(sorted_values: np.ndarray, confidence: float = CONFIDENCE) -> dict:
+    """The median and its distribution-free confidence interval: the order statistics
+    x(k), x(n+1-k) with the largest k whose binomial(n, 1/2) coverage is at least `confidence`
+    (no assumption about the shape of the repeats; needs n >= 6 for 95%, else no interval)."""
+    x = sorted_values
+    n = int(x.size)
+    out = {"median": float(np.median(x)) if n else np.nan, "median_ci_low": np.nan, "median_ci_high": np.nan}
+    # P(x(k) <= median < x(n+1-k)) = 1 - 2 P(B <= k-1), B ~ binomial(n, 1/2)
+    best = 0
+    for k in range(1, n // 2 + 1):
+        if 1 - 2 * stats.binom.cdf(k - 1, n, 0.5) >= confidence:
+            best = k
+    if best:
+        out.update(median_ci_low=float(x[best - 1]), median_ci_high=float(x[n - best]))
     return out
 
 
@@ -316,12 +378,15 @@ def scaling(
     metrics: Mapping[str, list[Metric]] | None = None,
     primary: Mapping[str, str] | None = None,
     estimator: str = MEAN,
+    repeats: Any = None,
 ) -> pd.DataFrame:
     """Statistics, speedup, efficiency and cost per curve, scale and metric (long format).
 
     `metrics`/`primary` (by app name) default to the registered apps'; a published record
     of an app this checkout does not have passes its own. `estimator`: the study's
-    (`mean` or `trimmed_mean`), named in every row."""
+    (`mean` or `trimmed_mean`), named in every row. `repeats`: the study's setting; where
+    adaptive, the primary figure's rows say how many repeats each point ran and why it
+    stopped (`repeats_run`, `repeats_stop`, model.repeats.needed)."""
     if runs.empty or "app" not in runs.columns:
         return pd.DataFrame()
     frames = []
@@ -338,11 +403,24 @@ def scaling(
                 continue
             table = curve_table(group, dict(zip(keys, curve, strict=True)), metric, estimator)
             table["primary"] = metric.name == primary_name
+            if table["primary"].all() and repeats is not None and repeat_limits(repeats).adaptive:
+                add_repeat_stops(table, group, metric.name, repeat_limits(repeats))
             frames.append(table)
     if not frames:
         return pd.DataFrame()
     table = pd.concat(frames, ignore_index=True)
     return add_cost_choices(table, budget_su)
+
+
+def add_repeat_stops(table: pd.DataFrame, group: pd.DataFrame, metric_name: str, limits: Repeats) -> None:
+    """Per scale: the repeats recorded and why no more are planned (or that one more is)."""
+    for index, row in table.iterrows():
+        at_scale = group[(group["nodes"] == row["nodes"]) & (group["ranks"] == row["ranks"])]
+        recorded = int((at_scale["status"] != STATUS_PENDING).sum())
+        ok = at_scale[at_scale["status"] == "ok"]
+        values = pd.to_numeric(ok[metric_name], errors="coerce").dropna().tolist()
+        table.loc[index, "repeats_run"] = recorded
+        table.loc[index, "repeats_stop"] = repeats_needed(limits, recorded, values)[1]
 
 
 def curve_table(group: pd.DataFrame, curve: dict, metric: Metric, estimator: str = MEAN) -> pd.DataFrame:
@@ -503,6 +581,206 @@ def speed_ratio(variant: Mapping, baseline: Mapping, kind: str) -> dict:
     return out
 
 
+# ---------------------------------------------------------------- verdicts that hold
+
+# The comparison chosen by the data (every table names it): Welch's t on the log ratio when the
+# repeats of both sides look near-normal, the rank-based one otherwise.
+WELCH, RANKS = "welch", "ranks"
+METHOD_NAMES = {
+    WELCH: "Welch t on the log ratio",
+    RANKS: "Hodges–Lehmann ratio, Mann–Whitney CI (ranks)",
+}
+# Near-normal: no outlier among the repeats and Shapiro–Wilk on their logs not rejected at 5%.
+NORMALITY_ALPHA = 0.05
+TOO_FEW_FOR_RANKS = "too few repeats for a rank-based verdict (need n ≥ 4 each)"
+NOT_INTERLEAVED = "not interleaved"
+CONDITIONS_DIFFERED = "conditions differed"
+# The per-run conditions (launch.conditions) the checks read, as runs.csv has them.
+CONDITION_COLUMNS = ("other_cpu_share", "steal_share", "cpu_mhz_mean", "gpu_sm_clock_mhz")
+
+
+def near_normal(values: np.ndarray) -> bool:
+    """Do these repeats fit a comparison that assumes normal (log) values? No outlier (modified
+    z-score) and Shapiro–Wilk on the logs not rejected; fewer than 3 cannot tell (Welch)."""
+    x = np.asarray(values, dtype=float)
+    x = x[np.isfinite(x) & (x > 0)]
+    if x.size < 3:
+        return True
+    if outlier_mask(pd.Series(x)).any():
+        return False
+    logs = np.log(x)
+    if np.ptp(logs) == 0:
+        return True
+    return bool(stats.shapiro(logs).pvalue >= NORMALITY_ALPHA)
+
+
+@functools.cache
+def mann_whitney_counts(m: int, n: int) -> tuple[int, ...]:
+    """How many of the C(m+n, m) rankings give each value of U (exact, no ties)."""
+    if m == 0 or n == 0:
+        return (1,)
+    a, b = mann_whitney_counts(m - 1, n), mann_whitney_counts(m, n - 1)
+    counts = [0] * (m * n + 1)
+    for u, c in enumerate(a):
+        counts[u + n] += c
+    for u, c in enumerate(b):
+        counts[u] += c
+    return tuple(counts)
+
+
+def rank_cut(m: int, n: int, confidence: float = CONFIDENCE) -> int:
+    """C: the CI of the Hodges–Lehmann shift is the C-th smallest and largest of the m·n
+    pairwise differences, C the largest with P(U < C) <= (1 - confidence)/2 (0: none exists)."""
+    alpha = (1 - confidence) / 2
+    if m * n > 2500:  # the normal approximation of U
+        z = stats.norm.ppf(1 - alpha)
+        return max(0, int(math.floor(m * n / 2 - z * math.sqrt(m * n * (m + n + 1) / 12))))
+    counts = mann_whitney_counts(m, n)
+    total, below, cut = sum(counts), 0, 0
+    for u, c in enumerate(counts):
+        if (below + c) / total > alpha:
+            break
+        below += c
+        cut = u + 1
+    return cut
+
+
+def rank_ratio(variant: np.ndarray, baseline: np.ndarray, kind: str) -> dict:
+    """The speed ratio as the Hodges–Lehmann estimate of the shift of the logs (the median of
+    every pairwise log ratio), with the distribution-free CI from Mann–Whitney's U."""
+    x1 = np.log(np.asarray(variant, dtype=float))
+    x0 = np.log(np.asarray(baseline, dtype=float))
+    sign = 1 if HIGHER_IS_BETTER[kind] else -1
+    differences = np.sort(sign * (x1[:, None] - x0[None, :]).ravel())
+    out = {"ratio": float(np.exp(np.median(differences))), "ci_low": np.nan, "ci_high": np.nan}
+    cut = rank_cut(x1.size, x0.size)
+    if cut == 0:
+        out["verdict"] = TOO_FEW_FOR_RANKS
+        return out
+    out.update(ci_low=float(np.exp(differences[cut - 1])), ci_high=float(np.exp(differences[-cut])))
+    out["verdict"] = "faster" if out["ci_low"] > 1 else "slower" if out["ci_high"] < 1 else "no measurable difference"
+    return out
+
+
+def side_runs(runs: pd.DataFrame | None, row: Mapping, metric_name: str) -> pd.DataFrame:
+    """The successful runs behind a row of the scaling table (its study, curve and scale)."""
+    if runs is None or runs.empty or metric_name not in runs.columns or "variant" not in runs.columns:
+        return pd.DataFrame()
+    ok = runs[(runs["status"] == "ok") & (runs["study"] == row["study"]) & (runs["variant"] == row["variant"])]
+    ok = ok[(ok["nodes"] == row["nodes"]) & (ok["ranks"] == row["ranks"])]
+    return ok[pd.to_numeric(ok[metric_name], errors="coerce") > 0]
+
+
+def time_span(side: pd.DataFrame) -> tuple[pd.Timestamp, pd.Timestamp] | None:
+    if side.empty or "started" not in side.columns or "finished" not in side.columns:
+        return None
+    started = pd.to_datetime(side["started"], utc=True, errors="coerce").dropna()
+    finished = pd.to_datetime(side["finished"], utc=True, errors="coerce").dropna()
+    if started.empty or finished.empty:
+        return None
+    return started.min(), finished.max()
+
+
+def interleaving(variant: pd.DataFrame, baseline: pd.DataFrame) -> str:
+    """'' when the two sides' runs were measured interleaved (their time spans overlap) or
+    their times are unknown; else why not, with when each side ran."""
+    spans = time_span(variant), time_span(baseline)
+    if None in spans:
+        return ""
+    (v0, v1), (b0, b1) = spans
+    if v0 <= b1 and b0 <= v1:
+        return ""
+    when = lambda a, b: f"{a:%Y-%m-%d %H:%M}–{b:%H:%M}" if a.date() == b.date() else f"{a:%Y-%m-%d}–{b:%Y-%m-%d}"  # noqa: E731
+    return (
+        f"{NOT_INTERLEAVED}: the baseline ran {when(b0, b1)} UTC, the set {when(v0, v1)} UTC; "
+        "raise the study's repeats: the new repeats of both sides run interleaved and are compared"
+    )
+
+
+def measured_together(variant: pd.DataFrame, baseline: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """Where one side also has runs from another time (a study's repeats raised after a set was
+    added: the new repeats of both sides run interleaved), only the runs of each side measured
+    while the other side was; else None (compare them as they are). Interleaved round by round,
+    at most one run of a side lies before the other side's first run (and one after its last):
+    where there are more, all but the one next to the other side are a time of their own, and
+    are left out, until no side has such runs."""
+    sides = [variant, baseline]
+    starts = [pd.to_datetime(side["started"], utc=True, errors="coerce") if "started" in side else None
+              for side in sides]  # fmt: skip
+    if any(when is None or when.isna().any() or len(when) < 2 for when in starts):
+        return None
+    dropped = False
+    while True:
+        changed = False
+        for this, other in ((0, 1), (1, 0)):
+            first, last = starts[other].min(), starts[other].max()
+            when = starts[this]
+            for outside, nearest in ((when < first, when[when < first].max()), (when > last, when[when > last].min())):
+                # The one run next to the other side's belongs to the interleaving; the rest do not.
+                apart = outside & (when != nearest)
+                if outside.sum() >= 2 and apart.any() and (~apart).sum() >= 2:
+                    sides[this], starts[this] = sides[this][~apart], when[~apart]
+                    changed = dropped = True
+                    break
+        if not changed:
+            break
+    return (sides[0], sides[1]) if dropped else None
+
+
+def mean_condition(side: pd.DataFrame, column: str) -> float:
+    if side.empty or column not in side.columns:
+        return np.nan
+    values = pd.to_numeric(side[column], errors="coerce").dropna()
+    return float(values.mean()) if len(values) else np.nan
+
+
+def conditions_differed(variant: pd.DataFrame, baseline: pd.DataFrame, names: tuple[str, str]) -> str:
+    """'' unless the two sides ran under clearly different conditions (OTHER_CPU_GAP, CLOCK_GAP);
+    then what differed, in numbers (`names`: the variant's and the baseline's)."""
+    found = []
+    for column, what in (("other_cpu_share", "other processes used"), ("steal_share", "the hypervisor stole")):
+        a, b = mean_condition(baseline, column), mean_condition(variant, column)
+        if np.isfinite(a) and np.isfinite(b) and abs(a - b) > OTHER_CPU_GAP:
+            found.append(f"{what} {a:.0%} of the CPUs during {names[1]}'s runs, {b:.0%} during {names[0]}'s")
+    for column, what in (("cpu_mhz_mean", "CPU clock"), ("gpu_sm_clock_mhz", "GPU clock")):
+        a, b = mean_condition(baseline, column), mean_condition(variant, column)
+        if np.isfinite(a) and np.isfinite(b) and max(a, b) > 0 and abs(a - b) / max(a, b) > CLOCK_GAP:
+            found.append(f"{what} {a:.0f} MHz during {names[1]}'s runs, {b:.0f} MHz during {names[0]}'s")
+    return f"{CONDITIONS_DIFFERED}: " + "; ".join(found) if found else ""
+
+
+def comparison(variant: Mapping, baseline: Mapping, kind: str, runs: pd.DataFrame | None, names: tuple[str, str]):
+    """The verdict of `variant` against `baseline` (scaling-table rows), with the comparison
+    the data fit (Welch where both sides' repeats are near-normal, ranks otherwise; only the
+    summaries known: Welch) and the checks that hold it back: sides not interleaved in time,
+    clearly different conditions. `statistical_verdict` keeps what the CI alone said."""
+    metric_name = variant["metric"]
+    everything = side_runs(runs, variant, metric_name), side_runs(runs, baseline, metric_name)
+    together = measured_together(*everything)
+    sides = together or everything
+    values = [pd.to_numeric(side[metric_name], errors="coerce").to_numpy(float) if len(side) else np.array([])
+              for side in sides]  # fmt: skip
+    known = all(len(v) >= 2 for v in values)
+    method = WELCH if not known or all(near_normal(v) for v in values) else RANKS
+    if together:
+        # Only the runs measured together: their own statistics, by the study's estimator.
+        variant, baseline = ({**row, **summarize(v, estimator=row.get("estimator", MEAN))}
+                             for row, v in zip((variant, baseline), values, strict=True))  # fmt: skip
+    result = speed_ratio(variant, baseline, kind) if method == WELCH else rank_ratio(values[0], values[1], kind)
+    out = {**result, "method": METHOD_NAMES[method], "statistical_verdict": result["verdict"]}
+    out["runs_compared"] = f"{len(values[0])} / {len(values[1])} measured together" if together else ""
+    for column in ("other_cpu_share", "steal_share"):
+        out[column] = mean_condition(sides[0], column)
+        out[column + "_baseline"] = mean_condition(sides[1], column)
+    held_back = [interleaving(*sides), conditions_differed(*sides, names)] if known else []
+    out["interleaved"] = not held_back[0] if held_back else np.nan
+    out["conditions"] = held_back[1] if held_back else ""
+    reasons = [reason for reason in held_back if reason]
+    if reasons and out["verdict"] in VERDICTS:
+        out["verdict"] = "; ".join(reasons)
+    return out
+
+
 def variants(scaling_table: pd.DataFrame, runs: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every MPI flag set, NCCL env set and placement (VARIANT_AXES) against its baseline, and
     every value of an app's compared parameter axis against its baseline value (torch-parallel:
@@ -545,7 +823,7 @@ def variants(scaling_table: pd.DataFrame, runs: pd.DataFrame | None = None) -> p
                         "n": int(row["n"]),
                         "n_baseline": int(base_row["n"]),
                         "estimator": row.get("estimator", MEAN),
-                        **speed_ratio(row, base_row, row["kind"]),
+                        **comparison(row, base_row, row["kind"], runs, (f"{row[column]}", f"{baseline}")),
                         **quality_beside(runs, row, base_row),
                     }
                 )
@@ -589,11 +867,14 @@ def write_scaling_tables(
     budget_su=None,
     log=None,
     estimator: str = MEAN,
+    repeats: Any = None,
 ) -> None:
-    """The scaling rule's entry: scaling.csv and variants.csv from runs.csv."""
+    """The scaling rule's entry: scaling.csv and variants.csv from runs.csv. `repeats`: the
+    study's setting (as JSON text, a param)."""
     with step_log(log) as note:
         runs = read_table(runs_csv)
-        table = scaling(runs, budget_su=budget_su, estimator=estimator)
+        repeats = json.loads(repeats) if isinstance(repeats, str) else repeats
+        table = scaling(runs, budget_su=budget_su, estimator=estimator, repeats=repeats)
         write_table(table, scaling_out)
         compared = variants(table, runs=runs)
         write_table(compared, variants_out)

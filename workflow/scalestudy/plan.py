@@ -17,8 +17,10 @@ state and hands it over), so the whole plan is unit-tested without a subprocess
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
+import json
 import os
 import re
 import shlex
@@ -31,9 +33,10 @@ from typing import Any
 from .apps import APPS
 from .apps.base import App
 from .config import forecast, packing
+from .model import order
 from .model.errors import SweepError
 from .model.point import Point, first_repeats
-from .results import history, locking, retry
+from .results import history, locking, repeats, retry
 from .scheduler import site
 from .scheduler.pbs import cache as pbs_cache
 from .scheduler.pbs import resume as pbs_resume
@@ -109,6 +112,15 @@ class Plan:
     """The plan of one Snakemake invocation (see the module's docstring)."""
 
     def __init__(self, study: Study, main_process: bool = True) -> None:
+        # Repeats until the answer is clear: only those needed now are planned (results/repeats.py);
+        # the others up to max are priced by the forecast all the same.
+        self.later_repeats: list[Point] = []
+        if main_process:
+            planned = repeats.in_play(study.points, study.sweep.studies, study.layout)
+            if len(planned) < len(study.points):
+                kept = {(p.study, p.id) for p in planned}
+                self.later_repeats = [p for p in study.points if (p.study, p.id) not in kept]
+                study = dataclasses.replace(study, sweep=dataclasses.replace(study.sweep, points=tuple(planned)))
         self.study = study
         self.main_process = main_process
         self.sweep, self.cluster, self.layout = study.sweep, study.cluster, study.layout
@@ -132,6 +144,9 @@ class Plan:
             if problems:
                 raise SweepError(problems)
         self.pack_of = {(point.study, point.id): pack.name for pack in self.packs for point in pack.points}
+        # The order the points to submit run in (model.order: round by round, seeded shuffle
+        # within): Snakemake starts the ready job of highest priority first.
+        self.priority_of = order.priorities(self.to_submit, study.order_seed)
 
     @classmethod
     def load(cls, config: Mapping[str, Any], files: Iterable[str | os.PathLike[str]] = (), main_process: bool = True):
@@ -197,13 +212,22 @@ class Plan:
             )
         to_run = self.survey.to_run + len(forced)
         if self.cluster.scheduler != "none" and not self.asks_report_only(forcing) and to_run:
-            lines += forecast.forecast_lines(self.submit_forecast(forced), forecast.to_submit_words(to_run))
+            lines += forecast.forecast_lines(self.submit_forecast(forced), self.submit_words(to_run))
         return lines
 
     def submit_forecast(self, forced: Sequence[Point] = ()) -> forecast.Forecast:
         """What the batch jobs this invocation submits may cost: the points to submit (none
-        that finished, unless forced), a pack priced as one job."""
-        return forecast.forecast([*self.to_submit, *forced], self.cluster, self.survey.measured(), self.packs)
+        that finished, unless forced), a pack priced as one job, and the repeats up to a
+        study's `repeats: {max: ...}` that later invocations may add (the most it may cost)."""
+        points = [*self.to_submit, *forced, *self.later_repeats]
+        return forecast.forecast(points, self.cluster, self.survey.measured(), self.packs)
+
+    def submit_words(self, to_run: int) -> str:
+        """What a forecast of this invocation prices, in words."""
+        words = forecast.to_submit_words(to_run)
+        if self.later_repeats:
+            words += f" and the {len(self.later_repeats)} repeats up to max that later invocations may add"
+        return words
 
     def budget_problems(self, forcing: Forcing | None = None) -> list[str]:
         """Nothing spent by surprise: one line when the jobs to submit may cost more than
@@ -214,7 +238,7 @@ class Plan:
         to_run = self.survey.to_run + len(forced)
         if budget is None or self.asks_report_only(forcing) or not self.main_process or not to_run:
             return []
-        return forecast.budget_problems(self.submit_forecast(forced), budget, forecast.to_submit_words(to_run))
+        return forecast.budget_problems(self.submit_forecast(forced), budget, self.submit_words(to_run))
 
     def rerun_line(self, reruns: Mapping[str, str], forcing: Forcing | None) -> str | None:
         """At the start of a run, once Snakemake's DAG exists: when it runs run jobs the summary
@@ -351,6 +375,14 @@ class Plan:
         (results/retry.py); an ok point never changes."""
         return retry.with_retry(self.point(study, point_id).to_json(), self.survey.state(study, point_id).retry)
 
+    def run_priority(self) -> int | OfPoint:
+        """The run rules' `priority:`: each point's place in the run order, the first the
+        highest (model.order). A constant where at most one point is to run: a function costs
+        a call per job planned."""
+        if len(self.priority_of) <= 1:
+            return 0
+        return lambda study, point_id: self.priority_of.get((study, point_id), 0)
+
     def pack_group(self, study: str, point_id: str) -> str | None:
         """The run rules' `group:` (None: the point is a batch job of its own)."""
         return self.pack_of.get((study, point_id))
@@ -429,6 +461,10 @@ class Plan:
     def study_setting(self, study: str, key: str) -> Any:
         """A study's key as the schema filled it (e.g. `estimator`, `budget_su`)."""
         return self.sweep.studies[study].get(key)
+
+    def repeats_setting(self, study: str) -> str:
+        """A study's `repeats` as canonical text (a param: a reordered sweep file changes nothing)."""
+        return json.dumps(self.study_setting(study, "repeats"), sort_keys=True)
 
     def budgets(self) -> dict[str, Any]:
         """Each study's budget_su, sorted by study: params are compared as text, and reordering

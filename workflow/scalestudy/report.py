@@ -14,7 +14,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from .analysis import DEFINITIONS, ESTIMATOR_NAMES, GOOD_EFFICIENCY, MEAN, STATUS_PENDING, VARIANT_AXES, read_table
+from .analysis import (
+    CONDITIONS_DIFFERED,
+    DEFINITIONS,
+    ESTIMATOR_NAMES,
+    GOOD_EFFICIENCY,
+    MEAN,
+    NOT_INTERLEAVED,
+    STATUS_PENDING,
+    VARIANT_AXES,
+    read_table,
+)
 from .apps import APPS
 from .breakdown import DEFINITIONS as BREAKDOWN_DEFINITIONS
 from .breakdown import curves, growth_sentence, part_of, parts_table, wholes
@@ -140,6 +150,10 @@ def hpc_table(table: pd.DataFrame) -> Table:
     if WALLTIME_USED.name in table.columns:
         columns.append(("walltime used (hh:mm:ss)", lambda r: duration(get(r, WALLTIME_USED.name))))
     columns.append((f"{table['metric_label'].iloc[0]} [{unit}] {estimator_name(table)} ± 95% CI (n)", mean_ci))
+    if "median" in table.columns and table["median"].notna().any():
+        columns.append(("median [95% CI, distribution-free]", median_cell))
+    if "repeats_stop" in table.columns and table["repeats_stop"].notna().any():
+        columns.append(("repeats: why no more", lambda r: str(get(r, "repeats_stop") or "–")))
     if weak:
         columns += [
             ("scaled speedup", lambda r: fmt(get(r, "scaled_speedup"))),
@@ -159,6 +173,12 @@ def hpc_table(table: pd.DataFrame) -> Table:
     columns.append(("notes", notes_of))
     rows = [[cell(row) for _, cell in columns] for _, row in table.sort_values(["variant", "ranks"]).iterrows()]
     return Table([name for name, _ in columns], rows)
+
+
+def median_cell(row) -> str:
+    """The median with its order-statistic CI (none below 6 repeats: '–')."""
+    low, high = get(row, "median_ci_low"), get(row, "median_ci_high")
+    return fmt(get(row, "median")) + ("" if low is None else f" [{fmt(low)} – {fmt(high)}]")
 
 
 def su_cell(row) -> str:
@@ -212,6 +232,7 @@ def variant_blocks(variants: pd.DataFrame, table: pd.DataFrame) -> list:
             f"speed ratio (> 1 faster), {estimator_name(table)}",
             "95% CI",
             "n (set / baseline)",
+            "comparison",
             "verdict",
         ]  # fmt: skip
         + [f"{metric(c).label} (set / baseline)" for c in quality],
@@ -224,6 +245,7 @@ def variant_blocks(variants: pd.DataFrame, table: pd.DataFrame) -> list:
                 fmt(r["ratio"]),
                 "–" if missing(r["ci_low"]) else f"{fmt(r['ci_low'])} – {fmt(r['ci_high'])}",
                 f"{int(r['n'])} / {int(r['n_baseline'])}",
+                str(r.get("method") or "Welch t on the log ratio"),
                 str(r["verdict"]),
             ]
             + [f"{fmt(r[c])} / {fmt(r[c + '_baseline'])}" for c in quality]
@@ -239,10 +261,13 @@ def variant_blocks(variants: pd.DataFrame, table: pd.DataFrame) -> list:
         else (f"Variants ({', '.join(axes)}) against their baseline")
     )
     blocks: list = [Heading(3, f"{what} ({label})"), out]
+    held = held_back_lines(rows)
     if sentences:
         blocks.append(Bullets(sentences))
-    else:
+    elif not held:
         blocks.append(Para("No variant differs measurably from its baseline at any scale (every 95% CI includes 1)."))
+    if held:
+        blocks += [Para("No verdict where the two sides were not measured alike:"), Bullets(held)]
     return blocks
 
 
@@ -375,6 +400,16 @@ def band_cell(row) -> str:
         return str(row["verdict"])
     interval = "" if missing(row["ci_low"]) else f" [{fmt(row['ci_low'])}, {fmt(row['ci_high'])}]"
     return f"{fmt(row['ratio'])}{interval} {row['verdict']}"
+
+
+def held_back_lines(rows: pd.DataFrame) -> list[str]:
+    """The verdicts held back: sides not interleaved in time, or under clearly different conditions."""
+    held = rows[rows["verdict"].astype(str).str.startswith((NOT_INTERLEAVED, CONDITIONS_DIFFERED))]
+    return [
+        f"{r['axis']} {choice(r['set'])} vs {r['baseline']} at {scale_text(r)}: {r['verdict']} (the CI alone said: "
+        f"{r.get('statistical_verdict', '–')})"
+        for _, r in held.sort_values(["axis", "set", "ranks"]).iterrows()
+    ]
 
 
 def choice(value) -> str:

@@ -48,6 +48,8 @@ class Study:
     budget_su_total: float | None = None
     # What may go wrong but runs (a point that may not fit in memory): printed at load.
     warnings: tuple[str, ...] = ()
+    # The seed of the run order (model.order): round by round, shuffled within.
+    order_seed: int = 0
 
     @property
     def points(self) -> tuple[Point, ...]:
@@ -292,4 +294,5 @@ def load(
         assets=setting(config, "assets") or {},
         budget_su_total=setting(config, "budget_su_total"),
         warnings=tuple(warnings),
+        order_seed=int(setting(config, "order_seed")),
     )

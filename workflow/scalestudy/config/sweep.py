@@ -20,6 +20,8 @@ from typing import Any
 from ..model.errors import SweepError, did_you_mean
 from ..model.paths import SCHEMA_PATH, folder_problem
 from ..model.point import SAFE_SEGMENT, Point, Sweep
+from ..model.repeats import limits as repeat_limits
+from ..model.repeats import problems as repeat_problems
 from .files import drop_nulls, read_yaml
 from .nccl import value_problem
 
@@ -241,6 +243,7 @@ def set_problems(config: Mapping[str, Any]) -> list[str]:
                     problems.append(f"{where}.{key}[{i}]: unknown set {set_name!r}; defined: {defined}")
             if len(set(study[key])) != len(study[key]):
                 problems.append(f"{where}.{key}: a set is listed twice")
+        problems += repeat_problems(study["repeats"], where)
         for axis_key in ("nodes", "ranks_per_node", "gpus_per_node"):
             values = study.get(axis_key, [])
             if len(set(values)) != len(values):
@@ -323,7 +326,7 @@ def expand_study(name: str, study: Mapping[str, Any], config: Mapping[str, Any])
         resolved_params, study["nodes"], per_node_values, study["mpi_flags"], study["nccl_env"], placements
     ):
         resolved = resolved_params[combo]
-        for repeat in range(1, study["repeats"] + 1):
+        for repeat in range(1, repeat_limits(study["repeats"]).max + 1):
             points.append(
                 Point(
                     study=name,

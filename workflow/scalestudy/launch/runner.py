@@ -26,12 +26,14 @@ from ..config.clusters import Cluster
 from ..config.requests import estimated_service_units, job_request
 from ..model.memory import memory_figures
 from ..model.metrics import WALLTIME_USED
+from ..model.order import order_record
 from ..model.paths import LAUNCH_SCRIPT, METRICS, REPO_ROOT, STDOUT, Layout
 from ..model.point import Point
 from ..model.rank_probe import die_with_parent
 from ..model.record import DEFINITION, definition
 from ..model.units import gib_in_gb
 from ..results import retry
+from . import conditions as machine
 from . import provenance as evidence
 from .command import allocated_hosts, launch_script, mpirun_command, pbs_slots, resolve_launcher, slurm_allocation
 from .failures import classify, scheduler_category, stopped_from_outside
@@ -148,14 +150,20 @@ def record_lost_job(
 
 
 def run_point(
-    point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None = None, layout: Layout | None = None
+    point: Point,
+    run_dir: Path,
+    cluster: Cluster,
+    log_path: Path | None = None,
+    layout: Layout | None = None,
+    order_seed: int | None = None,
 ) -> dict[str, Any]:
     """Run the point and write its metrics.json; never raises once the directory exists.
-    `layout` is the results directory's: where the point's made inputs are."""
+    `layout` is the results directory's: where the point's made inputs are. `order_seed`: the
+    sweep's, recorded with the point's place in the run order (model.order)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
-        return measure(point, run_dir, cluster, log_path, layout or Layout())
+        return measure(point, run_dir, cluster, log_path, layout or Layout(), order_seed)
     except Exception as error:  # a bug of ours must not lose the point: record it as data
         metrics = {**new_record(point, cluster.name), "reason": f"scalestudy error: {error!r}", "finished": now()}
         metrics["category"] = "scalestudy_error"
@@ -184,7 +192,9 @@ def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> None:
     write_atomically(run_dir / METRICS, json.dumps(metrics, indent=1, default=str) + "\n")
 
 
-def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None, layout: Layout) -> dict[str, Any]:
+def measure(
+    point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None, layout: Layout, order_seed: int | None = None
+) -> dict[str, Any]:
     app = APPS[point.app]
     log_path, launch_path = Path(log_path or run_dir / STDOUT), run_dir / LAUNCH_SCRIPT
     allocation = slurm_allocation()
@@ -209,6 +219,8 @@ def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None
 
     metrics = {**new_record(point, cluster.name), "started": now(), "provenance": provenance(hosts)}
     metrics["attempt"] = 1 + len(retry.archived(run_dir))  # earlier failed attempts are in attempts/
+    if order_seed is not None:
+        metrics["order"] = order_record(point, order_seed)
     problems = app.preflight(point)
     if hosts and len(hosts) < point.nodes:
         problems.append(f"the job has {len(hosts)} host(s) ({', '.join(hosts)}) but the point needs {point.nodes}")
@@ -224,7 +236,10 @@ def measure(point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None
         log_path.write_text(metrics["reason"] + "\n")
     else:
         metrics["provenance"].update(evidence.before_run(mpi.launcher, env))
+        before = machine.snapshot()
         execution = execute(argv, log_path, env, point.walltime_seconds)
+        # What else the machine did meanwhile (analysis: a verdict between clearly different ones is none).
+        metrics["conditions"] = machine.conditions(before, machine.snapshot(), machine.gpu_conditions())
         wall_s, exit_code = execution.wall_s, execution.exit_code
         log_text = log_path.read_text(errors="replace")
         metrics["exit_code"] = exit_code

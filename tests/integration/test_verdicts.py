@@ -1,0 +1,97 @@
+"""A/A checks of the verdicts: two identical flag sets (tests/sweeps/lammps-aa.yaml) measured
+by real Snakemake and LAMMPS while a background load switches on and off, and a sweep grown by
+an identical set after its baseline ran under load. Neither may give a faster/slower verdict.
+
+The first is a statistical check: a 95% CI that excludes 1 between identical sides is the 5%
+a CI allows; the load switching under interleaved runs must not make it more. The second is
+exact: sides measured in different invocations are never compared, until the study's repeats
+are raised and both sides are measured again, interleaved."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+from load import background_load
+from sweeps import sweep, write
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def snakemake(config: dict, tmp_path: Path, name: str = "sweep.yaml") -> subprocess.CompletedProcess:
+    sweep_file = write(config, tmp_path / name)
+    variants = Path(config["results_dir"]) / "aa" / "variants.csv"
+    command = [sys.executable, "-m", "snakemake", "--profile", "profiles/local",
+               "--configfile", str(sweep_file), "--", str(variants)]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def tables(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return pd.read_csv(results / "aa" / "runs.csv"), pd.read_csv(results / "aa" / "variants.csv")
+
+
+def test_identical_flag_sets_under_a_switching_load_get_no_verdict_and_run_interleaved(tmp_path):
+    results = tmp_path / "results"
+    with background_load(on_s=1.5, off_s=1.5):
+        snakemake(sweep("lammps-aa", results_dir=str(results), order_seed=7), tmp_path)
+    runs, variants = tables(results)
+    assert len(runs) == 8 and (runs["status"] == "ok").all()
+    # The local profile ran them in the recorded order: round by round, the seed's shuffle within.
+    assert (runs["order_seed"] == 7).all()
+    # One run at a time: the order they ended in (metrics.json written last, ns clock) is theirs.
+    runs["ended_ns"] = [Path(path).stat().st_mtime_ns for path in runs["metrics_path"]]
+    by_end = runs.sort_values("ended_ns")
+    assert list(by_end["order_round"]) == sorted(runs["order_round"])
+    for _round, group in runs.groupby("order_round"):
+        assert list(group.sort_values("ended_ns")["order_key"]) == sorted(group["order_key"])
+    # Each run says what else the machine did meanwhile.
+    assert runs["other_cpu_share"].between(0, 1).all() and runs["own_cpu_share"].gt(0).all()
+    primary = variants[variants["primary"]]
+    assert len(primary) == 1
+    assert primary["verdict"].iloc[0] not in ("faster", "slower"), primary.to_dict("records")
+    assert primary["method"].iloc[0]
+
+
+def test_a_set_added_after_its_baseline_ran_under_load_is_not_compared_across_invocations(tmp_path):
+    results = tmp_path / "results"
+    config = sweep("lammps-aa", results_dir=str(results))
+    config["studies"]["aa"]["mpi_flags"] = ["default"]
+    with background_load():
+        snakemake(config, tmp_path, "first.yaml")
+    snakemake(sweep("lammps-aa", results_dir=str(results)), tmp_path, "grown.yaml")
+    _runs, variants = tables(results)
+    primary = variants[variants["primary"]].iloc[0]
+    assert primary["interleaved"] == False  # noqa: E712 (read back from the CSV)
+    assert primary["verdict"].startswith("not interleaved"), primary["verdict"]
+    # Raising the repeats measures both sides again, interleaved: compared on those runs only.
+    raised = sweep("lammps-aa", results_dir=str(results))
+    raised["studies"]["aa"]["repeats"] = 8
+    snakemake(raised, tmp_path, "raised.yaml")
+    runs, variants = tables(results)
+    assert len(runs) == 16 and (runs["status"] == "ok").all()
+    primary = variants[variants["primary"]].iloc[0]
+    assert primary["interleaved"] == True and primary["runs_compared"].endswith("measured together")  # noqa: E712
+    assert primary["verdict"] not in ("faster", "slower"), primary.to_dict()
+
+
+def test_repeats_until_clear_plan_one_more_per_invocation_until_max(tmp_path):
+    # A CI of ±0.01% is never reached on a shared machine: each invocation adds one repeat up to max.
+    results = tmp_path / "results"
+    config = sweep("lammps-tiny", results_dir=str(results))
+    config["studies"]["md"]["repeats"] = {"min": 2, "max": 3, "ci": "0.01%"}
+    sweep_file = write(config, tmp_path / "sweep.yaml")
+    command = [sys.executable, "-m", "snakemake", "--profile", "profiles/local", "--configfile", str(sweep_file),
+               "--", str(results / "md" / "variants.csv")]  # fmt: skip
+    runs_dir = results / "md" / "runs" / "nodes1-rpn1" / "mpi-default" / "nccl-default"
+    seen = []
+    for _ in range(3):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)
+        assert done.returncode == 0, done.stderr[-3000:]
+        seen.append(sorted(p.name for p in runs_dir.iterdir()))
+    assert seen == [["rep1", "rep2"], ["rep1", "rep2", "rep3"], ["rep1", "rep2", "rep3"]]
+    assert "Nothing to be done" in done.stdout + done.stderr
+    table = pd.read_csv(results / "md" / "scaling.csv")
+    row = table[table["primary"]].iloc[0]
+    assert row["repeats_run"] == 3 and row["repeats_stop"].startswith("max 3 reached")

@@ -1,0 +1,166 @@
+"""The conditions a run was measured under, read from /proc (and `nvidia-smi` where present).
+
+A run's timing says as much about the machine as about the point: another process taking
+half the CPUs, a virtual machine's steal time, a clock that dropped. Recorded per run
+(`metrics.json` `conditions`), they let a verdict between two sides that ran under clearly
+different conditions say so instead of "faster"/"slower" (scalestudy.analysis).
+
+    before = snapshot()
+    ... run ...
+    conditions(before, snapshot(), own_cpu_s)
+
+Linux only; where a file cannot be read its figure is left out (a run is never refused for it).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PROC_STAT = Path("/proc/stat")
+PROC_LOADAVG = Path("/proc/loadavg")
+CPUFREQ = Path("/sys/devices/system/cpu")
+NVIDIA_SMI_QUERY = "clocks.sm,clocks.max.sm,temperature.gpu,utilization.gpu"
+NVIDIA_SMI_TIMEOUT_S = 10
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Counters at one instant: the machine's CPU time by kind (seconds, all CPUs summed), the
+    CPU time of this process and its waited-for children (the run's own process tree), the
+    monotonic clock, the load average, the CPU clocks."""
+
+    taken_s: float
+    busy_s: float | None = None  # user + nice + system + irq + softirq (steal apart)
+    steal_s: float | None = None
+    cpus: int | None = None
+    own_s: float = 0.0
+    load1: float | None = None
+    mhz: list[float] = field(default_factory=list)
+
+
+def cpu_times(text: str) -> tuple[float, float, int] | None:
+    """(busy, steal, number of CPUs) from /proc/stat's text, in seconds (USER_HZ ticks)."""
+    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    total, cpus = None, 0
+    for line in text.splitlines():
+        if line.startswith("cpu "):
+            fields = [int(v) for v in line.split()[1:]]
+            # user nice system idle iowait irq softirq steal (guest is inside user)
+            fields += [0] * (8 - len(fields))
+            user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
+            total = ((user + nice + system + irq + softirq) / ticks, steal / ticks)
+        elif line.startswith("cpu") and line[3:4].isdigit():
+            cpus += 1
+    if total is None:
+        return None
+    return total[0], total[1], cpus or 1
+
+
+def read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def clocks_mhz() -> list[float]:
+    """Each CPU's current clock (cpufreq's scaling_cur_freq, kHz), where the kernel exposes it."""
+    found = []
+    for path in sorted(CPUFREQ.glob("cpu[0-9]*/cpufreq/scaling_cur_freq")):
+        text = read(path)
+        if text and text.strip().isdigit():
+            found.append(int(text) / 1000)
+    return found
+
+
+def own_cpu_s() -> float:
+    """CPU time of this process and of its children that have ended and been waited for
+    (the launcher, and through it the ranks)."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
+
+
+def snapshot() -> Snapshot:
+    stat = read(PROC_STAT)
+    times = cpu_times(stat) if stat else None
+    load = read(PROC_LOADAVG)
+    return Snapshot(
+        taken_s=time.monotonic(),
+        busy_s=times[0] if times else None,
+        steal_s=times[1] if times else None,
+        cpus=times[2] if times else None,
+        own_s=own_cpu_s(),
+        load1=float(load.split()[0]) if load else None,
+        mhz=clocks_mhz(),
+    )
+
+
+def gpu_conditions() -> list[dict]:
+    """Per GPU: SM clock and its maximum (MHz), temperature (°C), utilisation (%), where
+    `nvidia-smi` is on PATH; [] elsewhere or when it fails."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        out = subprocess.run(
+            [smi, f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=NVIDIA_SMI_TIMEOUT_S,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus = []
+    names = ("sm_clock_mhz", "sm_clock_max_mhz", "temperature_c", "utilization_percent")
+    for line in out.stdout.splitlines():
+        values = [v.strip() for v in line.split(",")]
+        if len(values) != len(names):
+            continue
+        gpus.append({name: float(v) for name, v in zip(names, values, strict=True) if _number(v)})
+    return gpus
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def conditions(before: Snapshot, after: Snapshot, gpus: list[dict] | None = None) -> dict:
+    """What the machine did during the run (between the two snapshots):
+
+    - `other_cpu_share`: CPU time used by processes outside the run's own tree, as a share of
+      all the CPUs over the run's wall time (0: nothing else ran; 1: every CPU was busy with
+      other work). The run's own time is its process's and its waited-for children's.
+    - `steal_share`: CPU time the hypervisor gave to other guests, as the same share.
+    - `load_before`, `load_after`: the 1-minute load average.
+    - `cpu_mhz_mean`, `cpu_mhz_min`: the CPUs' clocks at the end (where readable).
+    - `gpus`: per GPU, clocks, temperature, utilisation at the end (`nvidia-smi`).
+    """
+    out: dict = {"load_before": before.load1, "load_after": after.load1}
+    wall = after.taken_s - before.taken_s
+    if before.busy_s is not None and after.busy_s is not None and after.cpus and wall > 0:
+        capacity = wall * after.cpus
+        own = max(0.0, after.own_s - before.own_s)
+        other = max(0.0, (after.busy_s - before.busy_s) - own)
+        out["other_cpu_share"] = round(min(1.0, other / capacity), 4)
+        out["steal_share"] = round(max(0.0, after.steal_s - before.steal_s) / capacity, 4)
+        out["own_cpu_share"] = round(min(1.0, own / capacity), 4)
+        out["machine_cpus"] = after.cpus
+    if after.mhz:
+        out["cpu_mhz_mean"] = round(sum(after.mhz) / len(after.mhz), 1)
+        out["cpu_mhz_min"] = round(min(after.mhz), 1)
+    if gpus:
+        out["gpus"] = gpus
+    return {k: v for k, v in out.items() if v is not None}
