@@ -32,11 +32,14 @@ def tables(results: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.read_csv(results / "aa" / "runs.csv"), pd.read_csv(results / "aa" / "variants.csv")
 
 
-def test_identical_flag_sets_under_a_switching_load_get_no_verdict_and_run_interleaved(tmp_path):
-    results = tmp_path / "results"
+def aa_under_switching_load(results: Path, tmp_path: Path, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     with background_load(on_s=1.5, off_s=1.5):
-        snakemake(sweep("lammps-aa", results_dir=str(results), order_seed=7), tmp_path)
-    runs, variants = tables(results)
+        snakemake(sweep("lammps-aa", results_dir=str(results), order_seed=seed), tmp_path, f"sweep-{seed}.yaml")
+    return tables(results)
+
+
+def test_identical_flag_sets_under_a_switching_load_get_no_verdict_and_run_interleaved(tmp_path):
+    runs, variants = aa_under_switching_load(tmp_path / "results", tmp_path, seed=7)
     assert len(runs) == 8 and (runs["status"] == "ok").all()
     # The local profile ran them in the recorded order: round by round, the seed's shuffle within.
     assert (runs["order_seed"] == 7).all()
@@ -49,9 +52,14 @@ def test_identical_flag_sets_under_a_switching_load_get_no_verdict_and_run_inter
     # Each run says what else the machine did meanwhile.
     assert runs["other_cpu_share"].between(0, 1).all() and runs["own_cpu_share"].gt(0).all()
     primary = variants[variants["primary"]]
-    assert len(primary) == 1
-    assert primary["verdict"].iloc[0] not in ("faster", "slower"), primary.to_dict("records")
-    assert primary["method"].iloc[0]
+    assert len(primary) == 1 and primary["method"].iloc[0]
+    if primary["verdict"].iloc[0] in ("faster", "slower"):
+        # A 95% CI between identical sides excludes 1 in up to 5% of comparisons by chance (the
+        # benchmark measures the rate over many). Once is chance; the same again in a fresh A/A
+        # with another order is not (the two together: <= 0.25% by chance).
+        _runs, again = aa_under_switching_load(tmp_path / "again", tmp_path, seed=8)
+        primary = again[again["primary"]]
+        assert primary["verdict"].iloc[0] not in ("faster", "slower"), primary.to_dict("records")
 
 
 def test_a_set_added_after_its_baseline_ran_under_load_is_not_compared_across_invocations(tmp_path):
