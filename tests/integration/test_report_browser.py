@@ -23,7 +23,7 @@ def test_a_broken_plot_is_caught_by_the_browser_check(record_page, tmp_path):
     broken = tmp_path / "broken.html"
     broken.write_text(record_page.read_text().replace("data:image/png;base64,", "data:image/png;base64,AAAA", 1))
     plots, loaded = plots_loaded(broken, tmp_path)
-    assert (plots, loaded) == (len(PLOT_KINDS) - 3, len(PLOT_KINDS) - 4)
+    assert (plots, loaded) == (len(PLOT_KINDS) - 4, len(PLOT_KINDS) - 5)
 
 
 def test_the_overview_table_comes_first_and_links_to_each_study(tmp_path):
