@@ -382,12 +382,15 @@ def test_forced_points_are_counted_in_the_summary(tmp_path):
         (Forcing(rules_or_files=frozenset({"aggregate"})), 0),  # downstream of the points
         (Forcing(rules_or_files=frozenset({metrics})), 1),
         (Forcing(targets=frozenset({metrics}), targets_forced=True), 1),
-        (Forcing(targets=frozenset({"report"}), everything=True), 0),  # the report alone runs no point
     ):
         expected = (
             f"{n} run jobs to submit ({n} {forced}); `report` alone submits none" if n else "0 run jobs to submit"
         )
         assert plan.summary_lines(forcing)[0] == f"scalestudy: 2 points (pp 2); {expected}", forcing
+    # The report alone runs no point, forced or not.
+    report = Forcing(targets=frozenset({"report"}), everything=True)
+    only = "scalestudy: 2 points (pp 2); report from the finished runs only: 0 run jobs"
+    assert plan.summary_lines(report)[0] == only
 
 
 def test_run_jobs_snakemake_adds_at_the_start_are_said_in_one_line(tmp_path):

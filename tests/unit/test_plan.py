@@ -10,7 +10,7 @@ import yaml
 from scalestudy.apps import APPS
 from scalestudy.model.errors import SweepError
 from scalestudy.model.record import definition
-from scalestudy.plan import Deployment, Plan, python_module_shell, run_rule
+from scalestudy.plan import Deployment, Forcing, Plan, python_module_shell, run_rule
 from sweeps import sweep
 
 PINGPONG = APPS["pingpong"]
@@ -56,6 +56,11 @@ def test_a_new_study_plans_every_point_and_says_so_in_one_line(tmp_path):
 
 def test_report_and_compare_alone_run_no_point(tmp_path):
     plan = pingpong_plan(tmp_path)
+    # Asked for the report alone, the summary says it runs nothing (the targets, known while the
+    # Snakefile is read, through the adapter's Forcing).
+    assert plan.summary_lines(Forcing(targets=frozenset({"report"}))) == [
+        "scalestudy: 4 points (pp 4); report from the finished runs only: 0 run jobs (4 not run yet)"
+    ]
     assert plan.report_only({"report"}) and plan.report_only({"compare", "report"})
     assert not plan.report_only(set()) and not plan.report_only({"all"}) and not plan.report_only({"report", "all"})
     assert pingpong_plan(tmp_path, partial=True).report_only({"all"})

@@ -49,8 +49,8 @@ rule scaling:
             subcategory="tables",
         ),
     params:
-        budget_su=study_setting("budget_su"),
-        estimator=study_setting("estimator"),
+        budget_su=of_study(PLAN.study_setting, "budget_su"),
+        estimator=of_study(PLAN.study_setting, "estimator"),
         repeats=lambda wildcards: PLAN.repeats_setting(wildcards.study),
     log:
         LAYOUT.study_log("{study}", "scaling"),

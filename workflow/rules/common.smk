@@ -50,9 +50,7 @@ except SweepError as error:
 STUDY, SWEEP, CLUSTER, LAYOUT, STUDIES = PLAN.study, PLAN.sweep, PLAN.cluster, PLAN.layout, PLAN.studies
 RUN_RULES = [run_rule(name) for name in APPS]
 RUN.count_group_components_as([pack.name for pack in PLAN.packs], GROUP_COMPONENTS_NAME)
-for problem in PLAN.missing_inputs:
-    print(f"sweep warning: {problem} (a real run stops here)", file=sys.stderr)
-for warning in STUDY.warnings:
+for warning in PLAN.warnings():
     print(f"sweep warning: {warning}", file=sys.stderr)
 if RUN.main_process:
     FORCING = RUN.forcing()
@@ -101,16 +99,13 @@ point_json = of_wildcards(PLAN.point_json)
 pack_group = of_wildcards(PLAN.pack_group)
 
 
-def aggregate_inputs(wildcards):
-    return PLAN.aggregate_inputs(wildcards.study, report_only())
+def of_study(method, *args):
+    """`method(study, *args)` of a job's wildcards; a function argument is asked at the call."""
+    return lambda wildcards: method(wildcards.study, *(arg() if callable(arg) else arg for arg in args))
 
 
-def finished_fingerprint(wildcards):
-    return PLAN.finished_fingerprint(wildcards.study, report_only())
-
-
-def study_setting(key):
-    return lambda wildcards: PLAN.study_setting(wildcards.study, key)
+aggregate_inputs = of_study(PLAN.aggregate_inputs, report_only)
+finished_fingerprint = of_study(PLAN.finished_fingerprint, report_only)
 
 
 def compare_baseline():

@@ -17,7 +17,7 @@ rule plots:
             for kind in PLOT_KINDS
         },
     params:
-        budget_su=study_setting("budget_su"),
+        budget_su=of_study(PLAN.study_setting, "budget_su"),
     log:
         LAYOUT.study_log("{study}", "plots"),
     localrule: True

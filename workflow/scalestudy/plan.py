@@ -158,6 +158,12 @@ class Plan:
 
     # ------------------------------------------------------------------ before the first job
 
+    def warnings(self) -> list[str]:
+        """What is printed as `sweep warning:` lines at load and does not stop planning: inputs
+        no rule makes that are not there yet (a real run stops at its start), points that may
+        not fit in memory."""
+        return [f"{problem} (a real run stops here)" for problem in self.missing_inputs] + list(self.study.warnings)
+
     def report_only(self, targets: Iterable[str]) -> bool:
         """`report` or `compare` (or `--config partial=true`): the report (or the comparison)
         from the runs that have finished; no point runs."""
@@ -200,8 +206,9 @@ class Plan:
         submit and why (`forcing`: what Snakemake was told to run again); the packs; what the
         jobs to submit may cost (on a cluster; not for a report, which submits none)."""
         forced = self.forced_points(forcing)
-        lines = [history.summary_line(self.survey, self.study.partial, len(forced))]
-        if self.packs:
+        report_only = self.asks_report_only(forcing)
+        lines = [history.summary_line(self.survey, report_only, len(forced))]
+        if self.packs and not report_only:
             packed = sum(len(pack.points) for pack in self.packs)
             names = ", ".join(pack.name for pack in self.packs)
             lines.append(f"scalestudy: packed {packed} points into {len(self.packs)} batch jobs ({names})")
