@@ -31,7 +31,7 @@ def test_unknown_flag_set_stops_everything_with_one_line(tmp_path):
     assert result.returncode != 0
     assert sweep_lines(result) == [
         "sweep error: studies.litgpt-full.mpi_flags[0]: unknown set 'nosuch';"
-        " defined: default, mpich-nolocal, no-ucx-hcoll"
+        " defined: allreduce-recursive-doubling, allreduce-ring, default, mpich-nolocal, no-ucx-hcoll"
     ]
     assert not (tmp_path / "results").exists()
 
@@ -97,8 +97,8 @@ def test_dry_mode_prints_the_exact_qsub_line_of_every_point(tmp_path):
     forecast, *lines = plan.stdout.splitlines()
     # The sweep's cost forecast first, as a shell comment (the output stays a script).
     assert (
-        forecast.startswith("# scalestudy: cost forecast for the sweep (133 points) on gadi")
-        and "16,104.0 SU" in forecast
+        forecast.startswith("# scalestudy: cost forecast for the sweep (169 points) on gadi")
+        and "16,140.0 SU" in forecast
     )
     # LitGPT 2 x 8, HOOMD strong 18 and weak 9, LAMMPS 18 (nodes x flag sets x repeats),
     # torch-parallel 72 (3 models x 4 strategies x 2 nodes x 3 repeats).
@@ -189,12 +189,13 @@ def test_the_budget_refuses_the_jobs_to_submit_and_never_the_report(tmp_path):
     """budget_su_total is checked where the jobs to submit are known: the default target's dry
     run stops in one line; `report` submits nothing, is not refused and prints no forecast."""
     (tmp_path / "overlay.yaml").write_text(yaml.safe_dump({"budget_su_total": 100}))
-    files = (str(REPO / "config/sweep.yaml"), str(tmp_path / "overlay.yaml"))
+    # The gadi profile's own files (its V100 overlay too), then the budget.
+    files = (str(REPO / "config/sweep.yaml"), str(REPO / "config/v100.yaml"), str(tmp_path / "overlay.yaml"))
     dry = profile_dry_run(tmp_path, "gadi", *files)
     assert dry.returncode != 0
     (line,) = [line for line in sweep_lines(dry) if line.startswith("sweep error")]
     assert line.startswith(
-        "sweep error: budget_su_total: the 133 run jobs to submit may cost up to 16,104.0 SU on gadi"
+        "sweep error: budget_su_total: the 169 run jobs to submit may cost up to 16,140.0 SU on gadi"
     )
     report = profile_dry_run(tmp_path, "gadi", *files, targets=("report",))
     assert report.returncode == 0, report.stderr[-2000:]
