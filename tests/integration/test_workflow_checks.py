@@ -102,7 +102,7 @@ def test_dry_mode_prints_the_exact_qsub_line_of_every_point(tmp_path):
     )
     # LitGPT 2 x 8, HOOMD strong 18 and weak 9, LAMMPS 18 (nodes x flag sets x repeats),
     # torch-parallel 72 (3 models x 4 strategies x 2 nodes x 3 repeats).
-    assert len(lines) == 16 + 18 + 9 + 18 + 72
+    assert len(lines) == 16 + 18 + 9 + 18 + 72 + 36
     assert lines[0] == (
         "qsub -P ab12 -q gpuvolta -l ncpus=48,ngpus=4,mem=382GB,walltime=01:05:00,jobfs=10GB,"
         "storage=scratch/ab12+gdata/ab12 -N litgpt-full.n1g4.d.d.r1 -j oe "
