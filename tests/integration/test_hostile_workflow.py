@@ -83,7 +83,7 @@ def test_report_alone_forced_still_runs_no_point(finished):
     dry = snakemake(finished, "-n", "report", "--forceall")
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert "run_pingpong" not in job_counts(dry)
-    assert "0 run jobs to submit" in summary(dry)[0]
+    assert "report from the finished runs only: 0 run jobs" in summary(dry)[0]
 
 
 def test_after_a_crash_the_start_says_what_snakemake_runs_again(tmp_path):
