@@ -178,16 +178,47 @@ def test_proc_stat_is_read_as_busy_and_stolen_seconds_and_cpus():
 
 def test_a_grown_sweep_is_compared_on_the_repeats_measured_together_once_its_repeats_are_raised():
     # The baseline's first 4 repeats ran alone an hour before (under other load: 20% slower);
-    # then repeats were raised and both sides ran 4 more, interleaved, alike.
+    # then repeats were raised and both sides ran 4 more (repeats 5-8), interleaved, alike:
+    # the baseline's 5th starts next to its 4th, and is the 5th round's all the same.
     early = runs_table([12.0, 12.1, 11.9, 12.2], [], start_other=0)
     together = runs_table([10.0, 10.2, 9.9, 10.1], [10.1, 10.0, 10.2, 9.9])
     together["started"] = together["started"].str.replace("T10:", "T11:")
     together["finished"] = together["finished"].str.replace("T10:", "T11:")
-    together.loc[together["mpi_flag_set"] == "default", "repeat"] += 4
+    together["repeat"] += 4
     row = verdict_of(pd.concat([early, together], ignore_index=True))
     assert row["runs_compared"] == "4 / 4 measured together"
     assert row["interleaved"] and row["verdict"] == "no measurable difference"
     assert 0.97 < row["ratio"] < 1.03  # against all 8 baseline runs it would be about 1.1
+
+
+def at_hour(runs, hour):
+    for column in ("started", "finished"):
+        runs[column] = runs[column].str.replace("T10:", f"T{hour:02d}:")
+    return runs
+
+
+def test_a_set_added_later_is_compared_on_neither_side_s_runs_measured_alone():
+    # The sweep as users grow it: the baseline's 4 repeats ran alone under load at 09:00 (20%
+    # slower); the invocation that added `x` ran x's 4 alone at 10:00 on a quiet machine; then
+    # the repeats were raised to 8 and both sides ran 4 more, interleaved, at 11:00.
+    early = at_hour(runs_table([12.0, 12.1, 11.9, 12.2], []), 9)
+    added = runs_table([], [8.0, 8.1, 7.9, 8.2])
+    together = at_hour(runs_table([10.0, 10.2, 9.9, 10.1], [10.1, 10.0, 10.2, 9.9]), 11)
+    together["repeat"] += 4
+    row = verdict_of(pd.concat([early, added, together], ignore_index=True))
+    assert row["runs_compared"] == "4 / 4 measured together"
+    assert row["interleaved"] and row["verdict"] == "no measurable difference"
+    assert 0.97 < row["ratio"] < 1.03
+
+
+def test_interleaved_rounds_whose_shuffle_puts_a_side_twice_in_a_row_are_all_compared():
+    runs = runs_table([10.0, 10.2, 9.9, 10.1], [10.1, 10.0, 10.2, 9.9])
+    # Rounds shuffled: default x | x default | default x | x default: "x x" and "default default" meet.
+    minutes = {("default", 1): 0, ("x", 1): 1, ("x", 2): 2, ("default", 2): 3,
+               ("default", 3): 4, ("x", 3): 5, ("x", 4): 6, ("default", 4): 7}  # fmt: skip
+    runs["started"] = [f"2026-11-25T10:{minutes[(side, repeat)]:02d}:00+00:00"
+                       for side, repeat in zip(runs["mpi_flag_set"], runs["repeat"], strict=True)]  # fmt: skip
+    assert verdict_of(runs)["runs_compared"] == ""
 
 
 def test_runs_started_in_the_same_second_end_the_search_for_runs_apart():

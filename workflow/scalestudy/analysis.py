@@ -72,6 +72,10 @@ GOOD_EFFICIENCY = 0.7
 # their mean CPU or GPU clocks by more than CLOCK_GAP of the faster's.
 OTHER_CPU_GAP = 0.25
 CLOCK_GAP = 0.10
+# Runs interleaved round by round put at most two runs of one side next to each other in time
+# (the last of a round, the first of the next); three or more were measured with the other
+# side absent (analysis.measured_together).
+ALONE_RUNS = 3
 
 # How a point's repeats become its figure (a study's `estimator:`; the schema holds the default).
 MEAN, TRIMMED_MEAN = "mean", "trimmed_mean"
@@ -698,33 +702,43 @@ def interleaving(variant: pd.DataFrame, baseline: pd.DataFrame) -> str:
 
 
 def measured_together(variant: pd.DataFrame, baseline: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """Where one side also has runs from another time (a study's repeats raised after a set was
-    added: the new repeats of both sides run interleaved), only the runs of each side measured
-    while the other side was; else None (compare them as they are). Interleaved round by round,
-    at most one run of a side lies before the other side's first run (and one after its last):
-    where there are more, all but the one next to the other side are a time of their own, and
-    are left out, until no side has such runs."""
+    """Where a side also has runs from a time the other side was not measured (a set added to a
+    sweep after its baseline ran, and measured alone in the invocation that added it; then the
+    study's repeats raised, and both sides' new repeats run interleaved), only the runs of each
+    side measured while the other side was; else None (compare them as they are).
+
+    Interleaved round by round (one run of each side a round, shuffled within it), at most
+    two runs of one side follow each other with none of the other's between: the last of one
+    round and the first of the next. A stretch of ALONE_RUNS or more in start order is a time
+    that side was measured alone; those runs are left out (but one next to an interleaved
+    stretch's run of its round), where each side keeps two or more."""
     sides = [variant, baseline]
     starts = [pd.to_datetime(side["started"], utc=True, errors="coerce") if "started" in side else None
               for side in sides]  # fmt: skip
     if any(when is None or when.isna().any() or len(when) < 2 for when in starts):
         return None
-    dropped = False
-    while True:
-        changed = False
-        for this, other in ((0, 1), (1, 0)):
-            first, last = starts[other].min(), starts[other].max()
-            when = starts[this]
-            for outside, nearest in ((when < first, when[when < first].max()), (when > last, when[when > last].min())):
-                # The one run next to the other side's belongs to the interleaving; the rest do not.
-                apart = outside & (when != nearest)
-                if outside.sum() >= 2 and apart.any() and (~apart).sum() >= 2:
-                    sides[this], starts[this] = sides[this][~apart], when[~apart]
-                    changed = dropped = True
-                    break
-        if not changed:
-            break
-    return (sides[0], sides[1]) if dropped else None
+    merged = pd.DataFrame({
+        "side": np.repeat([0, 1], [len(when) for when in starts]),
+        "position": np.concatenate([np.arange(len(when)) for when in starts]),
+        "started": pd.concat(starts, ignore_index=True),
+        "repeat": np.concatenate([pd.to_numeric(side["repeat"], errors="coerce") if "repeat" in side
+                                  else np.full(len(side), np.nan) for side in sides]),
+    }).sort_values(["started", "side"], kind="stable")  # fmt: skip
+    stretch = merged["side"].ne(merged["side"].shift()).cumsum().to_numpy()
+    size = pd.Series(stretch).map(pd.Series(stretch).value_counts()).to_numpy()
+    alone = size >= ALONE_RUNS
+    if not alone.any():
+        return None
+    # A stretch's run next to an interleaved stretch's, of the same round (repeat), is that
+    # round's run; where repeats are unknown, it is taken to be.
+    repeat = merged["repeat"].to_numpy()
+    same_round = (repeat[1:] == repeat[:-1]) | np.isnan(repeat[1:]) | np.isnan(repeat[:-1])
+    meets_short = (stretch[1:] != stretch[:-1]) & same_round
+    previous_short = np.r_[False, ~alone[:-1] & meets_short]
+    next_short = np.r_[~alone[1:] & meets_short, False]
+    kept = merged[~alone | previous_short | next_short]
+    together = tuple(side.iloc[sorted(kept.loc[kept["side"] == i, "position"])] for i, side in enumerate(sides))
+    return together if all(len(side) >= 2 for side in together) else None
 
 
 def mean_condition(side: pd.DataFrame, column: str) -> float:
