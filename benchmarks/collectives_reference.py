@@ -1,9 +1,10 @@
 """The collectives app's point-to-point latency and bandwidth against an implementation
 nobody here wrote, on this machine, side by side: `python -m mpi4py.bench pingpong` (ships
-with mpi4py), and, where given, OSU's `osu_allreduce` for allreduce latency.
+with mpi4py), and, where given, Intel MPI Benchmarks' `IMB-MPI1` (PingPong and Allreduce) and
+OSU's `osu_allreduce` for allreduce latency.
 
     python benchmarks/collectives_reference.py [--min-bytes 1] [--max-bytes 1048576]
-        [--iterations 1000] [--warmup 100] [--rounds 5] [--osu-allreduce PATH]
+        [--iterations 1000] [--warmup 100] [--rounds 5] [--imb PATH] [--osu-allreduce PATH]
 
 Each round runs, under the same `mpirun -np 2` (the venv's Open MPI), the app's rank program
 (`collectives_rank.py --operation latency --backend mpi --dtype int8`: one-way latency = half
@@ -14,17 +15,24 @@ bandwidth: a shared machine's stalls only ever slow a round down) and the ratios
 reference of each, then how many ratios lie within 0.9–1.1. With --osu-allreduce (OSU built
 outside this repository, never committed) the app's allreduce (float32, OSU's size: the whole
 vector, the same as nccl-tests') is compared with osu_allreduce's average latency the same way;
-without it that comparison is skipped and the output says so.
+without it that comparison is skipped and the output says so. With --imb (IMB-MPI1 built
+outside this repository from github.com/intel/mpi-benchmarks, never committed; or IMB-MPI1 on
+PATH) the app's ping-pong is compared with IMB's PingPong (t = half the round trip, as ours)
+and its allreduce with IMB's Allreduce t_avg (the mean over ranks of each rank's mean time per
+call, float32, the whole vector's bytes: the app's latency_avg_us), IMB's repetitions held at
+--iterations at every size (`-iter_policy off`).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import shutil
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,6 +46,10 @@ from scalestudy.model.metrics import SIZE_TABLE  # noqa: E402
 MPI4PY_ROW = re.compile(r"^\s*(\d+)\s+([0-9.]+)\s+\|\s+([0-9.e+-]+)", re.M)
 # osu_allreduce: "size  avg_latency_us [min max iterations]"
 OSU_ROW = re.compile(r"^(\d+)\s+([0-9.]+)", re.M)
+# IMB-MPI1: a "# Benchmarking <name>" header, then rows "#bytes #repetitions <times...>": PingPong
+# "t[usec] Mbytes/sec", a collective "t_min[usec] t_max[usec] t_avg[usec]".
+IMB_SECTION = re.compile(r"^# Benchmarking (\S+)", re.M)
+IMB_ROW = re.compile(r"^[ \t]+(\d+)[ \t]+(\d+)((?:[ \t]+[0-9.]+)+)[ \t]*$", re.M)
 BAND = (0.9, 1.1)
 
 
@@ -76,6 +88,26 @@ def osu_allreduce(path: str, args) -> dict[int, tuple[float, float]]:
     return {int(s): (float(lat), float("nan")) for s, lat in OSU_ROW.findall(run(command))}
 
 
+def imb_tables(text: str) -> dict[str, dict[int, tuple[float, ...]]]:
+    """IMB-MPI1's output: benchmark name -> size -> the row's figures after #repetitions."""
+    parts = IMB_SECTION.split(text)
+    return {
+        name: {int(size): tuple(float(x) for x in rest.split()) for size, _reps, rest in IMB_ROW.findall(body)}
+        for name, body in zip(parts[1::2], parts[2::2], strict=True)
+    }
+
+
+def imb(path: str, benchmark: str, args) -> dict[int, tuple[float, float]]:
+    """size -> (latency in us, bandwidth in MB/s or nan) of one IMB-MPI1 benchmark."""
+    low, high = max(args.min_bytes, 1).bit_length() - 1, args.max_bytes.bit_length() - 1
+    command = [*mpirun(), path, benchmark, "-msglog", f"{low}:{high}", "-iter", str(args.iterations),
+               "-iter_policy", "off", "-npmin", "2"]  # fmt: skip
+    rows = imb_tables(run(command))[benchmark]
+    if benchmark == "PingPong":
+        return {size: (row[0], row[1]) for size, row in rows.items() if size}
+    return {size: (row[2], float("nan")) for size, row in rows.items() if size}
+
+
 # How each side's rounds become its figure: the median, and the best round (latency lowest,
 # bandwidth highest).
 STATISTICS = {
@@ -109,6 +141,16 @@ def compare(name: str, ours, theirs, rounds: int, columns: tuple[str, ...]) -> N
         print(f"{name}: {stat}: {count} of {total} ratios within {BAND[0]}–{BAND[1]} (n = {rounds} rounds per side)")
 
 
+def side_by_side(ours: Callable[[], dict], theirs: Callable[[], dict], rounds: int) -> tuple[list, list]:
+    """Each side's tables of `rounds` rounds, one side after the other, alternating which goes
+    first (a drift of the machine falls on both)."""
+    tables: tuple[list, list] = ([], [])
+    for round_ in range(rounds):
+        for side in (0, 1) if round_ % 2 == 0 else (1, 0):
+            tables[side].append((ours, theirs)[side]())
+    return tables
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--min-bytes", type=int, default=1)
@@ -116,24 +158,32 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--imb", help="an IMB-MPI1 built outside this repository")
     parser.add_argument("--osu-allreduce", help="an osu_allreduce built outside this repository")
     args = parser.parse_args()
-    ours, theirs = [], []
-    for round_ in range(args.rounds):
-        pair = [lambda: ours.append(app("latency", "int8", args)), lambda: theirs.append(mpi4py_pingpong(args))]
-        for measure in pair if round_ % 2 == 0 else pair[::-1]:
-            measure()
+    ours, theirs = side_by_side(functools.partial(app, "latency", "int8", args),
+                                functools.partial(mpi4py_pingpong, args), args.rounds)  # fmt: skip
     compare("point-to-point vs mpi4py.bench pingpong", ours, theirs, args.rounds, ("latency_us", "bandwidth_MBps"))
-    osu = args.osu_allreduce or shutil.which("osu_allreduce")
-    if not osu:
-        print("\nallreduce vs OSU: skipped (no osu_allreduce on PATH and none given with --osu-allreduce)")
-        return 0
-    ours, theirs = [], []
-    for round_ in range(args.rounds):
-        pair = [lambda: ours.append(app("allreduce", "float32", args)), lambda: theirs.append(osu_allreduce(osu, args))]
-        for measure in pair if round_ % 2 == 0 else pair[::-1]:
-            measure()
-    compare("allreduce vs osu_allreduce", ours, theirs, args.rounds, ("latency_us",))
+    references = [
+        ("IMB-MPI1", args.imb or shutil.which("IMB-MPI1"), "--imb", [
+            ("point-to-point vs IMB PingPong", "latency", "int8", lambda path: imb(path, "PingPong", args),
+             ("latency_us", "bandwidth_MBps")),
+            ("allreduce vs IMB Allreduce", "allreduce", "float32", lambda path: imb(path, "Allreduce", args),
+             ("latency_us",)),
+        ]),
+        ("osu_allreduce", args.osu_allreduce or shutil.which("osu_allreduce"), "--osu-allreduce", [
+            ("allreduce vs osu_allreduce", "allreduce", "float32", lambda path: osu_allreduce(path, args),
+             ("latency_us",)),
+        ]),
+    ]  # fmt: skip
+    for program, path, option, comparisons in references:
+        if not path:
+            print(f"\nvs {program}: skipped (no {program} on PATH and none given with {option})")
+            continue
+        for name, operation, dtype, reference, columns in comparisons:
+            ours, theirs = side_by_side(functools.partial(app, operation, dtype, args),
+                                        functools.partial(reference, path), args.rounds)  # fmt: skip
+            compare(name, ours, theirs, args.rounds, columns)
     return 0
 
 
