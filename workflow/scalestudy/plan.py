@@ -138,7 +138,7 @@ class Plan:
         )
         # The points this invocation submits, once: packed here, priced by the forecast.
         self.to_submit = self.survey.to_submit(study.points) if main_process and not study.partial else []
-        self.packs = packing.packs(self.to_submit, self.cluster, self.sweep.studies)
+        self.packs = packing.packs(self.to_submit, self.cluster, self.sweep.studies, study.order_seed)
         if self.cluster.scheduler != "none":
             problems = site.pack_problems(self.packs, self.cluster)
             if problems:

@@ -3,8 +3,9 @@
 A study says `pack: scale` (every point of a scale, i.e. of one batch request, in one job)
 or `pack: N` (at most N points per job; 1, the default, is one job per point). Points share
 a job only when their request is the same: queue, nodes, cores, GPUs and memory per node,
-ranks per node, threads per rank, hardware threads. Inside a pack the points are interleaved, repeats and
-variants alternating (A B A B ...), so that drift of the machine spreads over all of them.
+ranks per node, threads per rank, hardware threads. Inside a pack the points run in the
+sweep's run order (model.order: round by round, a seeded shuffle within), so that drift of
+the machine spreads over every variant and none always runs first.
 The pack's walltime is the sum of its points' walltimes plus the cluster's margin, once.
 
 Each point stays its own Snakemake job (its directory, metrics.json, provenance, its own
@@ -21,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..model import order
 from ..model.point import Point
 from ..model.timefmt import hms
 from .clusters import Cluster
@@ -55,16 +57,14 @@ def request_key(point: Point, cluster: Cluster) -> JobRequest:
     return dataclasses.replace(job_request(point, cluster), name="", walltime_s=0, point_walltime_s=0)
 
 
-def interleaved(points: list[Point]) -> list[Point]:
-    """Repeat 1 of every variant, then repeat 2 of every variant, ... (A B A B)."""
-    variants = list(dict.fromkeys(point.variant for point in points))
-    return sorted(points, key=lambda p: (p.repeat, variants.index(p.variant)))
-
-
-def packs(points: Iterable[Point], cluster: Cluster, studies: Mapping[str, Mapping[str, Any]]) -> list[Pack]:
+def packs(
+    points: Iterable[Point], cluster: Cluster, studies: Mapping[str, Mapping[str, Any]], seed: int = 0
+) -> list[Pack]:
     """The packs of the points whose study packs (`studies`: the sweep's, their `pack` filled
     by the schema; 1 for none), in study order; a pack of one point is no pack (it runs as it
-    would unpacked)."""
+    would unpacked). A pack runs its points in the sweep's run order (model.order, `seed`: the
+    sweep's order_seed): round by round, shuffled within a round, as unpacked points run, so
+    that no variant always runs first in a round (A B | B A | ...)."""
     groups: dict[tuple, list[Point]] = {}
     for point in points:
         size = studies[point.study]["pack"]
@@ -74,7 +74,7 @@ def packs(points: Iterable[Point], cluster: Cluster, studies: Mapping[str, Mappi
     result: list[Pack] = []
     names: set[str] = set()
     for (study, _key), members in groups.items():
-        ordered = interleaved(members)
+        ordered = order.run_order(members, seed)
         size = studies[study]["pack"]
         chunk = len(ordered) if size == SCALE else int(size)
         first = ordered[0]

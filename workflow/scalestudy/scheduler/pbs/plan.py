@@ -57,14 +57,16 @@ def plan(profile: Path, configfiles: list[str] | None = None, config: list[str] 
         )  # fmt: skip
     project = cluster.project_name() or "$PROJECT"
     found = survey(study.points, study.layout, cluster.name)
-    packs = packing.packs(study.points, cluster, study.sweep.studies)
+    packs = packing.packs(study.points, cluster, study.sweep.studies, study.order_seed)
     problems = pack_problems(packs, cluster)
     if problems:
         raise SweepError(problems)
     # The budget prices what a run would submit now (finished points not at all), as the
     # Snakefile does (plan.Plan.budget_problems).
     to_submit = found.to_submit(study.points)
-    submitted = forecast(to_submit, cluster, found.measured(), packing.packs(to_submit, cluster, study.sweep.studies))
+    submitted = forecast(
+        to_submit, cluster, found.measured(), packing.packs(to_submit, cluster, study.sweep.studies, study.order_seed)
+    )
     problems = budget_problems(submitted, study.budget_su_total, to_submit_words(len(to_submit)))
     if problems:
         raise SweepError(problems)
