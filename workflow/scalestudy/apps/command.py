@@ -277,6 +277,8 @@ def command_problems(template: str, params: Mapping[str, Any]) -> list[str]:
                 f"command: placeholder {{{name}}} has no param{did_you_mean(name, allowed) or ';'} "
                 f"allowed: {', '.join(allowed)}"
             )
+    if problems:  # a mistyped placeholder leaves its param unused: one line says it
+        return problems
     for name in params:
         if name not in used:
             problems.append(
