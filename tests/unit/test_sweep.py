@@ -95,7 +95,10 @@ def test_unknown_set_names_the_key_path_and_the_choices():
             "{min: 3, max: 10, ci: 5%}",
         ),
         ({"ranks_per_node": [-2]}, "studies.litgpt-full.ranks_per_node[0]: -2 is not allowed; the least is 1"),
-        ({"app": "nosuchapp"}, "studies.litgpt-full.app: unknown app 'nosuchapp'; allowed: collectives, hoomd, lammps"),
+        (
+            {"app": "nosuchapp"},
+            "studies.litgpt-full.app: unknown app 'nosuchapp'; allowed: collectives, command, hoomd, lammps",
+        ),
         ({"scaling": "diagonal"}, "studies.litgpt-full.scaling: 'diagonal' is not allowed; allowed: strong, weak"),
         ({"walltime": "1h"}, "studies.litgpt-full.walltime: '1h' is not allowed; use hours:minutes:seconds"),
         ({"gpus_per_node": [4]}, "studies.litgpt-full: give exactly one of ranks_per_node or gpus_per_node"),

@@ -39,7 +39,7 @@ def two_cores_no_gpu(monkeypatch):
 
 STUDY_KEYS = (
     "app, scaling, nodes, ranks_per_node, gpus_per_node, threads_per_rank, mpi_flags, nccl_env, hyperthreads, "
-    "binding, mapping, repeats, walltime, estimator, budget_su, queue, pack, params"
+    "binding, mapping, repeats, walltime, estimator, budget_su, queue, pack, command, figures, mpi, primary, params"
 )
 TOP_KEYS = (
     "cluster, results_dir, retry_failed, budget_su_total, order_seed, partial, compare_baseline, assets, "
@@ -313,5 +313,5 @@ def test_every_pattern_in_the_schema_carries_its_own_hint():
                 yield from patterns(value, f"{where}[{i}]")
 
     found = list(patterns(sweep.schema(), "schema"))
-    assert len(found) == 6
+    assert len(found) == 7
     assert [where for where, node in found if not node.get(sweep.HINT)] == []

@@ -47,10 +47,10 @@ import pandas as pd
 from scipy import stats
 
 from .accounting import site_resources
-from .apps import APPS
+from .apps import APPS, App, app_of, app_of_row
 from .model.metrics import HIGHER_IS_BETTER, SIZE_TABLE, WALLTIME_USED, Metric
 from .model.paths import study_and_point
-from .model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS
+from .model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS, PROGRAM
 from .model.record import INVALID_RECORD, record_problems
 from .model.repeats import Repeats, t_half_width
 from .model.repeats import limits as repeat_limits
@@ -184,7 +184,9 @@ def read_metrics(path: Path, expected: Mapping | None = None) -> dict:
     point = record.get("point") if isinstance(record, Mapping) else None
     app = (point or {}).get("app") if isinstance(point, Mapping) else None
     app = app or (expected or {}).get("app")
-    problems = record_problems(record, APPS[app].primary_metric if app in APPS else None)
+    program = (point.get(PROGRAM) if isinstance(point, Mapping) else None) or (expected or {}).get(PROGRAM)
+    found = app_of(app, program)
+    problems = record_problems(record, found.primary_metric if found is not None else None)
     if problems:
         return invalid_record(path, f"metrics.json at {path} {problems[0]}", record, expected)
     return record
@@ -370,10 +372,17 @@ def curve_name(curve: Mapping) -> str:
     return f"{curve['study']} {sets}" + (f" ({params})" if params else "")
 
 
-def metrics_of(app_name: str) -> list[Metric]:
+def metrics_of(app: App) -> list[Metric]:
     """The figures a curve is scaled by: the app's rates and times, then the job's wall time."""
-    app = APPS[app_name]
     return [m for m in app.metrics if m.scaled] + [WALLTIME_USED]
+
+
+def apps_of(runs: pd.DataFrame) -> list[App]:
+    """The apps of the runs, once per app and program (apps.app_of_row: a command study's own)."""
+    if runs.empty or "app" not in runs.columns:
+        return []
+    rows = runs.drop_duplicates([c for c in ("app", PROGRAM) if c in runs.columns]).to_dict("records")
+    return [app for row in rows if (app := app_of_row(row)) is not None]
 
 
 def scaling(
@@ -400,8 +409,9 @@ def scaling(
     runs = runs[runs["app"].isin(list(known) or list(APPS))]
     for curve, group in runs.groupby(keys, dropna=False, sort=True):
         app_name = group["app"].iloc[0]
-        app_metrics = known.get(app_name) or metrics_of(app_name)
-        primary_name = (primary or {}).get(app_name) or APPS[app_name].primary_metric
+        app = app_of_row(group.iloc[0])
+        app_metrics = known.get(app_name) or metrics_of(app)
+        primary_name = (primary or {}).get(app_name) or app.primary_metric
         for metric in app_metrics:
             if metric.name not in group.columns or group[metric.name].notna().sum() == 0:
                 continue

@@ -20,10 +20,10 @@ from matplotlib.transforms import blended_transform_factory  # noqa: E402
 from .analysis import DEFINITIONS, GOOD_EFFICIENCY, curve_name  # noqa: E402
 from .breakdown import DEFINITIONS as BREAKDOWN_DEFINITIONS  # noqa: E402
 from .breakdown import curves, parts_table, whole_name, without_breakdown  # noqa: E402
-from .model.metrics import WALLTIME_USED, metric
+from .model.metrics import WALLTIME_USED
 from .model.paths import PLOT_KINDS
 from .model.steplog import step_log  # noqa: E402
-from .sizes import has_size_tables, size_curves, size_figures, size_text
+from .sizes import has_size_tables, size_curves, size_declarations, size_text, study_size_figures
 
 
 def repeats_note(table: pd.DataFrame) -> str:
@@ -191,8 +191,8 @@ def plot_sizes(runs: pd.DataFrame, study: str, path: Path) -> None:
     operation (or the one curve family), a line per flag set / NCCL set / backend and scale,
     mean ± 95% CI of the repeats at each size."""
     curves = size_curves(runs)
-    apps = [a for a in curves["app"].dropna().unique() if size_figures(a)]
-    names = size_figures(apps[0])[:2]
+    names = study_size_figures(runs)[:2]
+    declared = size_declarations(runs)
     curves = curves[curves["metric"].isin(names)]
     facet = "param.operation" if "param.operation" in curves.columns else None
     facets = sorted(curves[facet].dropna().unique()) if facet else [None]
@@ -202,7 +202,7 @@ def plot_sizes(runs: pd.DataFrame, study: str, path: Path) -> None:
         rows = curves if facet is None else curves[curves[facet] == value]
         for column, name in enumerate(names):
             ax = axes[row][column]
-            figure = metric(name)
+            figure = declared[name]
             for variant, line in rows[rows["metric"] == name].groupby(["variant", "ranks"]):
                 line = line.sort_values("size_bytes")
                 label = str(variant[0]).replace(f"operation-{value}/", "") + (

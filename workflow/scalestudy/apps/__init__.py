@@ -11,9 +11,9 @@ inside functions), so discovering them costs no start-up time.
 import importlib
 import pkgutil
 
-from .base import APPS, App, Param, ParseError
+from .base import APPS, App, Param, ParseError, app_for, app_of, app_of_row
 
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["APPS", "App", "Param", "ParseError"]
+__all__ = ["APPS", "App", "Param", "ParseError", "app_for", "app_of", "app_of_row"]

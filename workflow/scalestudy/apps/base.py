@@ -11,6 +11,8 @@ packages whose versions its runs record. Apps depend on the model layer only.
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +20,9 @@ from typing import Any, ClassVar
 
 from ..model.errors import did_you_mean, divisors
 from ..model.memory import Need
-from ..model.metrics import Metric
+from ..model.metrics import Metric, metric
 from ..model.paths import ENVS_DIR, Layout
-from ..model.point import Point
+from ..model.point import PROGRAM, Point
 
 
 class ParseError(ValueError):
@@ -76,6 +78,9 @@ class App:
     # An app that declares no parts of a run (`declare(..., part=, whole=)`): what it can tell of
     # where its time goes, in a sentence the report prints in place of a breakdown.
     breakdown_note: ClassVar[str] = ""
+    # An app whose program and figures a study declares in the sweep (app: command): it reads
+    # the study keys of model.point.PROGRAM_KEYS, which every other app refuses.
+    declared_in_sweep: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -202,6 +207,47 @@ class App:
 
     def metric(self, name: str) -> Metric:
         return next(m for m in self.metrics if m.name == name)
+
+    def figure(self, name: str) -> Metric:
+        """A figure this app's runs record: its own declaration, else the global one (the
+        columns of a size table, the job's wall time: model.metrics.metric)."""
+        return next((m for m in self.metrics if m.name == name), None) or metric(name)
+
+    def configured(self, program: Mapping[str, Any]) -> App:
+        """The app as a study with `program` (model.point.program_of) runs and reads it; the
+        registered app itself for every app whose figures are its own."""
+        return self
+
+
+def app_of(app: Any, program: Any = None) -> App | None:
+    """The app that runs and reads a point, a record or a row: the registered app `app`,
+    configured by its study's program where it has one (a mapping, or the JSON text runs.csv
+    holds). The one lookup of an app's figures and primary figure; None for an unknown app."""
+    registered = APPS.get(app) if isinstance(app, str) else None
+    if registered is None or not registered.declared_in_sweep:
+        return registered
+    if not isinstance(program, str):  # a mapping, or a missing cell (None, NaN): no program
+        program = json.dumps(program if isinstance(program, Mapping) else {}, sort_keys=True)
+    return configured_app(app, program)
+
+
+@functools.lru_cache(maxsize=256)
+def configured_app(app: str, program_json: str) -> App:
+    """Configured once per program (10,000 points of a study share it)."""
+    return APPS[app].configured(json.loads(program_json))
+
+
+def app_for(point: Point) -> App:
+    """The app of a point (app_of with the point's own program)."""
+    found = app_of(point.app, point.program)
+    if found is None:
+        raise KeyError(f"no app {point.app!r}; apps: {', '.join(sorted(APPS))}")
+    return found
+
+
+def app_of_row(row: Mapping[str, Any]) -> App | None:
+    """The app of a row of runs.csv (or of a record's point columns): its app and program cells."""
+    return app_of(row.get("app"), row.get(PROGRAM))
 
 
 # How a message names the kinds of value a Param takes.

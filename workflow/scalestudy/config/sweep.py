@@ -19,7 +19,7 @@ from typing import Any
 
 from ..model.errors import SweepError, did_you_mean
 from ..model.paths import SCHEMA_PATH, folder_problem
-from ..model.point import SAFE_SEGMENT, Point, Sweep
+from ..model.point import SAFE_SEGMENT, Point, Sweep, program_of
 from ..model.repeats import limits as repeat_limits
 from ..model.repeats import problems as repeat_problems
 from .files import drop_nulls, read_yaml
@@ -61,7 +61,12 @@ def defaults() -> dict[str, Any]:
     properties = schema()["properties"]
     study = properties["studies"]["additionalProperties"]["properties"]
     top = {key: spec["default"] for key, spec in properties.items() if "default" in spec}
-    return {**top, "study": {key: spec["default"] for key, spec in study.items() if "default" in spec}}
+    figure = schema()["definitions"]["figure"]["properties"]
+    return {
+        **top,
+        "study": {key: spec["default"] for key, spec in study.items() if "default" in spec},
+        "figure": {key: spec["default"] for key, spec in figure.items() if "default" in spec},
+    }
 
 
 def setting(config: Mapping[str, Any], key: str) -> Any:
@@ -220,6 +225,12 @@ def with_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
             continue
         for key, value in study_defaults.items():
             study.setdefault(key, copy.deepcopy(value))
+        figures = study.get("figures")
+        if isinstance(figures, Mapping):
+            study["figures"] = {
+                name: {**defaults()["figure"], **spec} if isinstance(spec, Mapping) else spec
+                for name, spec in figures.items()
+            }
     return config
 
 
@@ -321,6 +332,7 @@ def expand_study(name: str, study: Mapping[str, Any], config: Mapping[str, Any])
     }
     nccl_env = {name: {k: str(v) for k, v in config["nccl_env_sets"][name].items()} for name in study["nccl_env"]}
     placements = list(itertools.product(study["hyperthreads"], study["binding"], study["mapping"]))
+    program = program_of(study)
     points = []
     for combo, nodes, per_node, mpi_set, nccl_set, (hyperthreads, binding, mapping) in itertools.product(
         resolved_params, study["nodes"], per_node_values, study["mpi_flags"], study["nccl_env"], placements
@@ -348,6 +360,7 @@ def expand_study(name: str, study: Mapping[str, Any], config: Mapping[str, Any])
                     hyperthreads=hyperthreads,
                     binding=binding,
                     mapping=mapping,
+                    program=program,
                 )
             )
     return points

@@ -20,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ..apps import APPS, ParseError
+from ..apps import APPS, ParseError, app_for
 from ..config import clusters
 from ..config.clusters import Cluster
 from ..config.requests import estimated_service_units, job_request
@@ -195,7 +195,7 @@ def write_metrics(run_dir: Path, metrics: dict[str, Any]) -> None:
 def measure(
     point: Point, run_dir: Path, cluster: Cluster, log_path: Path | None, layout: Layout, order_seed: int | None = None
 ) -> dict[str, Any]:
-    app = APPS[point.app]
+    app = app_for(point)  # a command study's: configured by its program
     log_path, launch_path = Path(log_path or run_dir / STDOUT), run_dir / LAUNCH_SCRIPT
     allocation = slurm_allocation()
     hosts = allocated_hosts({**os.environ, **allocation})

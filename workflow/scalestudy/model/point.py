@@ -33,6 +33,12 @@ DEFAULT_PLACEMENT = "default"
 # placement segment in its id and none of these keys in its JSON, so points of studies written
 # before placement existed keep their directories and definitions.
 PLACEMENT_FIELDS = ("hyperthreads", "binding", "mapping")
+# A study that declares its own program (app: command): the study keys that say what it runs
+# and how its output is read. Its points carry them as `program` (program_of), so the run job,
+# the record check and the analysis read the study's own figures from the point or its row.
+PROGRAM_KEYS = ("command", "figures", "primary", "mpi")
+# The program's column in runs.csv (its JSON), only for the points of such a study.
+PROGRAM = "program"
 
 
 def schema_placement_defaults() -> Mapping[str, Any]:
@@ -82,6 +88,8 @@ class Point:
     hyperthreads: bool = PLACEMENT_DEFAULTS["hyperthreads"]
     binding: str = PLACEMENT_DEFAULTS["binding"]
     mapping: str = PLACEMENT_DEFAULTS["mapping"]
+    # A command study's program (program_of); {} for every other app, whose JSON has no such key.
+    program: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def ranks(self) -> int:
@@ -148,6 +156,8 @@ class Point:
         # own share).
         data = {name: getattr(self, name) for name in ALWAYS_DEFINING}
         data.update(self.placement)  # only where chosen: a point at the default keeps its JSON
+        if self.program:
+            data[PROGRAM] = self.program
         return json.dumps(data, sort_keys=True, default=dict)
 
     @classmethod
@@ -178,6 +188,8 @@ class Point:
             **{name: getattr(self, name) for name in PLACEMENT_FIELDS},
         }
         record.update({AXIS_PREFIX + name: self.params[name] for name in self.axes})
+        if self.program:
+            record[PROGRAM] = json.dumps(self.program, sort_keys=True)
         return record
 
 
@@ -194,8 +206,24 @@ def first_repeats(points: Iterable[Point]) -> list[Point]:
 
 # What defines a point's result: every field but how it is run (Point.to_json).
 DEFINING_FIELDS = tuple(f.name for f in dataclasses.fields(Point) if f.name not in HOW_RUN_FIELDS)
-# Those in every point's JSON; the placement fields join only where they differ from the default.
-ALWAYS_DEFINING = tuple(name for name in DEFINING_FIELDS if name not in PLACEMENT_DEFAULTS)
+# Those in every point's JSON; the placement fields join only where they differ from the default,
+# the program only where a study declares one.
+ALWAYS_DEFINING = tuple(name for name in DEFINING_FIELDS if name not in PLACEMENT_DEFAULTS and name != PROGRAM)
+
+
+def program_of(study: Mapping[str, Any]) -> dict[str, Any]:
+    """A study's program as its points carry it ({} where the study has no `command`): the
+    command template, the figures as a list in the order the sweep declares them (a point's
+    JSON sorts mapping keys; the first figure is the primary one by default) each with its
+    `name`, the primary figure's name, and the MPI the program is built against where the
+    study names one."""
+    if "command" not in study:
+        return {}
+    figures = study.get("figures") or {}
+    listed = [{"name": name, **spec} for name, spec in figures.items()] if isinstance(figures, Mapping) else []
+    first = listed[0]["name"] if listed else None
+    program = {"command": study["command"], "figures": listed, "primary": study.get("primary") or first}
+    return {**program, "mpi": study["mpi"]} if "mpi" in study else program
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..apps import APPS
+from ..apps import APPS, app_for
 from ..config.forecast import same_point
 from ..model.metrics import WALLTIME_USED
 from ..model.paths import DEFINITION_FILE, HISTORY, METRICS, RUNS_SEGMENT, Layout
@@ -196,7 +196,7 @@ def survey_point(
     used = (record.get("resources") or {}).get(WALLTIME_USED.name) if record.get("status") == "ok" else None
     if walltimes is not None and isinstance(used, int | float):
         walltimes.setdefault(same_point(point), []).append(float(used))
-    primary = APPS[point.app].primary_metric if point.app in APPS else None
+    primary = app_for(point).primary_metric if point.app in APPS else None
     current = definition(point, cluster)
     if not same_definition(recorded_definition(record), current):
         keep = layout.kept(point.study, point.id, tag(record, mtime))

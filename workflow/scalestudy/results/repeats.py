@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..apps import APPS
+from ..apps import app_for
 from ..model.paths import Layout
 from ..model.point import Point
 from ..model.repeats import limits, needed
@@ -42,7 +42,7 @@ def in_play(points: Iterable[Point], studies: Mapping[str, Mapping[str, Any]], l
         members.sort(key=lambda p: p.repeat)
         records = [read(layout.metrics(p.study, p.id))[0] for p in members]
         recorded = next((i for i, record in enumerate(records) if record is None), len(records))
-        primary = APPS[members[0].app].primary_metric
+        primary = app_for(members[0]).primary_metric
         values = [
             r["figures"][primary]
             for r in records[:recorded]
