@@ -27,8 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import ctypes
-import ctypes.util
 import json
 import os
 import resource
@@ -37,16 +35,15 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from ...model.rank_probe import LOCAL_RANK_VARIABLES, LOCAL_SIZE_VARIABLES, RANK_VARIABLES, SIZE_VARIABLES, first_int
 from ...model.units import KIB
+from ..tensor_peak import TensorPeak, malloc_held
 from ..torch_parallel_spec import EPOCH_PREFIX, IMPLEMENTATIONS, MODELS, RESULT_PREFIX, model_setting
 from . import models
 from .breakdown import no_region, profiled_parts
@@ -115,50 +112,6 @@ def peak_memory_bytes(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device)
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * KIB  # ru_maxrss: KiB on Linux
-
-
-class MallocInfo(ctypes.Structure):
-    """glibc's struct mallinfo2 (malloc.h)."""
-
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks")
-        + ("keepcost",)
-    ]
-
-
-def malloc_held() -> Callable[[], int] | None:
-    """Bytes held in malloc's chunks now (in use in its heap plus its mmapped chunks: what CPU
-    tensors occupy, not what the kernel has left mapped, as RSS is), or None without glibc."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.mallinfo2.restype = MallocInfo
-    except (OSError, AttributeError):
-        return None
-
-    def held() -> int:
-        info = libc.mallinfo2()
-        return info.uordblks + info.hblkhd
-
-    return held
-
-
-class TensorPeak(TorchDispatchMode):
-    """The peak, over every op run inside it, of the bytes malloc holds above what it held at
-    the start: on CPU (torch's CPU tensors come from malloc) the peak of the bytes tensors hold,
-    as CUDA's max allocated counts them on a GPU, without the runtime's and allocator's
-    resident pages that max RSS includes. Sampled after each op."""
-
-    def __init__(self, held: Callable[[], int]) -> None:
-        super().__init__()
-        self.held = held
-        self.start = held()
-        self.peak = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        self.peak = max(self.peak, self.held() - self.start)
-        return out
 
 
 class Trainer:
