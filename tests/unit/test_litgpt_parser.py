@@ -69,7 +69,9 @@ def test_the_tensor_peak_line_of_every_rank_gives_the_largest_in_gb():
 def test_on_cpu_the_memory_model_is_held_to_the_tensor_peak_not_rss():
     from scalestudy.apps.litgpt import litgpt_need
 
-    config = {"n_layer": 2, "n_head": 4, "n_embd": 64, "block_size": 64, "vocab_size": 256, "padded_vocab_size": 256,
-              "intermediate_size": 172, "mlp_class_name": "LLaMAMLP", "norm_class_name": "RMSNorm", "bias": False}  # fmt: skip
+    config = {
+        "n_layer": 2, "n_head": 4, "n_embd": 64, "block_size": 64, "vocab_size": 256, "padded_vocab_size": 256,
+        "intermediate_size": 172, "mlp_class_name": "LLaMAMLP", "norm_class_name": "RMSNorm", "bias": False,
+    }  # fmt: skip
     assert litgpt_need(config, "full", "32-true", 1, 16, 1, on_gpu=False).measured == "tensor_memory_peak_gb"
     assert litgpt_need(config, "full", "32-true", 1, 16, 1, on_gpu=True).measured == "gpu_memory_gb"
