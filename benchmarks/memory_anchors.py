@@ -10,8 +10,11 @@ measured CPU ranks:
    estimate_zero3_model_states_mem_needs, no offload) on three Llama-shaped cases.
 4. The torch-parallel rank program under real mpirun on CPU: ddp, fsdp stages 1-3, pipeline,
    tensor at a size where model state dominates; measured: the rank's peak of tensor bytes.
+   And LitGPT (litgpt_entry, the local study's tiny Llama-shaped stand-in, config/local.yaml),
+   full and LoRA on 1 and `--ranks` CPU ranks: its rank's peak of tensor bytes.
 
-    python benchmarks/memory_anchors.py [--cpu-width 1024 --cpu-depth 3 --cpu-strategies ...] [--no-cpu]
+    python benchmarks/memory_anchors.py [--cpu-width 1024 --cpu-depth 3 --cpu-strategies ...]
+        [--litgpt-methods full,lora] [--no-cpu]
 
 Each line: the figure, its definition, the ratio predicted / reference; a summary line per
 section with how many are within 0.8-1.2 (n).
@@ -214,6 +217,60 @@ def cpu_section(strategies: list[str], ranks: int, width: int, depth: int, batch
     return misses
 
 
+def litgpt_cpu_section(methods: list[str], ranks_list: list[int]) -> list[str]:
+    """LitGPT under real mpirun on CPU ranks, the local study's stand-in model and settings
+    (config/local.yaml: its assets and the litgpt-full study's params), 5 optimizer steps;
+    measured: the largest rank's tensor_memory_peak_gb (litgpt_entry)."""
+    import tempfile
+
+    import yaml
+    from scalestudy.apps.litgpt import parse_litgpt
+    from scalestudy.apps.litgpt_assets import TinyModelShape, make_tiny_assets
+
+    local = yaml.safe_load((REPO / "config" / "local.yaml").read_text())
+    settings = dict(local["assets"]["litgpt_tiny"])
+    samples, seed = settings.pop("samples"), settings.pop("seed")
+    study = local["studies"]["litgpt-full"]["params"]
+    print(f"# 4b. LitGPT on CPU: the local stand-in ({settings}), micro batch {study['micro_batch_size']}, "
+          f"{study['max_seq_length']} tokens, {study['precision']}, 5 steps (one mpirun each)")  # fmt: skip
+    print("# measured: the largest rank's peak of tensor bytes from the model's build through 2 optimizer steps "
+          "(tensor_memory_peak_gb); predicted: the model's tensor bytes of that rank")  # fmt: skip
+    misses, ratios = [], []
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        make_tiny_assets(root / "checkpoint", root / "alpaca.json", samples, seed, TinyModelShape(**settings))
+        mpirun = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
+        for method in methods:
+            for ranks in ranks_list:
+                params = {**study, "method": method, "checkpoint_dir": str(root / "checkpoint"),
+                          "data_path": str(root / "alpaca.json"), "max_steps": 5}  # fmt: skip
+                point = Point(study="memory", app="litgpt", scaling="strong", nodes=1, ranks_per_node=ranks,
+                              gpus_per_node=0, threads_per_rank=1, mpi_flag_set="default", nccl_env_set="default",
+                              repeat=1, walltime="00:10:00", params=params)  # fmt: skip
+                app = APPS["litgpt"]
+                run_dir = root / f"{method}-{ranks}"
+                env = [word for name, value in app.rank_env(point).items() for word in ("-x", f"{name}={value}")]
+                command = [mpirun, "-np", str(ranks), "--oversubscribe", "--allow-run-as-root", "-x",
+                           "OMP_NUM_THREADS=1", "-x", f"PYTHONPATH={REPO / 'workflow'}", *env,
+                           *app.rank_command(point, run_dir, None)]  # fmt: skip
+                done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+                if done.returncode != 0:
+                    raise SystemExit(f"litgpt {method} {ranks} ranks: mpirun exited {done.returncode}\n"
+                                     f"{done.stdout[-2000:]}{done.stderr[-3000:]}")  # fmt: skip
+                measured = parse_litgpt(done.stdout)["tensor_memory_peak_gb"] * 1e9
+                prediction = app.memory(point).prediction
+                ratio = prediction.tensors / measured
+                ratios.append(ratio)
+                terms = " + ".join(f"{k} {v * 1000:.1f}" for k, v in prediction.terms_gb().items() if v)
+                print(f"cpu litgpt-{method} ranks={ranks}: predicted {prediction.tensors / 1e6:.1f} MB ({terms}), "
+                      f"measured {measured / 1e6:.1f} MB, ratio {ratio:.3f}", flush=True)  # fmt: skip
+                if not within(ratio):
+                    misses.append(f"cpu litgpt-{method} ranks={ranks}: ratio {ratio:.3f}")
+    print(f"cpu litgpt: {sum(map(within, ratios))}/{len(ratios)} within {LOW}-{HIGH} "
+          f"(ratio min {min(ratios):.3f}, max {max(ratios):.3f})")  # fmt: skip
+    return misses
+
+
 def speed_section(points: int) -> None:
     """How long the load-time check takes on a sweep of 7B-70B LitGPT points (LitGPT's configs
     by name, nothing allocated): study.memory_lines over `points` points, first call (each
@@ -256,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu-batch", type=int, default=8)
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--cpu-strategies", default="ddp,fsdp:1,fsdp:2,fsdp:3,pipeline,tensor")
+    parser.add_argument("--litgpt-methods", default="full,lora", help="LitGPT on CPU: methods ('' for none)")
     parser.add_argument("--no-cpu", action="store_true", help="the published references only")
     parser.add_argument("--speed-points", type=int, default=10_000, help="points of the load-time speed check")
     args = parser.parse_args(argv)
@@ -265,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         misses += cpu_section(
             args.cpu_strategies.split(","), args.ranks, args.cpu_width, args.cpu_depth, args.cpu_batch
         )
+        if args.litgpt_methods:
+            misses += litgpt_cpu_section(args.litgpt_methods.split(","), sorted({1, args.ranks}))
     print(f"misses: {len(misses)}")
     for miss in misses:
         print(f"  miss: {miss}")

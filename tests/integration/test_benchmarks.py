@@ -53,6 +53,8 @@ def test_memory_anchors_runs_and_prints_every_reference_and_a_cpu_ratio():
         "2",
         "--speed-points",
         "200",
+        "--litgpt-methods",
+        "lora",
     )
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     out = run.stdout
@@ -62,6 +64,7 @@ def test_memory_anchors_runs_and_prints_every_reference_and_a_cpu_ratio():
     assert sum(line.startswith("zero stage ") for line in lines) == 4
     assert sum(line.startswith("deepspeed zero") for line in lines) == 6
     assert "cpu fsdp:3 ranks=2 " in out and ", ratio " in out and "cpu: " in out
+    assert "cpu litgpt-lora ranks=1: " in out and "cpu litgpt-lora ranks=2: " in out and "cpu litgpt: " in out
     assert "load-time check of 200 LitGPT points" in out and " s again (cached)" in out
 
 

@@ -122,3 +122,31 @@ def test_a_point_runs_through_the_runner_with_its_memory_prediction(tmp_path):
     # The prediction from the shape the rank counted, beside what it measured.
     assert figures["predicted_memory_gb"] > 0 and figures["memory_ratio"] > 0
     assert "DTensor" in figures["implementation"]
+
+
+def tp_point(**params) -> Point:
+    return Point(study="tp", app="torch-parallel", scaling="strong", nodes=1, ranks_per_node=2, gpus_per_node=0,
+                 threads_per_rank=1, mpi_flag_set="default", nccl_env_set="default", repeat=1, walltime="00:05:00",
+                 params={"mode": "throughput", "breakdown_steps": 0, **params})  # fmt: skip
+
+
+def test_resnet50_throughput_follows_horovods_protocol_on_two_ranks(tmp_path):
+    point = tp_point(model="resnet50", batch_size=8, warmup_steps=2, steps=3, batches_per_iter=3)
+    metrics = run_point(point, tmp_path / "run", clusters.load("local"))
+    assert metrics["status"] == "ok", metrics["reason"]
+    figures = metrics["figures"]
+    assert (figures["batches_per_iter"], figures["timed_iterations"]) == (3, 3)
+    assert figures["images_per_s_per_rank"] > 0 and figures["images_per_s_per_rank_ci"] >= 0
+    assert figures["images_per_s_total"] == pytest.approx(2 * figures["images_per_s_per_rank"])
+    assert figures["images_per_s_total_ci"] == pytest.approx(2 * figures["images_per_s_per_rank_ci"])
+    # The same iterations give the step-based figure: within a quarter of it (median vs mean).
+    assert figures["images_per_s_total"] == pytest.approx(figures["samples_per_s"], rel=0.25)
+
+
+def test_16_mixed_trains_on_cpu_ranks_with_its_loss_scaler(tmp_path):
+    point = tp_point(model="mlp", strategy="fsdp", precision="16-mixed", warmup_steps=1, steps=3)
+    metrics = run_point(point, tmp_path / "run", clusters.load("local"))
+    assert metrics["status"] == "ok", metrics["reason"]
+    figures = metrics["figures"]
+    assert figures["samples_per_s"] > 0 and figures["final_train_loss"] > 0
+    assert "images_per_s_per_rank" not in figures  # not an image family

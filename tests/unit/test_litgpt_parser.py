@@ -53,3 +53,25 @@ def test_truncated_log_is_a_parse_error(data_dir):
     cut = text[: text.index("| Performance")]
     with pytest.raises(ParseError, match="Training Time"):
         parse_litgpt(cut)
+
+
+def test_the_tensor_peak_line_of_every_rank_gives_the_largest_in_gb():
+    from scalestudy.apps.litgpt_entry import TENSOR_PEAK_PREFIX, TENSOR_PEAK_UNIT
+
+    text = "| - Training Time             :  3.69 s\n"
+    text += f"{TENSOR_PEAK_PREFIX} rank 1: 120000000 {TENSOR_PEAK_UNIT}\n"
+    text += f"{TENSOR_PEAK_PREFIX} rank 0: 129061088 {TENSOR_PEAK_UNIT}\n"
+    figures = parse_litgpt(text)
+    assert figures["tensor_memory_peak_gb"] == pytest.approx(0.129061088)  # GB = 10^9 bytes
+    assert "tensor_memory_peak_gb" not in parse_litgpt("| - Training Time             :  3.69 s\n")
+
+
+def test_on_cpu_the_memory_model_is_held_to_the_tensor_peak_not_rss():
+    from scalestudy.apps.litgpt import litgpt_need
+
+    config = {
+        "n_layer": 2, "n_head": 4, "n_embd": 64, "block_size": 64, "vocab_size": 256, "padded_vocab_size": 256,
+        "intermediate_size": 172, "mlp_class_name": "LLaMAMLP", "norm_class_name": "RMSNorm", "bias": False,
+    }  # fmt: skip
+    assert litgpt_need(config, "full", "32-true", 1, 16, 1, on_gpu=False).measured == "tensor_memory_peak_gb"
+    assert litgpt_need(config, "full", "32-true", 1, 16, 1, on_gpu=True).measured == "gpu_memory_gb"

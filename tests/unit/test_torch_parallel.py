@@ -2,6 +2,7 @@
 the key), its command line (the CUDA path included: it cannot run here), and strategies
 compared with ddp like MPI flag sets, accuracy beside speed."""
 
+import json
 import os
 
 import pandas as pd
@@ -13,6 +14,7 @@ from scalestudy.apps.torch_parallel_rank import __main__ as rank_program
 from scalestudy.apps.torch_parallel_rank import models
 from scalestudy.apps.torch_parallel_spec import IMPLEMENTATIONS, MODELS, RESULT_PREFIX
 from scalestudy.model.errors import SweepError
+from scalestudy.model.metrics import metric
 from scalestudy.model.point import Point
 from scalestudy.study import load
 
@@ -187,4 +189,66 @@ def test_strategies_are_compared_with_ddp_with_accuracy_beside_the_verdict():
     assert (
         compared.loc["pipeline", "final_accuracy"] == 0.95
         and compared.loc["pipeline", "final_accuracy_baseline"] == 0.9
+    )
+
+
+def horovod_result(model="resnet50", times=(0.5, 0.4, 0.5, 0.6), world=2, batch=32, batches_per_iter=10):
+    result = {"model": model, "global_batch": batch * world, "world": world, "replicas": world,
+              "batches_per_iter": batches_per_iter, "iteration_time_s_rank0": list(times),
+              "step_time_s_per_rank": [0.05, 0.05], "samples_per_s_per_rank": [640.0, 640.0],
+              "peak_memory_bytes_per_rank": [1e8, 1e8], "memory_growth_bytes_per_rank": [5e7, 5e7],
+              "parameters": 10, "timed_steps": len(times), "implementation": "DistributedDataParallel",
+              "backend": "gloo", "epochs": [], "last_loss": 2.0}  # fmt: skip
+    return f"{RESULT_PREFIX} {json.dumps(result)}\n"
+
+
+def test_an_image_familys_throughput_follows_horovods_synthetic_benchmark():
+    figures = parse_torch_parallel(horovod_result())
+    # Per iteration: 32 images x 10 batches / its time; mean and 1.96 x numpy's std (over n).
+    rates = [320 / t for t in (0.5, 0.4, 0.5, 0.6)]
+    mean = sum(rates) / 4
+    spread = 1.96 * (sum((r - mean) ** 2 for r in rates) / 4) ** 0.5
+    assert figures["images_per_s_per_rank"] == pytest.approx(mean)
+    assert figures["images_per_s_per_rank_ci"] == pytest.approx(spread)
+    assert figures["images_per_s_total"] == pytest.approx(2 * mean)
+    assert figures["images_per_s_total_ci"] == pytest.approx(2 * spread)
+    assert (figures["batches_per_iter"], figures["timed_iterations"]) == (10, 4)
+    assert "Horovod synthetic benchmark protocol" in metric("images_per_s_per_rank").label
+
+
+def test_token_families_and_runs_before_the_protocol_get_no_image_figures():
+    assert "images_per_s_per_rank" not in parse_torch_parallel(horovod_result(model="gpt2"))
+    before = horovod_result().replace('"iteration_time_s_rank0"', '"not_recorded"')
+    assert "images_per_s_per_rank" not in parse_torch_parallel(before)
+
+
+def test_batches_per_iter_is_a_default_param_that_leaves_existing_points_as_they_were(tmp_path):
+    point = tp_point(model="resnet50")
+    assert "batches_per_iter" not in point.params and "batches_per_iter" not in point.id
+    command = APP.rank_command(point, tmp_path, None)
+    assert command[command.index("--batches-per-iter") + 1] == "1"  # each step timed alone, as before
+
+
+def test_16_mixed_is_a_precision_with_its_memory_and_a_loss_scaler_only_where_the_step_has_one(tmp_path):
+    from scalestudy.model.memory import PRECISIONS
+
+    assert APP.memory(tp_point(model="mlp", precision="16-mixed", strategy="ddp")).precision is PRECISIONS["16-mixed"]
+    (line,) = problems(sweep(tmp_path, model="mlp", strategy="pipeline", precision="16-mixed"))
+    assert line == (
+        "studies.tp.params.precision: 16-mixed scales the loss (GradScaler), which the rank program does not do "
+        "with strategy pipeline; allowed with 16-mixed: ddp, fsdp"
+    )
+    load(sweep(tmp_path, model="mlp", strategy="fsdp", precision="16-mixed"))  # accepted
+
+
+def test_bf16_on_gadis_v100s_is_refused_for_torch_parallel_too(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROJECT", "p00")
+    study = {"app": "torch-parallel", "nodes": [1], "gpus_per_node": [1],
+             "params": {"model": "mlp", "device": "cuda", "precision": "bf16-mixed"}}  # fmt: skip
+    config = {"cluster": "gadi", "results_dir": str(tmp_path), "studies": {"tp": study}}
+    with pytest.raises(SweepError) as refused:
+        load(config, check_memory=False)
+    assert (
+        "studies.tp.params.precision: bf16-mixed needs bfloat16, which the GPUs of gadi's gpuvolta queue cannot "
+        "compute; allowed: 32-true, 16-mixed" in refused.value.problems
     )

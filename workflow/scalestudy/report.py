@@ -424,7 +424,15 @@ def memory_blocks(runs: pd.DataFrame) -> list:
     ok = runs[(runs["status"] == "ok") & runs["predicted_memory_gb"].notna()]
     if ok.empty:
         return []
-    measured = [c for c in ("memory_growth_gb", "peak_memory_gb", "gpu_memory_gb", "host_memory_peak_gb") if c in ok]
+    # Each app's measured figures: tensor bytes (what the prediction is held to), then max RSS beside.
+    measured_figures = (
+        "memory_growth_gb",
+        "peak_memory_gb",
+        "gpu_memory_gb",
+        "tensor_memory_peak_gb",
+        "host_memory_peak_gb",
+    )
+    measured = [c for c in measured_figures if c in ok]
     rows = []
     for (variant, ranks), group in ok.groupby(["variant", "ranks"], sort=True):
         ratio = pd.to_numeric(group.get("memory_ratio"), errors="coerce") if "memory_ratio" in group else None

@@ -236,6 +236,13 @@ def memory_problems(points: Iterable[Point], cluster: clusters.Cluster) -> list[
     return memory_lines(points, cluster)[0]
 
 
+def app_precisions(app: str) -> tuple[str, ...]:
+    """The precisions an app's `precision` parameter takes (every one the memory model knows
+    where the app does not list them)."""
+    param = APPS[app].params.get("precision")
+    return tuple(param.choices) if param is not None and param.choices else tuple(PRECISIONS)
+
+
 def precision_problems(points: Iterable[Point], cluster: clusters.Cluster) -> list[str]:
     """A bfloat16 precision asked of a GPU that cannot compute in it (the cluster file's
     `gpu_bf16: false`: V100 and older), once per study."""
@@ -248,7 +255,7 @@ def precision_problems(points: Iterable[Point], cluster: clusters.Cluster) -> li
                 problems[
                     f"studies.{point.study}.params.precision: {precision} needs bfloat16, which the GPUs of "
                     f"{cluster.name}'s {queue.name} queue cannot compute; allowed: "
-                    + ", ".join(name for name in PRECISIONS if name not in BF16_PRECISIONS)
+                    + ", ".join(name for name in app_precisions(point.app) if name not in BF16_PRECISIONS)
                 ] = None
     return list(problems)
 

@@ -20,7 +20,7 @@ from ..model.units import GIB, KIB, MEMORY_UNIT, gb
 from .base import App, Param, ParseError
 from .litgpt_assets import settings_problems, tiny_asset_files
 from .litgpt_checkpoint import CHECKPOINT_CONFIG, CHECKPOINT_WEIGHTS
-from .litgpt_entry import PEAK_RSS_PREFIX, PEAK_RSS_UNIT
+from .litgpt_entry import PEAK_RSS_PREFIX, PEAK_RSS_UNIT, TENSOR_PEAK_PREFIX, TENSOR_PEAK_UNIT, TRACKED_STEPS
 from .saved_bytes import kept_on_disk
 
 # LitGPT 0.5 end-of-training block.
@@ -36,6 +36,8 @@ ITERATION = re.compile(r"iter (\d+) step (\d+) \| loss train: ([0-9.naninf]+).*?
 # i.e. 2^30 bytes.
 PEAK_RSS = re.compile(rf"^{re.escape(PEAK_RSS_PREFIX)} rank (\d+): ([0-9.]+) ({PEAK_RSS_UNIT}|GB)", re.M)
 PEAK_RSS_BYTES = {PEAK_RSS_UNIT: KIB, "GB": GIB}
+# litgpt_entry's peak tensor bytes line (CPU ranks), in bytes.
+TENSOR_PEAK = re.compile(rf"^{re.escape(TENSOR_PEAK_PREFIX)} rank (\d+): (\d+) {TENSOR_PEAK_UNIT}\b", re.M)
 
 
 def floats(pattern: re.Pattern[str], text: str) -> list[float]:
@@ -97,11 +99,16 @@ def parse_litgpt(log_text: str, run_dir: Path | None = None) -> dict[str, Any]:
     rss = [gb(float(value) * PEAK_RSS_BYTES[unit]) for _rank, value, unit in PEAK_RSS.findall(log_text)]
     if rss:
         figures["host_memory_peak_gb"] = max(rss)
+    tensors = [gb(int(value)) for _rank, value in TENSOR_PEAK.findall(log_text)]
+    if tensors:
+        figures["tensor_memory_peak_gb"] = max(tensors)
     steps, loss = step_times_s(log_text)
     if steps:
         figures["optimizer_steps"] = len(steps)
-        # The first step pays for allocation and warm-up; leave it out when there are others.
-        timed = steps[1:] if len(steps) > 1 else steps
+        # The first step pays for allocation and warm-up; on CPU the first TRACKED_STEPS also pay
+        # for the tensor-peak tracker (each op sampled): leave them out when there are others.
+        skipped = TRACKED_STEPS if tensors else 1
+        timed = steps[skipped:] if len(steps) > skipped else steps
         figures["step_time_s"] = sum(timed) / len(timed)
     if loss is not None:
         figures["final_loss"] = loss
@@ -287,7 +294,7 @@ def litgpt_need(
         micro_batch=micro_batch,
         sharding=sharding,
         overhead=process_overhead(on_gpu),
-        measured="gpu_memory_gb" if on_gpu else "host_memory_peak_gb",
+        measured="gpu_memory_gb" if on_gpu else "tensor_memory_peak_gb",
         batch_key="micro_batch_size",
     )
 
@@ -303,9 +310,22 @@ class LitGPT(App):
     metrics = (
         declare("training_time_s", "training time", "s", "time"),
         declare("tokens_per_s", "throughput", "tok/s", "rate"),
-        declare("step_time_s", "mean optimizer-step time (first step excluded)", "s", "time"),
+        declare(
+            "step_time_s",
+            f"mean optimizer-step time (first step excluded; on CPU the first {TRACKED_STEPS}, tracked for memory)",
+            "s",
+            "time",
+        ),
         declare("gpu_memory_gb", "peak GPU memory (CUDA max allocated)", MEMORY_UNIT, "size"),
-        declare("host_memory_peak_gb", "peak host memory per rank (max RSS)", MEMORY_UNIT, "size"),
+        declare("host_memory_peak_gb", "peak host memory per rank (max RSS), largest rank", MEMORY_UNIT, "size"),
+        declare(
+            "tensor_memory_peak_gb",
+            "CPU: peak of tensor bytes per rank from just before the model is built through the first "
+            f"{TRACKED_STEPS} optimizer steps (malloc's held bytes after every op, above what it held before the "
+            "build; not RSS), largest rank",
+            MEMORY_UNIT,
+            "size",
+        ),
     )
     params = {
         "method": Param(str, required=True, choices=("full", "lora"), help="finetune_full or finetune_lora"),

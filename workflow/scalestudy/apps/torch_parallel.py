@@ -33,9 +33,14 @@ from .torch_parallel_spec import (
     IMAGE,
     MODELS,
     PARTS,
+    PROTOCOL,
     RESULT_PREFIX,
+    SCALED_PRECISIONS,
+    SCALER_STRATEGIES,
     STRATEGIES,
     TENSOR_MODELS,
+    TRAINING_PRECISIONS,
+    Data,
     model_setting,
 )
 
@@ -68,6 +73,54 @@ COMMUNICATION_HIDDEN = declare(
     whole=STEP_WHOLE,
     beside=True,
 )
+
+
+# Horovod's spread: 1.96 x the standard deviation of the iterations' rates (numpy's std, over n).
+CONFIDENCE_Z = 1.96
+IMAGES_PER_S = (
+    declare(
+        "images_per_s_per_rank",
+        f"images per second per rank (per GPU), mean over the timed iterations of rank 0 ({PROTOCOL})",
+        "images/s",
+        "rate",
+        extensive=False,
+    ),
+    declare(
+        "images_per_s_per_rank_ci",
+        "spread of images_per_s_per_rank as Horovod prints it: 1.96 x the standard deviation of rank 0's "
+        "iterations (over n)",
+        "images/s",
+        "size",
+    ),
+    declare(
+        "images_per_s_total",
+        f"images per second, all ranks: ranks x images_per_s_per_rank, as Horovod's total ({PROTOCOL})",
+        "images/s",
+        "rate",
+    ),
+    declare(
+        "images_per_s_total_ci", "spread of images_per_s_total: ranks x images_per_s_per_rank_ci", "images/s", "size"
+    ),
+)
+
+
+def horovod_figures(result: Mapping[str, Any]) -> dict[str, Any]:
+    """Throughput of an image family by Horovod's synthetic benchmark protocol (PROTOCOL) from
+    rank 0's timed iterations: images/s per rank (mean, 1.96 std) and the total (x ranks)."""
+    times = result.get("iteration_time_s_rank0")
+    if not times or MODELS[result["model"]].data != Data.IMAGES:
+        return {}
+    per_iteration = result["global_batch"] / result["world"] * result["batches_per_iter"]
+    rates = [per_iteration / t for t in times]
+    mean, spread = statistics.fmean(rates), CONFIDENCE_Z * statistics.pstdev(rates)
+    return {
+        "images_per_s_per_rank": mean,
+        "images_per_s_per_rank_ci": spread,
+        "images_per_s_total": result["world"] * mean,
+        "images_per_s_total_ci": result["world"] * spread,
+        "batches_per_iter": result["batches_per_iter"],
+        "timed_iterations": len(times),
+    }
 
 
 def values(value: Any) -> list[Any]:
@@ -109,6 +162,7 @@ def parse_torch_parallel(log_text: str) -> dict[str, Any]:
         if line.startswith(EPOCH_PREFIX + " ")
     ]
     figures.update(breakdown_figures(result.get("breakdown")))
+    figures.update(horovod_figures(result))
     if epochs:
         last = epochs[-1]
         figures["epochs"] = len(epochs)
@@ -172,6 +226,7 @@ class TorchParallel(App):
         ),
         declare("optimizer_step_s", "optimizer-step time (slowest rank, median of timed steps)", "s", "time"),
         declare("epoch_time_s", "time per epoch (slowest rank, mean over epochs)", "s", "time"),
+        *IMAGES_PER_S,
         *BREAKDOWN,
         COMMUNICATION_IN_FLIGHT,
         COMMUNICATION_HIDDEN,
@@ -201,9 +256,27 @@ class TorchParallel(App):
         ),
         "batch_size": Param(int, minimum=1, help="samples per data-parallel replica per step", default=16),
         "micro_batches": Param(int, minimum=1, help="pipeline: micro-batches per batch", default=2),
-        "precision": Param(str, choices=("32-true", "bf16-mixed", "bf16-true"), default="32-true"),
-        "steps": Param(int, minimum=1, help="throughput: timed steps", default=20),
-        "warmup_steps": Param(int, minimum=0, help="throughput: untimed steps first", default=3),
+        "precision": Param(
+            str,
+            choices=TRAINING_PRECISIONS,
+            help="16-mixed: float16 autocast with a loss scaler (GPUs without bfloat16, e.g. V100)",
+            default="32-true",
+        ),
+        "steps": Param(
+            int,
+            minimum=1,
+            help="throughput: timed iterations of batches_per_iter steps (Horovod's synthetic benchmark: 10)",
+            default=20,
+        ),
+        "warmup_steps": Param(
+            int, minimum=0, help="throughput: untimed steps first (Horovod's warm-up batches: 10)", default=3
+        ),
+        "batches_per_iter": Param(
+            int,
+            minimum=1,
+            help="throughput: steps per timed iteration (Horovod's num-batches-per-iter: 10; 1: each step timed)",
+            default=1,
+        ),
         "epochs": Param(int, minimum=1, help="converge: epochs", default=3),
         "samples": Param(
             int,
@@ -242,6 +315,14 @@ class TorchParallel(App):
                         )
         if "zero_stage" in params and "fsdp" not in strategies:
             problems.append("params.zero_stage: only fsdp has ZeRO stages; allowed: with strategy fsdp")
+        precision = params.get("precision")
+        if precision in SCALED_PRECISIONS:
+            for strategy in strategies:
+                if strategy not in SCALER_STRATEGIES:
+                    problems.append(
+                        f"params.precision: {precision} scales the loss (GradScaler), which the rank program does "
+                        f"not do with strategy {strategy}; allowed with {precision}: {', '.join(SCALER_STRATEGIES)}"
+                    )
         if "group_size" in params and "hybrid" not in strategies:
             problems.append("params.group_size: only hybrid has groups; allowed: with strategy hybrid")
         return problems

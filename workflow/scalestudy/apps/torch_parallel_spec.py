@@ -16,6 +16,22 @@ IMAGE = (3, 32, 32)
 # How often a layer that halves the image's side can halve it (32 -> 1: five times).
 IMAGE_HALVINGS = IMAGE[1].bit_length() - 1
 RESULT_PREFIX = "scalestudy-torch-result"
+# Training precisions (model.memory.PRECISIONS names them alike). 16-mixed scales the loss
+# (GradScaler), which only the strategies whose step the rank program runs itself have.
+TRAINING_PRECISIONS = ("32-true", "bf16-mixed", "bf16-true", "16-mixed")
+SCALED_PRECISIONS = ("16-mixed",)
+SCALER_STRATEGIES = ("ddp", "fsdp")
+# Throughput mode's protocol, Horovod's synthetic benchmark
+# (examples/pytorch/pytorch_synthetic_benchmark.py): one fixed synthetic batch on the device,
+# untimed warm-up batches, then timed iterations of several batches each; per iteration the
+# samples (images) per second of a rank = batch x batches per iteration / the iteration's time,
+# reported as the mean over the iterations with 1.96 x their standard deviation (numpy's, over
+# n) as its spread, and the total as ranks x that (Horovod's defaults: batch 32, 10 warm-up
+# batches, 10 iterations of 10 batches).
+PROTOCOL = (
+    "Horovod synthetic benchmark protocol: a fixed synthetic batch, warmup_steps untimed batches, then `steps` "
+    "timed iterations of batches_per_iter batches; per iteration batch_size x batches_per_iter / its time"
+)
 
 
 class Task:

@@ -27,8 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import ctypes
-import ctypes.util
 import json
 import os
 import resource
@@ -37,20 +35,28 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from ...model.rank_probe import LOCAL_RANK_VARIABLES, LOCAL_SIZE_VARIABLES, RANK_VARIABLES, SIZE_VARIABLES, first_int
 from ...model.units import KIB
-from ..torch_parallel_spec import EPOCH_PREFIX, IMPLEMENTATIONS, MODELS, RESULT_PREFIX, model_setting
+from ..tensor_peak import TensorPeak, malloc_held
+from ..torch_parallel_spec import (
+    EPOCH_PREFIX,
+    IMPLEMENTATIONS,
+    MODELS,
+    RESULT_PREFIX,
+    TRAINING_PRECISIONS,
+    model_setting,
+)
 from . import models
 from .breakdown import no_region, profiled_parts
 
+# The autocast dtype of each mixed precision (weights, gradients and AdamW stay float32).
+AUTOCAST = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 # The backend of each device: gloo between CPU ranks, NCCL between GPUs (one per rank).
 BACKENDS = {"cpu": "gloo", "cuda": "nccl"}
 
@@ -117,50 +123,6 @@ def peak_memory_bytes(device: torch.device) -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * KIB  # ru_maxrss: KiB on Linux
 
 
-class MallocInfo(ctypes.Structure):
-    """glibc's struct mallinfo2 (malloc.h)."""
-
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks")
-        + ("keepcost",)
-    ]
-
-
-def malloc_held() -> Callable[[], int] | None:
-    """Bytes held in malloc's chunks now (in use in its heap plus its mmapped chunks: what CPU
-    tensors occupy, not what the kernel has left mapped, as RSS is), or None without glibc."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.mallinfo2.restype = MallocInfo
-    except (OSError, AttributeError):
-        return None
-
-    def held() -> int:
-        info = libc.mallinfo2()
-        return info.uordblks + info.hblkhd
-
-    return held
-
-
-class TensorPeak(TorchDispatchMode):
-    """The peak, over every op run inside it, of the bytes malloc holds above what it held at
-    the start: on CPU (torch's CPU tensors come from malloc) the peak of the bytes tensors hold,
-    as CUDA's max allocated counts them on a GPU, without the runtime's and allocator's
-    resident pages that max RSS includes. Sampled after each op."""
-
-    def __init__(self, held: Callable[[], int]) -> None:
-        super().__init__()
-        self.held = held
-        self.start = held()
-        self.peak = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        self.peak = max(self.peak, self.held() - self.start)
-        return out
-
-
 class Trainer:
     """The model wrapped by its strategy, and one optimizer step / one evaluation of a batch."""
 
@@ -222,6 +184,16 @@ class Trainer:
             raise ValueError(f"unknown strategy {strategy!r}")
         if not hasattr(self, "optimizer"):
             self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=args.lr, foreach=False)
+        # 16-mixed: float16's narrow range needs the loss scaled (torch's GradScaler, on CPU as on
+        # CUDA); FSDP2's sharded gradients need the sharded scaler's check of every rank's shard.
+        self.scaler = None
+        if args.precision == "16-mixed":
+            if strategy == "fsdp" and args.zero_stage >= 2:
+                from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+                self.scaler = ShardedGradScaler(device.type)
+            else:
+                self.scaler = torch.amp.GradScaler(device.type)
 
     def initialised(self, index: int, block: nn.Module) -> nn.Module:
         """`block` (given memory, maybe sharded) holding block `index`'s initial values."""
@@ -290,8 +262,8 @@ class Trainer:
         return models.loss_of(self.task, output, target)
 
     def autocast(self):
-        if self.args.precision == "bf16-mixed":
-            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        if self.args.precision in AUTOCAST:
+            return torch.autocast(self.device.type, dtype=AUTOCAST[self.args.precision])
         return contextlib.nullcontext()
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float, int]:
@@ -318,7 +290,7 @@ class Trainer:
             with self.autocast():
                 output = self.model(x)
                 loss = self.loss(output, y)
-            loss.backward()
+            (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
             if self.dp_group is not None:
                 for p in self.model.parameters():
                     if p.grad is not None:
@@ -326,7 +298,11 @@ class Trainer:
                         dist.all_reduce(grad, group=self.dp_group)
                         grad /= self.replicas
         with self.region("optimizer"):
-            self.optimizer.step()
+            if self.scaler is not None:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
         right, count = models.correct_of(self.task, output.detach(), y)
         return float(loss.detach()), right, count
 
@@ -471,8 +447,10 @@ def run_converge(trainer: Trainer, args: argparse.Namespace, device: torch.devic
 
 
 def run_throughput(trainer: Trainer, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
-    """Horovod-style: one fixed synthetic batch, `warmup_steps` untimed steps, then `steps` timed ones.
-    CPU memory is tracked over the warm-up steps (over the build only where there are none)."""
+    """Horovod's synthetic benchmark protocol (torch_parallel_spec.PROTOCOL): one fixed synthetic
+    batch, `warmup_steps` untimed steps, then `steps` timed iterations of `batches_per_iter`
+    steps each (one: each step timed alone, as before the protocol had iterations). CPU memory
+    is tracked over the warm-up steps (over the build only where there are none)."""
     x, y = models.make_data(args.model, args.batch_size, args.vocab, args.seq_len, args.seed + 1 + trainer.replica)
     last = None
     with trainer.tracking():
@@ -480,14 +458,21 @@ def run_throughput(trainer: Trainer, args: argparse.Namespace, device: torch.dev
             last = trainer.step(x, y)
     synchronize(device)
     dist.barrier()
-    step_times = []
+    iteration_times = []
     for _ in range(args.steps):
         started = time.perf_counter()
-        last = trainer.step(x, y)
+        for _ in range(args.batches_per_iter):
+            last = trainer.step(x, y)
         synchronize(device)
-        step_times.append(time.perf_counter() - started)
+        iteration_times.append(time.perf_counter() - started)
     loss = reduced([last[0] * trainer.pipeline_last, float(trainer.pipeline_last)], device)
-    return {"step_times": step_times, "steps": args.steps, "last_loss": loss[0] / max(loss[1], 1)}
+    return {
+        # A step's time: its iteration's share.
+        "step_times": [t / args.batches_per_iter for t in iteration_times],
+        "iteration_times": iteration_times,
+        "steps": args.steps * args.batches_per_iter,
+        "last_loss": loss[0] / max(loss[1], 1),
+    }
 
 
 def main(argv: list[str]) -> int:
@@ -506,9 +491,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--mode", default="throughput", choices=("throughput", "converge"))
     parser.add_argument("--batch-size", type=int, required=True, help="samples per data-parallel replica per step")
     parser.add_argument("--micro-batches", type=int, default=1)
-    parser.add_argument("--precision", default="32-true", choices=("32-true", "bf16-mixed", "bf16-true"))
+    parser.add_argument("--precision", default="32-true", choices=TRAINING_PRECISIONS)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup-steps", type=int, default=3)
+    parser.add_argument(
+        "--batches-per-iter", type=int, default=1, help="throughput: steps per timed iteration (Horovod's 10)"
+    )
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--samples", type=int, default=512)
     parser.add_argument("--width", type=int)
@@ -610,6 +598,9 @@ def train(args: argparse.Namespace, rank: int, world: int, device: torch.device)
             "timed_steps": len(times),
             # Every rank works on every global batch: its share of the samples is global / world.
             "step_time_s_per_rank": step_times,
+            # Throughput's timed iterations (PROTOCOL), rank 0's as Horovod reports them.
+            "batches_per_iter": args.batches_per_iter if args.mode == "throughput" else None,
+            "iteration_time_s_rank0": run.get("iteration_times"),
             "samples_per_s_per_rank": [global_batch / world / t for t in step_times],
             "peak_memory_bytes_per_rank": peaks,
             "memory_growth_bytes_per_rank": growth,
