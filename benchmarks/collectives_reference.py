@@ -1,10 +1,11 @@
 """The collectives app's point-to-point latency and bandwidth against an implementation
 nobody here wrote, on this machine, side by side: `python -m mpi4py.bench pingpong` (ships
 with mpi4py), and, where given, Intel MPI Benchmarks' `IMB-MPI1` (PingPong and Allreduce) and
-OSU's `osu_allreduce` for allreduce latency.
+OSU's `osu_latency` and `osu_allreduce` (the protocols the app follows).
 
     python benchmarks/collectives_reference.py [--min-bytes 1] [--max-bytes 1048576]
-        [--iterations 1000] [--warmup 100] [--rounds 5] [--imb PATH] [--osu-allreduce PATH]
+        [--iterations 1000] [--warmup 100] [--rounds 5] [--imb PATH] [--osu-latency PATH]
+        [--osu-allreduce PATH]
 
 Each round runs, under the same `mpirun -np 2` (the venv's Open MPI), the app's rank program
 (`collectives_rank.py --operation latency --backend mpi --dtype int8`: one-way latency = half
@@ -12,10 +13,11 @@ the mean round trip, bandwidth = size / one-way latency) and mpi4py's ping-pong 
 sizes, warm-up and iterations, one after the other, alternating which goes first. Per size it
 prints each side's median over the rounds and its best round (lowest latency, highest
 bandwidth: a shared machine's stalls only ever slow a round down) and the ratios app /
-reference of each, then how many ratios lie within 0.9–1.1. With --osu-allreduce (OSU built
-outside this repository, never committed) the app's allreduce (float32, OSU's size: the whole
-vector, the same as nccl-tests') is compared with osu_allreduce's average latency the same way;
-without it that comparison is skipped and the output says so. With --imb (IMB-MPI1 built
+reference of each, then how many ratios lie within 0.9–1.1. With --osu-latency and
+--osu-allreduce (OSU built outside this repository, never committed; or on PATH) the app's
+ping-pong latency is compared with osu_latency's, and its allreduce (float32, OSU's size: the
+whole vector, the same as nccl-tests') with osu_allreduce's average latency, the same way;
+without them those comparisons are skipped and the output says so. With --imb (IMB-MPI1 built
 outside this repository from github.com/intel/mpi-benchmarks, never committed; or IMB-MPI1 on
 PATH) the app's ping-pong is compared with IMB's PingPong (t = half the round trip, as ours)
 and its allreduce with IMB's Allreduce t_avg (the mean over ranks of each rank's mean time per
@@ -80,6 +82,13 @@ def mpi4py_pingpong(args) -> dict[int, tuple[float, float]]:
                "-n", str(args.max_bytes), "-s", loops[0], "-l", loops[1], "--skip-large", loops[0],
                "--loop-large", loops[1], "--skip-huge", loops[0], "--loop-huge", loops[1]]  # fmt: skip
     return {int(s): (float(t) * 1e6, float(bw)) for s, bw, t in MPI4PY_ROW.findall(run(command))}
+
+
+def osu_latency(path: str, args) -> dict[int, tuple[float, float]]:
+    """osu_latency: one-way latency (half the mean round trip) at every size up to 4 MiB."""
+    command = [*mpirun(), path, "-i", str(args.iterations), "-x", str(args.warmup)]
+    rows = OSU_ROW.findall(run(command))
+    return {int(s): (float(lat), float("nan")) for s, lat in rows if args.min_bytes <= int(s) <= args.max_bytes}
 
 
 def osu_allreduce(path: str, args) -> dict[int, tuple[float, float]]:
@@ -159,6 +168,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--imb", help="an IMB-MPI1 built outside this repository")
+    parser.add_argument("--osu-latency", help="an osu_latency built outside this repository")
     parser.add_argument("--osu-allreduce", help="an osu_allreduce built outside this repository")
     args = parser.parse_args()
     ours, theirs = side_by_side(functools.partial(app, "latency", "int8", args),
@@ -169,6 +179,10 @@ def main() -> int:
             ("point-to-point vs IMB PingPong", "latency", "int8", lambda path: imb(path, "PingPong", args),
              ("latency_us", "bandwidth_MBps")),
             ("allreduce vs IMB Allreduce", "allreduce", "float32", lambda path: imb(path, "Allreduce", args),
+             ("latency_us",)),
+        ]),
+        ("osu_latency", args.osu_latency or shutil.which("osu_latency"), "--osu-latency", [
+            ("point-to-point vs osu_latency", "latency", "int8", lambda path: osu_latency(path, args),
              ("latency_us",)),
         ]),
         ("osu_allreduce", args.osu_allreduce or shutil.which("osu_allreduce"), "--osu-allreduce", [
