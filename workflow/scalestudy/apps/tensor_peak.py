@@ -5,7 +5,10 @@ On a GPU, CUDA's max allocated counts tensor bytes; on CPU the nearest figure th
 max RSS, which also holds the Python and torch runtime, allocator arenas and pages malloc has
 freed but the kernel has left mapped. torch's CPU tensors come from malloc, so the bytes malloc
 holds in its chunks (glibc's `mallinfo2`: in use in its heap plus its mmapped chunks), sampled
-after every op, follow what tensors hold. Used by the torch-parallel rank program and
+after every op, follow what tensors hold, less what MKL's memory manager keeps in malloc for
+itself (`mkl_pool`: the GEMM packing buffers it allocates on the first matrix product of each
+size class and keeps for the process's life; 11 MB on the local LitGPT stand-in, measured
+with a tracker of every live tensor storage, docs/MEMORY.md). Used by the torch-parallel rank program and
 `litgpt_entry` (LitGPT on CPU ranks); the memory model's CPU prediction is held to it
 (docs/MEMORY.md).
 """
@@ -14,7 +17,9 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
+from pathlib import Path
 
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 
 
@@ -28,9 +33,43 @@ class MallocInfo(ctypes.Structure):
     ]
 
 
+def mkl_pool() -> Callable[[], int] | None:
+    """Bytes MKL's memory manager holds now (its `mkl_mem_stat`), or None where torch was built
+    without MKL (torch's x86 wheels link it into libtorch_cpu, where its symbols are local to
+    that library: they are looked up there, not among the process's own).
+
+    MKL's GEMM allocates its packing buffers with malloc on the first product of each size
+    class and keeps them in its pool after the call (MKL's "fast memory manager"; with
+    MKL_DISABLE_FAST_MM=1 they are freed after each call and the bytes malloc holds after a
+    product grow by its output only). They are the BLAS library's workspace, not tensors:
+    5.4 MB for a (512 x 256) @ (256 x 768) product, 5.7 MB more for one with 1024 columns,
+    6.7 MB for 2048 (torch 2.13, MKL 2024.2, one thread), a few tens of MB at most however
+    large the model, so the CPU runtime (model.memory.TORCH_CPU_RUNTIME_BYTES) covers them."""
+    library = Path(torch.__file__).parent / "lib" / "libtorch_cpu.so"
+    try:
+        mkl = ctypes.CDLL(str(library))
+    except OSError:
+        return None
+    for name in ("MKL_Mem_Stat", "mkl_serv_mem_stat"):  # the public name, or its implementation's
+        stat = getattr(mkl, name, None)
+        if stat is not None:
+            break
+    else:
+        return None
+    stat.restype = ctypes.c_int64
+    stat.argtypes = [ctypes.POINTER(ctypes.c_int)]
+    buffers = ctypes.c_int(0)
+
+    def pool() -> int:
+        return int(stat(ctypes.byref(buffers)))
+
+    return pool
+
+
 def malloc_held() -> Callable[[], int] | None:
     """Bytes held in malloc's chunks now (in use in its heap plus its mmapped chunks: what CPU
-    tensors occupy, not what the kernel has left mapped, as RSS is), or None without glibc."""
+    tensors occupy, not what the kernel has left mapped, as RSS is) less MKL's own pool
+    (`mkl_pool`), or None without glibc."""
     try:
         # The process's own symbols (libc among them): ctypes.util.find_library would start
         # ldconfig in every rank to find the same library.
@@ -38,10 +77,11 @@ def malloc_held() -> Callable[[], int] | None:
         libc.mallinfo2.restype = MallocInfo
     except (OSError, AttributeError):
         return None
+    blas = mkl_pool() or (lambda: 0)
 
     def held() -> int:
         info = libc.mallinfo2()
-        return info.uordblks + info.hblkhd
+        return info.uordblks + info.hblkhd - blas()
 
     return held
 
