@@ -125,8 +125,8 @@ DEFINITIONS = {
     "repeats_until_clear": "repeats: {min, max, ci}: min repeats first, then one more per point and invocation"
     " while the 95% CI of its mean primary figure is wider than ± ci of the mean and max is not reached",
     "memory_ratio": "measured peak of tensor bytes per rank (CPU: malloc's held bytes over the model build and the"
-    " warm-up steps, not RSS; GPU: CUDA max allocated) / the memory model's tensor bytes (weights + gradients +"
-    " optimizer + activations + transient; the CUDA context left out)",
+    " warm-up steps, less MKL's own GEMM buffers, not RSS; GPU: CUDA max allocated) / the memory model's tensor"
+    " bytes (weights + gradients + optimizer + activations + transient; the CUDA context left out)",
     "service_units": "SU per run: the job's own record where the site prints one, else charge rate × cores ×"
     " walltime used (marked estimated)",
     "su_per_million": "SU per million units of a rate metric: SU per job-hour × 10⁶ / rate / 3600",

@@ -322,7 +322,7 @@ class LitGPT(App):
             "tensor_memory_peak_gb",
             "CPU: peak of tensor bytes per rank from just before the model is built through the first "
             f"{TRACKED_STEPS} optimizer steps (malloc's held bytes after every op, above what it held before the "
-            "build; not RSS), largest rank",
+            "build, less MKL's own GEMM buffers; not RSS), largest rank",
             MEMORY_UNIT,
             "size",
         ),

@@ -241,7 +241,7 @@ class TorchParallel(App):
         declare(
             "memory_growth_gb",
             "peak of tensor bytes per rank from before the model is built (CPU: malloc's held bytes over the build"
-            " and warm-up steps; GPU: CUDA max allocated's growth), largest rank",
+            " and warm-up steps, less MKL's own GEMM buffers; GPU: CUDA max allocated's growth), largest rank",
             MEMORY_UNIT,
             "size",
         ),
