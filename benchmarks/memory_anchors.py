@@ -204,15 +204,24 @@ def cpu_section(strategies: list[str], ranks: int, width: int, depth: int, batch
     for strategy in strategies:
         result, prediction = cpu_case(strategy, ranks, width, depth, batch)
         measured = max(result["memory_growth_bytes_per_rank"])
-        ratio = prediction.tensors / measured
-        ratios.append(ratio)
-        terms = " + ".join(f"{k} {v * 1000:.1f}" for k, v in prediction.terms_gb().items() if v)
-        print(f"cpu {strategy} ranks={ranks} parameters={result['parameters']}: "
-              f"predicted {prediction.tensors / 1e6:.1f} "
-              f"MB ({terms}), measured {measured / 1e6:.1f} MB, ratio {ratio:.3f}", flush=True)  # fmt: skip
-        if not within(ratio):
-            misses.append(f"cpu {strategy}: ratio {ratio:.3f}")
-    print(f"cpu: {sum(map(within, ratios))}/{len(ratios)} within {LOW}-{HIGH} "
+        cpu_row(f"cpu {strategy} ranks={ranks} parameters={result['parameters']}", prediction, measured, ratios, misses)
+    return cpu_summary("cpu", ratios, misses)
+
+
+def cpu_row(name: str, prediction, measured: float, ratios: list[float], misses: list[str]) -> None:
+    """One CPU case: predicted (with its terms) against measured tensor bytes; a ratio outside
+    LOW-HIGH is a miss."""
+    ratio = prediction.tensors / measured
+    ratios.append(ratio)
+    terms = " + ".join(f"{k} {v * 1000:.1f}" for k, v in prediction.terms_gb().items() if v)
+    print(f"{name}: predicted {prediction.tensors / 1e6:.1f} MB ({terms}), measured {measured / 1e6:.1f} MB, "
+          f"ratio {ratio:.3f}", flush=True)  # fmt: skip
+    if not within(ratio):
+        misses.append(f"{name}: ratio {ratio:.3f}")
+
+
+def cpu_summary(name: str, ratios: list[float], misses: list[str]) -> list[str]:
+    print(f"{name}: {sum(map(within, ratios))}/{len(ratios)} within {LOW}-{HIGH} "
           f"(ratio min {min(ratios):.3f}, max {max(ratios):.3f})")  # fmt: skip
     return misses
 
@@ -259,16 +268,8 @@ def litgpt_cpu_section(methods: list[str], ranks_list: list[int]) -> list[str]:
                                      f"{done.stdout[-2000:]}{done.stderr[-3000:]}")  # fmt: skip
                 measured = parse_litgpt(done.stdout)["tensor_memory_peak_gb"] * 1e9
                 prediction = app.memory(point).prediction
-                ratio = prediction.tensors / measured
-                ratios.append(ratio)
-                terms = " + ".join(f"{k} {v * 1000:.1f}" for k, v in prediction.terms_gb().items() if v)
-                print(f"cpu litgpt-{method} ranks={ranks}: predicted {prediction.tensors / 1e6:.1f} MB ({terms}), "
-                      f"measured {measured / 1e6:.1f} MB, ratio {ratio:.3f}", flush=True)  # fmt: skip
-                if not within(ratio):
-                    misses.append(f"cpu litgpt-{method} ranks={ranks}: ratio {ratio:.3f}")
-    print(f"cpu litgpt: {sum(map(within, ratios))}/{len(ratios)} within {LOW}-{HIGH} "
-          f"(ratio min {min(ratios):.3f}, max {max(ratios):.3f})")  # fmt: skip
-    return misses
+                cpu_row(f"cpu litgpt-{method} ranks={ranks}", prediction, measured, ratios, misses)
+    return cpu_summary("cpu litgpt", ratios, misses)
 
 
 def speed_section(points: int) -> None:
