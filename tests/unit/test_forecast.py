@@ -79,6 +79,25 @@ def test_expected_units_come_from_the_measured_walltime_of_earlier_runs(shipped,
     )
 
 
+def test_a_record_of_another_definition_says_nothing_of_the_walltime(shipped, tmp_path):
+    # The local study's results in the same directory: a point of the same id measured on the
+    # local cluster is to run again on gadi, and its walltime is no forecast of gadi's.
+    study = site.load_study({**shipped, "cluster": "gadi", "results_dir": str(tmp_path)})
+    layout = Layout(str(tmp_path))
+    done = study.points[0]
+    local = json.loads(done.to_json())
+    record = {"status": "ok", "resources": {"walltime_used_s": 600.0}, "definition": {**local, "cluster": "local"}}
+    path = tmp_path / layout.metrics(done.study, done.id).removeprefix(f"{tmp_path}/")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(record))
+    found = survey(study.points, layout, "gadi")
+    assert done in found.to_submit(study.points) and found.measured() == {}
+    # The same record measured on gadi is finished, and its walltime counts.
+    path.write_text(json.dumps({**record, "definition": {**local, "cluster": "gadi"}}))
+    found = survey(study.points, layout, "gadi")
+    assert done not in found.to_submit(study.points) and list(found.measured().values()) == [600.0]
+
+
 def gadi_plan(shipped, tmp_path, **settings) -> Plan:
     return Plan.load({**shipped, "cluster": "gadi", "results_dir": str(tmp_path / "results"), **settings})
 

@@ -193,15 +193,17 @@ def survey_point(
     kept = kept_records(run_dir)
     if record is None:
         return PointState(NEW, tuple(kept)) if kept else PointState(NEW)
-    used = (record.get("resources") or {}).get(WALLTIME_USED.name) if record.get("status") == "ok" else None
-    if walltimes is not None and isinstance(used, int | float):
-        walltimes.setdefault(same_point(point), []).append(float(used))
     primary = app_for(point).primary_metric if point.app in APPS else None
     current = definition(point, cluster)
     if not same_definition(recorded_definition(record), current):
         keep = layout.kept(point.study, point.id, tag(record, mtime))
         number, _ = retry.planned_retry(metrics, False)
         return PointState(CHANGED, tuple(sorted({*kept, keep})), keep, number)
+    # Only a record of the point as it is now defined tells its walltime: one measured on another
+    # cluster, or with other params, in the same directory says nothing of this one's.
+    used = (record.get("resources") or {}).get(WALLTIME_USED.name) if record.get("status") == "ok" else None
+    if walltimes is not None and isinstance(used, int | float):
+        walltimes.setdefault(same_point(point), []).append(float(used))
     number, failed = retry.planned_retry(metrics, retry_failed, record, primary)
     if failed is not None:
         # Kept in history/ as well as attempts/: the keep job is what reruns it without metadata.
