@@ -232,9 +232,8 @@ class Command(App):
 
     def missing_software(self, point: Point) -> str | None:
         """The program (the command's first word) where this job runs, before launching."""
-        words = shlex.split(self.program.get("command", ""))
-        values = {k: word_text(v) for k, v in self.values(point, Path("."), Layout()).items()}
-        program = words[0].format_map(values) if words else ""
+        words = command_words(self.program.get("command", ""), self.values(point, Path("."), Layout()))
+        program = words[0] if words else ""
         if program and shutil.which(program) is None:
             return f"the command's program {program!r} is not an executable file or on PATH where the job runs"
         return None
