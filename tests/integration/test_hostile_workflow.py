@@ -128,7 +128,7 @@ def test_the_report_target_rebuilds_when_the_sweep_grows(finished, tmp_path):
     report = snakemake(finished, "report")
     assert report.returncode == 0, report.stderr[-3000:]
     page = finished / "results/report/index.html"
-    assert "2 runs: 2 succeeded." in page.read_text()
+    assert "2 runs: 2 succeeded." in page.read_text(), re.findall(r"\d+ runs: [^<]*", page.read_text())
     edit(finished, lambda c: c["studies"]["pp"].update(repeats=2))
     grown = snakemake(finished, "report")
     assert grown.returncode == 0, grown.stderr[-3000:]

@@ -31,6 +31,13 @@ CASES = [
     (127, None, "cannot start /opt/mpi/bin/mpirun: [Errno 2] No such file or directory", None, "dependency_missing"),
     (14, None, "*** An error occurred in MPI_Init_thread\n*** on a NULL communicator", None, "mpi_init_error"),
     (
+        213,
+        None,
+        "-----\nThe PMIx server's listener thread failed to start. We cannot\ncontinue.\n-----",
+        None,
+        "mpi_init_error",
+    ),
+    (
         137,
         None,
         "prterun noticed that process rank 1 with PID 1234 on node n1 exited on signal 9 (Killed).",

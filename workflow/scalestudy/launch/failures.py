@@ -6,7 +6,8 @@ Categories (metrics.json `category`; null when `status` is ok):
   walltime            the point ran past its walltime and was stopped (by us or the scheduler)
   out_of_memory       a rank ran out of host memory (MemoryError, bad_alloc, OOM killer) or GPU memory
   nccl_error          NCCL reported an error or a collective timed out
-  mpi_init_error      MPI refused to start: unknown component in a flag set, MPI_Init failed
+  mpi_init_error      MPI refused to start: unknown component in a flag set, MPI_Init failed,
+                      the launcher could not open its PMIx socket
   mpi_abort           the MPI job lost a rank (killed by a signal) or a rank called MPI_Abort
   app_error           the app exited non-zero for its own reasons (exit code + last lines in reason)
   dependency_missing  something the point needs is not installed (module, executable, launcher)
@@ -94,6 +95,9 @@ MPI_INIT_ERROR = markers(
     r"MPI_Init(?:_thread)? failed",
     r"ompi_mpi_init: ",
     r"Fatal error in (?:PMPI_|MPI_)Init",
+    # Open MPI 5's launcher could not open its PMIx socket (exit 213), e.g. a dead launcher's
+    # session directory under the same pid (runner.launch_tmpdir keeps that from our launches).
+    r"PMIx server's listener thread failed to start",
 )
 MPI_ABORT = markers(
     r"MPI_ABORT was invoked",

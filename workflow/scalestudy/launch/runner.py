@@ -7,6 +7,7 @@ walltime, unparseable output), the point ends with metrics.json saying
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
@@ -15,7 +16,9 @@ import platform
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -390,6 +393,27 @@ def launcher_dies_with_runner() -> None:
     die_with_parent(signal.SIGTERM)
 
 
+# Open MPI 5 (PRRTE) keeps its session directory, with its PMIx rendezvous files, in
+# $TMPDIR/ompi.<mpirun's pid>. A launcher killed by SIGKILL (after the stop grace here, by
+# PBS after kill_delay, by a killed test) leaves it behind, and the next mpirun given the same
+# pid (pid_max is often 32768) cannot start: "The PMIx server's listener thread failed to
+# start", exit 213 (seen in CI; reproduced by handing a new mpirun a dead one's pid). So each
+# launch gets a TMPDIR of its own, removed when it ends: nothing it leaves meets a later one.
+# (PMIx 5 meets over TCP: a long TMPDIR is no socket-path limit; 155 characters ran.)
+LAUNCH_TMPDIR_PREFIX = "scalestudy-launch-"
+
+
+@contextlib.contextmanager
+def launch_tmpdir(env: dict[str, str]) -> Iterator[dict[str, str]]:
+    """`env` with TMPDIR a new directory under the job's own (the site's per-job TMPDIR, or
+    tempfile's choice where that is no writable directory), removed when the launch ends."""
+    base = env.get("TMPDIR")
+    if not (base and os.path.isdir(base) and os.access(base, os.W_OK)):
+        base = None
+    with tempfile.TemporaryDirectory(prefix=LAUNCH_TMPDIR_PREFIX, dir=base, ignore_cleanup_errors=True) as own:
+        yield {**env, "TMPDIR": own}
+
+
 def execute(argv: list[str], log_path: Path, env: dict[str, str], timeout_s: float) -> Execution:
     """Run the launcher with its output in log_path. Kill the whole process group at the
     walltime, or FATAL_GRACE_S after a fatal MPI error if the launcher has not exited, or
@@ -399,7 +423,7 @@ def execute(argv: list[str], log_path: Path, env: dict[str, str], timeout_s: flo
     job by its session (PBS's MoM) still reaches mpirun and its ranks, while Ctrl-C at a
     terminal (the foreground group) reaches only the runner, which passes it on."""
     start = time.perf_counter()
-    with open(log_path, "wb") as log, StopSignals() as stops:
+    with launch_tmpdir(env) as env, open(log_path, "wb") as log, StopSignals() as stops:
         try:
             process = subprocess.Popen(
                 argv,
