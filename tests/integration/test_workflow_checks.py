@@ -88,12 +88,17 @@ def test_a_sweep_the_site_would_reject_stops_before_submission(tmp_path):
 
 
 def test_dry_mode_prints_the_exact_qsub_line_of_every_point(tmp_path):
-    plan = subprocess.run(
-        [sys.executable, "-m", "scalestudy.scheduler.pbs", "plan", "--profile", "profiles/gadi"],
-        capture_output=True, text=True, timeout=120, cwd=REPO,
-        env={**os.environ, "PROJECT": "ab12", "PYTHONPATH": str(REPO / "workflow")},
-        check=True,
-    )  # fmt: skip
+    def dry_mode(*command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", *command, "plan", "--profile", "profiles/gadi"],
+            capture_output=True, text=True, timeout=120, cwd=REPO,
+            env={**os.environ, "PROJECT": "ab12", "PYTHONPATH": str(REPO / "workflow")},
+            check=True,
+        )  # fmt: skip
+
+    plan = dry_mode("scalestudy")
+    # The PBS command line's spelling hands over to it.
+    assert dry_mode("scalestudy.scheduler.pbs").stdout == plan.stdout
     forecast, *lines = plan.stdout.splitlines()
     # The sweep's cost forecast first, as a shell comment (the output stays a script).
     assert (

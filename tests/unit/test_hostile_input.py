@@ -331,7 +331,7 @@ def test_run_point_answers_a_point_that_is_not_json_in_one_line(tmp_path, capsys
 
 
 def test_the_pbs_plan_refuses_garbage_config_and_a_profile_without_pbs(capsys, repo, monkeypatch):
-    from scalestudy.scheduler.pbs.__main__ import main
+    from scalestudy.__main__ import main
 
     monkeypatch.chdir(repo)
     monkeypatch.setenv("PROJECT", "ab12")

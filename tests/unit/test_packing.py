@@ -8,13 +8,13 @@ import json
 import pandas as pd
 import pytest
 import yaml
-from scalestudy import analysis, report
+from scalestudy import analysis, dry_plan, report
 from scalestudy.config.forecast import forecast
 from scalestudy.config.packing import packs
 from scalestudy.model.errors import SweepError
 from scalestudy.model.order import run_order
 from scalestudy.scheduler import site
-from scalestudy.scheduler.pbs import plan, submit
+from scalestudy.scheduler.pbs import submit
 
 
 @pytest.fixture
@@ -89,7 +89,7 @@ def test_plan_and_the_forecast_count_a_pack_as_one_job(shipped, repo, tmp_path, 
     config = {**shipped, "studies": {"hoomd-wca": {**shipped["studies"]["hoomd-wca"], "pack": "scale"}}}
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(yaml.safe_dump(config))
-    lines = plan.plan(repo / "profiles/gadi", [str(sweep)])
+    lines = dry_plan.plan(repo / "profiles/gadi", [str(sweep)])
     assert "# scalestudy: hoomd-wca: 18 points in 3 batch jobs (pack: scale)" in lines
     qsubs = [line for line in lines if line.startswith("qsub")]
     assert len(qsubs) == 3 and "walltime=03:05:00" in qsubs[0] and " -N hoomd-wca.n1r48.pack1 " in qsubs[0]
@@ -140,7 +140,7 @@ def test_a_pack_over_the_queues_walltime_limit_is_refused_before_submission(ship
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(yaml.safe_dump(config))
     with pytest.raises(SweepError) as refused:
-        plan.plan(repo / "profiles/gadi", [str(sweep)])
+        dry_plan.plan(repo / "profiles/gadi", [str(sweep)])
     assert refused.value.problems[0] == (
         "studies.hoomd-wca.walltime: 54:05:00 (the point's 54:00:00 + margin 00:05:00) is over queue normal's "
         "limit 48:00:00 for 48 ncpus (pack: the walltimes of its 6 points summed in hoomd-wca.n1r48.pack1; "
@@ -148,4 +148,22 @@ def test_a_pack_over_the_queues_walltime_limit_is_refused_before_submission(ship
     )
     config["studies"]["hoomd-wca"]["pack"] = 5  # 5 x 9 h + 5 min fits
     sweep.write_text(yaml.safe_dump(config))
-    assert len([line for line in plan.plan(repo / "profiles/gadi", [str(sweep)]) if line.startswith("qsub")]) == 6
+    assert len([line for line in dry_plan.plan(repo / "profiles/gadi", [str(sweep)]) if line.startswith("qsub")]) == 6
+
+
+def test_the_dry_modes_budget_refusal_is_the_snakefiles_word_for_word(shipped, repo, tmp_path, monkeypatch):
+    """Packed points with repeats up to a max: the dry mode prices what a run would submit as
+    the Snakefile does (the repeats needed now, packed; those up to max that later runs may
+    add), because it asks the Snakefile's own plan."""
+    from scalestudy.plan import Plan
+
+    monkeypatch.chdir(repo)
+    hoomd = {**shipped["studies"]["hoomd-wca"], "pack": "scale", "repeats": {"min": 2, "max": 5, "ci": "5%"}}
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(yaml.safe_dump({**shipped, "budget_su_total": 10, "studies": {"hoomd-wca": hoomd}}))
+    profile = repo / "profiles/gadi"
+    with pytest.raises(SweepError) as refused:
+        dry_plan.plan(profile, [str(sweep)])
+    snakefiles = Plan.load(dry_plan.workflow_config(profile, [str(sweep)]), files=[str(sweep)]).budget_problems()
+    assert refused.value.problems == snakefiles
+    assert "and the 18 repeats up to max that later invocations may add" in snakefiles[0]

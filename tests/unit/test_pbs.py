@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 from points import batch_point, gpu_batch_point
+from scalestudy import dry_plan
 from scalestudy.config import clusters
 from scalestudy.config.requests import estimated_service_units, job_request, request_problems, sweep_problems
 from scalestudy.model.errors import SweepError
 from scalestudy.scheduler import site
-from scalestudy.scheduler.pbs import cache, cancel, dialects, plan, sidecar, status, submit
+from scalestudy.scheduler.pbs import cache, cancel, dialects, sidecar, status, submit
 
 
 def refusals(p, cluster):
@@ -347,15 +348,15 @@ def test_plan_reads_the_profile_as_snakemake_does(repo, tmp_path, monkeypatch):
     monkeypatch.chdir(repo)  # a profile's paths resolve against the directory snakemake runs in
     monkeypatch.setenv("PROJECT", "ab12")
     shipped = yaml.safe_load((repo / "config/sweep.yaml").read_text())
-    assert study_names(plan.plan(repo / "profiles/gadi")) == set(shipped["studies"])
+    assert study_names(dry_plan.plan(repo / "profiles/gadi")) == set(shipped["studies"])
     # --configfile replaces the profile's configfiles (config/sweep.yaml): only X's studies.
     only_hoomd = tmp_path / "hoomd-only.yaml"
     only_hoomd.write_text(yaml.safe_dump({**shipped, "studies": {"hoomd-wca": shipped["studies"]["hoomd-wca"]}}))
-    lines = qsub_lines(plan.plan(repo / "profiles/gadi", [str(only_hoomd)]))
+    lines = qsub_lines(dry_plan.plan(repo / "profiles/gadi", [str(only_hoomd)]))
     assert study_names(lines) == {"hoomd-wca"} and len(lines) == 18
     # The profile's `config:` names the cluster; --config on the command line replaces it.
     assert " -l ncpus=" in lines[0]
-    aspire = qsub_lines(plan.plan(repo / "profiles/gadi", [str(only_hoomd)], ["cluster=aspire2a"]))
+    aspire = qsub_lines(dry_plan.plan(repo / "profiles/gadi", [str(only_hoomd)], ["cluster=aspire2a"]))
     assert " -l select=" in aspire[0]
 
 
@@ -364,5 +365,5 @@ def test_plan_refuses_what_the_dry_run_refuses(repo, tmp_path, monkeypatch):
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(yaml.safe_dump({"studies": {"pp": {"app": "pingpong", "nodes": [1, 2], "ranks_per_node": [36]}}}))
     with pytest.raises(SweepError) as refused:
-        plan.plan(repo / "profiles/gadi", [str(sweep)])
+        dry_plan.plan(repo / "profiles/gadi", [str(sweep)])
     assert refused.value.problems[0].startswith("studies.pp: ncpus=72 at nodes=2, ranks_per_node=36 is not a multiple")

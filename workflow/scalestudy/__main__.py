@@ -5,10 +5,14 @@
     python -m scalestudy published RECORD.csv --out DIR   # a published table, regenerated
     python -m scalestudy compare BASELINE CANDIDATE --out DIR [--fail-slower 5%] [--study NAME]
     python -m scalestudy memory [--configfile F ...] [--study NAME]   # predicted memory per rank
+    python -m scalestudy plan --profile profiles/gadi [--configfile F ...] [--config k=v ...]
 
 `memory` runs nothing: it prints the memory model's prediction for every point of the apps
 that train (study, point, each term, total, its range within the model's uncertainty, what a
 rank has, fits: yes / MAY NOT / NO) and exits 1 if any point does not fit.
+`plan` submits nothing either: the exact qsub line of every point a PBS profile would run,
+after the sweep's cost forecast (dry_plan); a sweep the Snakefile refuses is refused with the
+Snakefile's `sweep error:` lines.
 
 Bad input (a file that is no record, a folder where a file goes, an --out that is a file,
 an unknown option) is one line on stderr and exit status 2, never a traceback.
@@ -20,12 +24,13 @@ failed Snakemake job. It exits 1 only when metrics.json cannot be written at all
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 from .config import clusters
 from .launch.runner import run_point
-from .model.cli import OneLineParser, refuse
+from .model.cli import BAD_INPUT, OneLineParser, refuse
 from .model.errors import SweepError
 from .model.paths import Layout, folder_problem
 from .model.point import Point
@@ -66,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         help="sweep files, merged in order (default: config/sweep.yaml)",
     )
     memory.add_argument("--study", action="append", help="only this study (may be given again)")
+    dry = commands.add_parser("plan", help="print the qsub line of every point a PBS profile runs (nothing submitted)")
+    dry.add_argument("--profile", type=Path, required=True, help="a PBS profile folder, e.g. profiles/gadi")
+    dry.add_argument("--configfile", nargs="*", default=[], help="replace the profile's configfiles, as snakemake")
+    dry.add_argument("--config", nargs="*", default=[], help="k=v: replace the profile's config entries")
     args = parser.parse_args(argv)
     prog = f"{parser.prog} {args.command}"
     out = getattr(args, "out", None)
@@ -74,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "memory":
             return print_memory(args.configfile, args.study)
+        if args.command == "plan":
+            return plan_command(args.profile, args.configfile, args.config)
         if args.command == "published":
             from .published_page import write_record_page
 
@@ -98,6 +109,25 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     outcome = metrics["status"] + (f" ({metrics['reason']})" if metrics["reason"] else "")
     print(f"scalestudy: {run_dir}: {outcome}")
+    return 0
+
+
+def plan_command(profile: Path, configfiles: list[str], config: list[str]) -> int:
+    from .dry_plan import plan
+
+    try:
+        lines = plan(profile, configfiles, config)
+    except SweepError as error:
+        for problem in error.problems:  # as the Snakefile says it
+            print(f"sweep error: {problem}", file=sys.stderr)
+        return BAD_INPUT
+    try:
+        print("\n".join(lines), flush=True)
+    except BrokenPipeError:
+        # The reader stopped early (`plan ... | head`): no traceback, and none again when
+        # Python flushes stdout on the way out.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0
 
 

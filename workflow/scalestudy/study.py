@@ -1,6 +1,6 @@
 """A study ready to plan: the sweep and cluster files loaded and validated, the points
 expanded and each checked by its app, the results layout fixed. The loader of the tests;
-the Snakefile and `python -m scalestudy.scheduler.pbs plan` load through
+the Snakefile and `python -m scalestudy plan` load through
 scalestudy.scheduler.site.load_study, which passes the scheduler backend's site rules.
 
     study = load(config, files=workflow.configfiles)

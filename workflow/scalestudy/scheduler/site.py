@@ -2,7 +2,7 @@
 refusals (PBS Pro: its resource dialect's, e.g. Gadi's whole nodes past one node).
 
 The one loader of the Snakefile (through scalestudy.plan.Plan.load) and of
-`python -m scalestudy.scheduler.pbs plan`, so that a dry run and the qsub lines agree.
+`python -m scalestudy plan` (`dry_plan`), so that a dry run and the qsub lines agree.
 """
 
 from __future__ import annotations

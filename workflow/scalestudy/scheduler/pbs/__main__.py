@@ -1,4 +1,5 @@
-"""python -m scalestudy.scheduler.pbs submit|status|cancel|sidecar|plan (profiles/pbs/scalestudy-pbs).
+"""python -m scalestudy.scheduler.pbs submit|status|cancel|sidecar (profiles/pbs/scalestudy-pbs), and plan
+(handed over to `python -m scalestudy plan`).
 
 Each command imports its module only when chosen. The status command runs once per job
 per polling round and the cancel command within Snakemake's 2 s: called the way Snakemake
@@ -45,22 +46,11 @@ def submit_command(jobscript, cluster: str) -> int:
     return 0
 
 
-def plan_command(profile, configfiles: list[str], config: list[str]) -> int:
-    from ...model.cli import BAD_INPUT
-    from ...model.errors import SweepError
-    from .plan import plan
-
-    try:
-        print("\n".join(plan(profile, configfiles, config)), flush=True)
-    except SweepError as error:
-        refused(error.problems, "sweep error")  # as the Snakefile says it
-        return BAD_INPUT
-    except BrokenPipeError:
-        # The reader stopped early (`plan ... | head`): no traceback, and none again when
-        # Python flushes stdout on the way out.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-    return 0
+def plan_command(args: list[str]) -> int:
+    """Dry mode lives with planning, above this layer (scalestudy.dry_plan, on the Snakefile's
+    plan.Plan): this spelling hands over to `python -m scalestudy plan`, its arguments as given."""
+    os.execv(sys.executable, [sys.executable, "-m", "scalestudy", "plan", *args])
+    return 1  # not reached
 
 
 def refused(problems: list[str], prefix: str) -> int:
@@ -78,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
             return status_command(args[0])
         if command == "cancel":
             return cancel_command(args)
+    if command == "plan":
+        return plan_command(args)
     return parsed_command(argv)
 
 
@@ -97,10 +89,7 @@ def parsed_command(argv: list[str]) -> int:
     cancel = commands.add_parser("cancel", help="qdel job ids, detached; returns at once")
     cancel.add_argument("job_ids", nargs="*")
     commands.add_parser("sidecar", help="Snakemake's sidecar: deletes the run's unfinished jobs on an interrupt")
-    dry = commands.add_parser("plan", help="print the qsub line of every point (nothing is submitted)")
-    dry.add_argument("--profile", type=Path, required=True)
-    dry.add_argument("--configfile", nargs="*", default=[], help="replace the profile's configfiles, as snakemake")
-    dry.add_argument("--config", nargs="*", default=[], help="k=v: replace the profile's config entries")
+    commands.add_parser("plan", help="the qsub line of every point: python -m scalestudy plan --profile P")
     args = parser.parse_args(argv)
     if args.command == "status":
         return status_command(args.job_id)
@@ -108,8 +97,6 @@ def parsed_command(argv: list[str]) -> int:
         return cancel_command(args.job_ids)
     if args.command == "sidecar":
         return sidecar_command()
-    if args.command == "plan":
-        return plan_command(args.profile, args.configfile, args.config)
     return submit_command(args.jobscript, args.cluster)
 
 

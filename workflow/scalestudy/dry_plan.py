@@ -1,11 +1,13 @@
 """Dry mode: the exact qsub line of every point of the study a profile would run; nothing
 is submitted.
 
-    python -m scalestudy.scheduler.pbs plan --profile profiles/gadi [--configfile F ...] [--config k=v ...]
+    python -m scalestudy plan --profile profiles/gadi [--configfile F ...] [--config k=v ...]
 
-The config is the one Snakemake would hand the Snakefile under that profile, and the
-study is loaded by the Snakefile's own loader (scalestudy.scheduler.site.load_study): a
-sweep the dry run refuses is refused here with the same lines.
+(`python -m scalestudy.scheduler.pbs plan` hands over to it.) The config is the one Snakemake
+would hand the Snakefile under that profile, the study is loaded by the Snakefile's own
+loader (scalestudy.scheduler.site.load_study), and what finished, what a run would submit
+and what that may cost are the Snakefile's own `plan.Plan`: a sweep the dry run refuses, a
+budget it exceeds, is refused here with the same lines.
 """
 
 from __future__ import annotations
@@ -15,15 +17,15 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from ...config import packing
-from ...config.files import load_files, read_yaml, with_overrides
-from ...config.forecast import budget_problems, forecast, forecast_lines, to_submit_words
-from ...config.requests import job_request
-from ...model.errors import SweepError
-from ...model.paths import BATCH_LOG, DEFAULT_SWEEP
-from ...results.history import survey
-from ..site import load_study, pack_problems
-from .submit import qsub_command
+from .config import packing
+from .config.files import load_files, read_yaml, with_overrides
+from .config.forecast import forecast, forecast_lines
+from .config.requests import job_request
+from .model.errors import SweepError
+from .model.paths import BATCH_LOG, DEFAULT_SWEEP
+from .plan import Plan
+from .scheduler.pbs.submit import qsub_command
+from .scheduler.site import load_study, pack_problems
 
 PROFILE_FILE = "config.v8+.yaml"
 
@@ -56,22 +58,18 @@ def plan(profile: Path, configfiles: list[str] | None = None, config: list[str] 
              "e.g. profiles/gadi"]
         )  # fmt: skip
     project = cluster.project_name() or "$PROJECT"
-    found = survey(study.points, study.layout, cluster.name)
+    # Every point's qsub line, packed as a run of the whole sweep would pack it.
     packs = packing.packs(study.points, cluster, study.sweep.studies, study.order_seed)
     problems = pack_problems(packs, cluster)
     if problems:
         raise SweepError(problems)
-    # The budget prices what a run would submit now (finished points not at all), as the
-    # Snakefile does (plan.Plan.budget_problems).
-    to_submit = found.to_submit(study.points)
-    submitted = forecast(
-        to_submit, cluster, found.measured(), packing.packs(to_submit, cluster, study.sweep.studies, study.order_seed)
-    )
-    problems = budget_problems(submitted, study.budget_su_total, to_submit_words(len(to_submit)))
+    # What a run would submit now, and whether the budget allows it: the Snakefile's plan.
+    planned = Plan(study)
+    problems = planned.budget_problems()
     if problems:
         raise SweepError(problems)
     cost = forecast_lines(
-        forecast(study.points, cluster, found.measured(), packs), f"the sweep ({len(study.points)} points)"
+        forecast(study.points, cluster, planned.survey.measured(), packs), f"the sweep ({len(study.points)} points)"
     )
     packed = {(point.study, point.id) for pack in packs for point in pack.points}
     lines = [f"# {line}" for line in cost] + [f"# scalestudy: {line}" for line in pack_counts(study, packs)]
