@@ -12,6 +12,7 @@ the kernel's last pid (root only), tried again when another process took it firs
 failed launch removes the directory as it exits, so a copy of it is put back before each.
 """
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -21,7 +22,12 @@ import time
 from pathlib import Path
 
 import pytest
+from points import pingpong_point
+from scalestudy.apps import app_for
+from scalestudy.config import clusters
+from scalestudy.config.clusters import MpiLauncher
 from scalestudy.launch import runner
+from scalestudy.model.paths import Layout
 
 MPIRUN = str(Path(sys.executable).parent / "mpirun")
 LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
@@ -100,7 +106,7 @@ def test_a_dead_launchers_session_directory_stops_a_plain_launch_but_not_ours(tm
     assert "listener thread failed to start" in plain.stdout + plain.stderr
 
     log = tmp_path / "stdout.log"
-    _, ours = launch_as(pid, lambda: runner.execute(command, log, env, timeout_s=120), put_back)
+    _, ours = launch_as(pid, lambda: runner.execute(command, log, env, timeout_s=120, own_tmpdir=True), put_back)
     assert ours.exit_code == 0, log.read_text()
     assert f"-{pid}@" in log.read_text()  # the namespace names the launcher's pid
     # The launch's own TMPDIR went with it; the dead launcher's directory is as it was.
@@ -110,8 +116,35 @@ def test_a_dead_launchers_session_directory_stops_a_plain_launch_but_not_ours(tm
 def test_each_launch_gets_a_tmpdir_of_its_own_removed_when_it_ends(tmp_path):
     log = tmp_path / "stdout.log"
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    ran = runner.execute(["sh", "-c", 'echo "$TMPDIR"; touch "$TMPDIR/left"'], log, env, timeout_s=60)
+    ran = runner.execute(["sh", "-c", 'echo "$TMPDIR"; touch "$TMPDIR/left"'], log, env, timeout_s=60,
+                         own_tmpdir=True)  # fmt: skip
     assert ran.exit_code == 0
     own = Path(log.read_text().strip())
     assert own.parent == tmp_path and own.name.startswith(runner.LAUNCH_TMPDIR_PREFIX)
     assert not own.exists()
+
+
+def test_a_hydra_launch_keeps_the_jobs_tmpdir(tmp_path):
+    """Hydra passes every variable to every node, where a TMPDIR made here does not exist."""
+    log = tmp_path / "stdout.log"
+    runner.execute(["sh", "-c", 'echo "$TMPDIR"'], log, {**os.environ, "TMPDIR": str(tmp_path)}, timeout_s=60)
+    assert log.read_text().strip() == str(tmp_path)
+
+
+def test_the_runner_gives_an_open_mpi_launch_a_tmpdir_of_its_own_and_hydra_none(tmp_path, monkeypatch):
+    seen = []
+
+    def execute(argv, log_path, env, timeout_s, own_tmpdir=False):
+        seen.append(own_tmpdir)
+        log_path.write_text("")
+        return runner.Execution(0.1, 0)
+
+    monkeypatch.setattr(runner, "execute", execute)
+    point = pingpong_point()
+    for flavour in ("openmpi", "mpich"):
+        monkeypatch.setattr(type(app_for(point)), "mpi_flavour", flavour)
+        launcher = MpiLauncher(flavour=flavour, launcher="true")
+        cluster = dataclasses.replace(clusters.load("local"), mpi=launcher, other_mpis={})
+        (tmp_path / flavour).mkdir()
+        runner.measure(point, tmp_path / flavour, cluster, None, Layout(str(tmp_path)))
+    assert seen == [True, False]

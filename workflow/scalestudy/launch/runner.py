@@ -240,7 +240,7 @@ def measure(
     else:
         metrics["provenance"].update(evidence.before_run(mpi.launcher, env))
         before = machine.snapshot()
-        execution = execute(argv, log_path, env, point.walltime_seconds)
+        execution = execute(argv, log_path, env, point.walltime_seconds, own_tmpdir=mpi.flavour == "openmpi")
         # What else the machine did meanwhile (analysis: a verdict between clearly different ones is none).
         metrics["conditions"] = machine.conditions(before, machine.snapshot(), machine.gpu_conditions())
         wall_s, exit_code = execution.wall_s, execution.exit_code
@@ -398,15 +398,22 @@ def launcher_dies_with_runner() -> None:
 # PBS after kill_delay, by a killed test) leaves it behind, and the next mpirun given the same
 # pid (pid_max is often 32768) cannot start: "The PMIx server's listener thread failed to
 # start", exit 213 (seen in CI; reproduced by handing a new mpirun a dead one's pid). So each
-# launch gets a TMPDIR of its own, removed when it ends: nothing it leaves meets a later one.
-# (PMIx 5 meets over TCP: a long TMPDIR is no socket-path limit; 155 characters ran.)
+# Open MPI launch gets a TMPDIR of its own, removed when it ends: nothing it leaves meets a
+# later one. (PMIx 5 meets over TCP: a long TMPDIR is no socket-path limit; 155 characters
+# ran.) Open MPI passes a rank only the variables it is told to (-x), so ranks on other nodes
+# keep their own TMPDIR; MPICH's Hydra passes every variable to every node, where this
+# directory does not exist, so its launches keep the job's.
 LAUNCH_TMPDIR_PREFIX = "scalestudy-launch-"
 
 
 @contextlib.contextmanager
-def launch_tmpdir(env: dict[str, str]) -> Iterator[dict[str, str]]:
+def launch_tmpdir(env: dict[str, str], own: bool = True) -> Iterator[dict[str, str]]:
     """`env` with TMPDIR a new directory under the job's own (the site's per-job TMPDIR, or
-    tempfile's choice where that is no writable directory), removed when the launch ends."""
+    tempfile's choice where that is no writable directory), removed when the launch ends;
+    `env` as it is when not `own`."""
+    if not own:
+        yield env
+        return
     base = env.get("TMPDIR")
     if not (base and os.path.isdir(base) and os.access(base, os.W_OK)):
         base = None
@@ -414,16 +421,19 @@ def launch_tmpdir(env: dict[str, str]) -> Iterator[dict[str, str]]:
         yield {**env, "TMPDIR": own}
 
 
-def execute(argv: list[str], log_path: Path, env: dict[str, str], timeout_s: float) -> Execution:
+def execute(
+    argv: list[str], log_path: Path, env: dict[str, str], timeout_s: float, own_tmpdir: bool = False
+) -> Execution:
     """Run the launcher with its output in log_path. Kill the whole process group at the
     walltime, or FATAL_GRACE_S after a fatal MPI error if the launcher has not exited, or
-    when the job is ended from outside (STOP_SIGNALS, passed on to the group).
+    when the job is ended from outside (STOP_SIGNALS, passed on to the group). `own_tmpdir`:
+    the launch gets a TMPDIR of its own (`launch_tmpdir`; Open MPI's launches).
 
     The launcher gets a process group of its own, not a session: a batch system that ends a
     job by its session (PBS's MoM) still reaches mpirun and its ranks, while Ctrl-C at a
     terminal (the foreground group) reaches only the runner, which passes it on."""
     start = time.perf_counter()
-    with launch_tmpdir(env) as env, open(log_path, "wb") as log, StopSignals() as stops:
+    with launch_tmpdir(env, own_tmpdir) as env, open(log_path, "wb") as log, StopSignals() as stops:
         try:
             process = subprocess.Popen(
                 argv,
