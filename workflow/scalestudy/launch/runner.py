@@ -417,8 +417,8 @@ def launch_tmpdir(env: dict[str, str], own: bool = True) -> Iterator[dict[str, s
     base = env.get("TMPDIR")
     if not (base and os.path.isdir(base) and os.access(base, os.W_OK)):
         base = None
-    with tempfile.TemporaryDirectory(prefix=LAUNCH_TMPDIR_PREFIX, dir=base, ignore_cleanup_errors=True) as own:
-        yield {**env, "TMPDIR": own}
+    with tempfile.TemporaryDirectory(prefix=LAUNCH_TMPDIR_PREFIX, dir=base, ignore_cleanup_errors=True) as scratch:
+        yield {**env, "TMPDIR": scratch}
 
 
 def execute(
