@@ -30,7 +30,7 @@ from pathlib import Path
 
 from .config import clusters
 from .launch.runner import run_point
-from .model.cli import BAD_INPUT, OneLineParser, refuse
+from .model.cli import OneLineParser, refuse
 from .model.errors import SweepError
 from .model.paths import Layout, folder_problem
 from .model.point import Point
@@ -118,9 +118,7 @@ def plan_command(profile: Path, configfiles: list[str], config: list[str]) -> in
     try:
         lines = plan(profile, configfiles, config)
     except SweepError as error:
-        for problem in error.problems:  # as the Snakefile says it
-            print(f"sweep error: {problem}", file=sys.stderr)
-        return BAD_INPUT
+        return refuse("sweep error", error.problems)  # as the Snakefile says it
     try:
         print("\n".join(lines), flush=True)
     except BrokenPipeError:

@@ -407,7 +407,7 @@ LAUNCH_TMPDIR_PREFIX = "scalestudy-launch-"
 
 
 @contextlib.contextmanager
-def launch_tmpdir(env: dict[str, str], own: bool = True) -> Iterator[dict[str, str]]:
+def launch_tmpdir(env: dict[str, str], own: bool) -> Iterator[dict[str, str]]:
     """`env` with TMPDIR a new directory under the job's own (the site's per-job TMPDIR, or
     tempfile's choice where that is no writable directory), removed when the launch ends;
     `env` as it is when not `own`."""
