@@ -52,6 +52,8 @@ rule scaling:
         budget_su=of_study(PLAN.study_setting, "budget_su"),
         estimator=of_study(PLAN.study_setting, "estimator"),
         repeats=lambda wildcards: PLAN.repeats_setting(wildcards.study),
+        efficiency_threshold=of_study(PLAN.study_setting, "efficiency_threshold"),
+        predict_up_to=of_study(PLAN.study_setting, "predict_up_to"),
     log:
         LAYOUT.study_log("{study}", "scaling"),
     localrule: True
@@ -59,7 +61,9 @@ rule scaling:
         **LOCAL_STEP,
     run:
         from scalestudy.analysis import write_scaling_tables
+        from scalestudy.scaling_models import add_to_scaling_csv
 
         write_scaling_tables(
             input[0], output.scaling, output.variants, params.budget_su, log[0], params.estimator, params.repeats
         )
+        add_to_scaling_csv(output.scaling, params.efficiency_threshold, params.predict_up_to)

@@ -49,6 +49,7 @@ from .model.steplog import step_log
 from .page import Bullets, Heading, Image, Para, Table, fmt, missing, scale_text, write_page
 from .plots import message_plot, plot_ratios
 from .published import read_record, record_scaling
+from .scaling_models_page import model_change_blocks
 
 BASELINE, CANDIDATE = "baseline", "candidate"
 BOTH, ONLY_BASELINE, ONLY_CANDIDATE = "both", "baseline only", "candidate only"
@@ -466,6 +467,7 @@ def blocks_of(base: Side, cand: Side, table: pd.DataFrame, threshold: float | No
     else:
         blocks.append(Para("No curve has two scales on both sides: no efficiency to compare."))
     blocks += [Bullets(amdahl)] if amdahl else []
+    blocks += model_change_blocks(base.scaling, cand.scaling)
     alone = table[table["present"] != BOTH]
     blocks.append(Heading(2, f"Points only one side has ({len(alone[alone['primary']])})"))
     if alone.empty:

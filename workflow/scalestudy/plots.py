@@ -23,6 +23,8 @@ from .breakdown import curves, parts_table, whole_name, without_breakdown  # noq
 from .model.metrics import WALLTIME_USED
 from .model.paths import PLOT_KINDS
 from .model.steplog import step_log  # noqa: E402
+from .scaling_models import missing_reason as no_model_reason
+from .scaling_models import plot_models
 from .sizes import has_size_tables, size_curves, size_declarations, size_text, study_size_figures
 
 
@@ -81,6 +83,9 @@ def missing_plots(
         why["cost"] = "no service units recorded (no charge rate on this cluster)"
     if parts_table(scaling, study).empty:
         why["breakdown"] = no_breakdown_reason(table)
+    no_model = no_model_reason(scaling, study, str(table["metric"].iloc[0]))
+    if no_model:
+        why["models"] = no_model
     return why
 
 
@@ -184,6 +189,8 @@ def plot_study(
         plot_breakdown(scaling, table, study, Path(out["breakdown"]))
     if "sizes" not in missing:
         plot_sizes(runs, study, Path(out["sizes"]))
+    if "models" not in missing:
+        plot_models(scaling, study, str(table["metric"].iloc[0]), Path(out["models"]))
 
 
 def plot_sizes(runs: pd.DataFrame, study: str, path: Path) -> None:

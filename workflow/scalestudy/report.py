@@ -48,6 +48,7 @@ from .page import (
     write_page,
 )
 from .plots import NO_SIZE_CURVE, missing_plots, no_breakdown_reason, primary_table
+from .scaling_models_page import model_blocks
 from .sizes import band_text, band_verdicts, size_curves, size_declarations, size_text, study_size_figures
 
 # Up to this much a study's provenance is also on the page (each run's is about 1 KB, plus
@@ -719,6 +720,7 @@ def study_blocks(
         blocks.append(hpc_table(table))
         blocks += [Para(line) for line in amdahl_lines(table)]
         blocks += breakdown_blocks(scaling, study, table)
+        blocks += model_blocks(scaling, study, table)
         blocks += variant_blocks(variants, table)
         used = set(table["estimator"].dropna()) - {MEAN} if "estimator" in table.columns else set()
         blocks += size_blocks(runs, min(used, default=MEAN))
