@@ -91,3 +91,10 @@ def test_verdicts_benchmark_runs_and_prints_its_rates():
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     assert "false-verdict rate: " in run.stdout and "(target <= 5%; ratio " in run.stdout
     assert "detection rate: " in run.stdout and "(target >= 80%; ratio " in run.stdout
+
+
+def test_scaling_models_runs_and_prints_its_ratios():
+    run = benchmark("scaling_models.py", "--synthetic", "3")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "(a) Held to the published Gadi table" in run.stdout and "vs 4,831: ratio 1.12" in run.stdout
+    assert "(b) Held to Extra-P" in run.stdout and "(c) Synthetic" in run.stdout and "Definitions:" in run.stdout

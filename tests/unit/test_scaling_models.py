@@ -141,3 +141,21 @@ def test_the_report_shows_the_models_of_the_published_record(record_page):
     markdown = (record_page.parent / "index.md").read_text()
     assert "Where scaling will stop: scaling models" in markdown
     assert "grows with the cube root of p" in markdown and "leave-one-out SMAPE" in markdown
+
+
+def test_plan_predicts_the_larger_points_from_a_measured_study(tmp_path, monkeypatch, capsys):
+    from scalestudy.__main__ import main
+
+    monkeypatch.setenv("PROJECT", "ab12")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(
+        "cluster: gadi\nstudies:\n  hoomd-wca:\n    app: hoomd\n    nodes: [8, 16, 32, 64]\n    ranks_per_node: [48]\n"
+        "    walltime: '00:10:00'\n    params: {N: 200000, warmup_steps: 40000, benchmark_steps: 80000}\n"
+    )
+    args = ["plan", "--profile", str(REPO / "profiles/gadi"), "--configfile", str(sweep), "--predict-from", str(GADI)]
+    assert main(args) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if "predicted from" in line]
+    # The record measured up to 32 nodes: only 64 nodes is predicted, with its cost.
+    assert len(notes) == 1 and "hoomd-wca 64 nodes (p = 3,072): time steps per second" in notes[0]
+    assert "parallel efficiency 0.33" in notes[0] and "SU a run" in notes[0] and "a point to drop?" in notes[0]
+    assert main([*args[:-1], str(tmp_path / "nothing")]) == 2

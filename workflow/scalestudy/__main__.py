@@ -75,6 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     dry.add_argument("--profile", type=Path, required=True, help="a PBS profile folder, e.g. profiles/gadi")
     dry.add_argument("--configfile", nargs="*", default=[], help="replace the profile's configfiles, as snakemake")
     dry.add_argument("--config", nargs="*", default=[], help="k=v: replace the profile's config entries")
+    dry.add_argument(
+        "--predict-from",
+        type=Path,
+        help="a results directory (or a published record) of the study measured at smaller scales: each larger"
+        " planned scale's predicted figure, efficiency and cost (scaling models)",
+    )
     args = parser.parse_args(argv)
     prog = f"{parser.prog} {args.command}"
     out = getattr(args, "out", None)
@@ -84,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "memory":
             return print_memory(args.configfile, args.study)
         if args.command == "plan":
-            return plan_command(args.profile, args.configfile, args.config)
+            return plan_command(args.profile, args.configfile, args.config, args.predict_from)
         if args.command == "published":
             from .published_page import write_record_page
 
@@ -112,11 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def plan_command(profile: Path, configfiles: list[str], config: list[str]) -> int:
+def plan_command(profile: Path, configfiles: list[str], config: list[str], predict_from: Path | None = None) -> int:
     from .dry_plan import plan
 
+    if predict_from is not None and not predict_from.exists():
+        return refuse("plan", [f"--predict-from {predict_from}: no such results directory or record"])
     try:
-        lines = plan(profile, configfiles, config)
+        lines = plan(profile, configfiles, config, predictions(predict_from) if predict_from else None)
     except SweepError as error:
         return refuse("sweep error", error.problems)  # as the Snakefile says it
     try:
@@ -127,6 +135,50 @@ def plan_command(profile: Path, configfiles: list[str], config: list[str]) -> in
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     return 0
+
+
+def predictions(source: Path):
+    """`plan --predict-from`: the lines of scaling_models.prediction_lines for a loaded study."""
+
+    def notes(study) -> list[str]:
+        from .scaling_models import prediction_lines
+
+        names = list(study.sweep.studies)
+        apps = {name: settings.get("app", name) for name, settings in study.sweep.studies.items()}
+        return prediction_lines(measured_scaling(source, names, apps), study.points, study.cluster, str(source))
+
+    return notes
+
+
+def measured_scaling(path: str | Path, studies: list[str], app_of: dict[str, str]):
+    """The scaling tables a prediction starts from: a results directory's <study>/scaling.csv
+    (computed from runs.csv where missing), or a published record (.csv) standing for every
+    study of its app."""
+    import pandas as pd
+
+    from .analysis import read_table, scaling
+    from .published import APP as RECORD_APP
+    from .published import read_record
+
+    path = Path(path)
+    if path.is_file():
+        runs = read_record(path)
+        frames = []
+        for study in studies:
+            if app_of.get(study) == RECORD_APP:
+                frames.append(scaling(runs.assign(study=study)))
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    layout = Layout(str(path))
+    frames = []
+    for study in studies:
+        table_path = Path(layout.table(study, "scaling"))
+        runs_path = Path(layout.table(study, "runs"))
+        if table_path.is_file():
+            frames.append(read_table(table_path))
+        elif runs_path.is_file():
+            frames.append(scaling(read_table(runs_path)))
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def compare_command(args) -> int:

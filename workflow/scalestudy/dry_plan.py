@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,10 +46,17 @@ def workflow_config(
     return with_overrides(load_files(*config_files(profile, configfiles)), entries)
 
 
-def plan(profile: Path, configfiles: list[str] | None = None, config: list[str] | None = None) -> list[str]:
+def plan(
+    profile: Path,
+    configfiles: list[str] | None = None,
+    config: list[str] | None = None,
+    notes: Callable[[Any], list[str]] | None = None,
+) -> list[str]:
     """The qsub line of every point, in the order of the study, after the sweep's cost
     forecast (`# ` lines: the output stays a shell script). Raises SweepError with the lines
-    the Snakefile would print (the files read strictly, as the Snakefile reads them)."""
+    the Snakefile would print (the files read strictly, as the Snakefile reads them).
+    `notes(study)`: more `# ` lines after the forecast (the command line's predictions of
+    the larger points from a measured study: scaling_models sits above planning)."""
     study = load_study(workflow_config(profile, configfiles, config), files=config_files(profile, configfiles))
     cluster = study.cluster
     if cluster.scheduler != "pbspro":
@@ -73,6 +81,7 @@ def plan(profile: Path, configfiles: list[str] | None = None, config: list[str] 
     )
     packed = {(point.study, point.id) for pack in packs for point in pack.points}
     lines = [f"# {line}" for line in cost] + [f"# scalestudy: {line}" for line in pack_counts(study, packs)]
+    lines += [f"# scalestudy: {line}" for line in (notes(study) if notes else [])]
 
     def qsub(point, name=None):
         request = job_request(point, cluster)

@@ -33,6 +33,8 @@ THRESHOLD_KEY, BEYOND_KEY = "efficiency_threshold", "predict_up_to"
 GRID = 160
 # The predictions scaling.csv carries: at these multiples of the largest measured scale.
 MULTIPLES = (2, 4)
+# A model whose leave-one-out SMAPE is above this (%) predicts its own scales badly: said so.
+POOR_FIT = 20.0
 # A step between two scales whose speedup per unit of p exceeds this is superlinear (HOOMD-blue on
 # Gadi, 1 to 2 nodes: 2.50x); the interval then also spans the fit without the scales before it.
 SUPERLINEAR = 1.05
@@ -103,8 +105,8 @@ class CurveFit:
             return 0
         count = 0
         for k in range(len(self.p) - 1):
-            step = self.mean[k + 1] / self.mean[k] if self.kind == "rate" else self.mean[k] / self.mean[k + 1]
-            if step / (self.p[k + 1] / self.p[k]) <= SUPERLINEAR:
+            low, high = (self.mean[k], self.mean[k + 1]) if self.kind == "rate" else (self.mean[k + 1], self.mean[k])
+            if not low > 0 or high / low / (self.p[k + 1] / self.p[k]) <= SUPERLINEAR:
                 break
             count += 1
         return count
@@ -154,16 +156,19 @@ class CurveFit:
             return ratio * p0 / at
 
     def scale_words(self, p: float) -> str:
-        """'24 nodes (p = 1,152)' where a curve has several nodes, else 'p = 12'."""
+        """'24 nodes (p = 1,152)' where a curve has several nodes, else 'p = 12' (a crossing
+        between two scales is a real number: 'p = 1.4')."""
+        rank_text = f"{p:,.0f}" if p >= 10 or float(p).is_integer() else f"{p:.2g}"
         if self.ranks_per_node and self.ranks_per_node > 0 and self.p.max() > self.ranks_per_node:
             nodes = p / self.ranks_per_node
-            return f"{nodes:,.3g} nodes (p = {p:,.0f})"
-        return f"p = {p:,.0f}"
+            return f"{nodes:,.3g} nodes (p = {rank_text})"
+        return f"p = {rank_text}"
 
     def nodes_words(self, p: float) -> str:
+        """The number alone, in the unit scale_words uses (nodes where a curve has several)."""
         if self.ranks_per_node and self.ranks_per_node > 0 and self.p.max() > self.ranks_per_node:
             return f"{p / self.ranks_per_node:,.3g}"
-        return f"{p:,.0f}"
+        return f"{p:,.0f}" if p >= 10 or float(p).is_integer() else f"{p:.2g}"
 
 
 def curve_fits(
@@ -230,6 +235,7 @@ def efficiency_limit(cf: CurveFit) -> dict | None:
     if cf.fit.best is None or cf.kind not in ("rate", "time"):
         return None
     at = cf.grid()
+    at = at[at > cf.p[0]]  # at p0 the efficiency is 1 by definition
     best = first_below(cf.efficiency(cf.fit.best(at), at), cf.threshold, at)
     crossings = np.array([first_below(cf.efficiency(row, at), cf.threshold, at) for row in cf.draws(at)])
     low, high = interval(crossings)
@@ -252,7 +258,8 @@ def predictions(cf: CurveFit) -> dict:
 def overtaking(parts: list[CurveFit]) -> list[dict]:
     """For the parts of one breakdown: each part that passes the largest part at the smallest
     scale, where (the first scale of the grid), with the interval of paired bootstrap draws."""
-    fitted = [cf for cf in parts if cf.fit.best is not None]
+    # A time beside the parts (communication hidden behind compute) overlaps them: not one of them.
+    fitted = [cf for cf in parts if cf.fit.best is not None and not getattr(part_of(cf.metric), "beside", False)]
     if len(fitted) < 2:
         return []
     largest = max(fitted, key=lambda cf: cf.mean[0])
@@ -372,8 +379,26 @@ def efficiency_sentence(cf: CurveFit) -> str:
             f" ({cf.beyond:g}× the largest measured scale)"
             + ("." if math.isinf(found["low"]) else f"; its interval reaches it from {cf.scale_words(found['low'])}.")
         )
-    measured = " (already measured)" if found["at"] <= cf.p.max() else ""
-    return f"{name.capitalize()} falls below {cf.threshold:.0%} at {scale_range(cf, found)}{measured}."
+    measured = cf.efficiency(cf.mean, cf.p)
+    below = np.nonzero(measured < cf.threshold)[0]
+    if below.size:
+        k = below[0]
+        return (
+            f"{name.capitalize()} is already below {cf.threshold:.0%} at {cf.scale_words(cf.p[k])} as measured"
+            f" ({measured[k]:.2f}); the model puts the crossing at {scale_range(cf, found)}."
+        )
+    return f"{name.capitalize()} falls below {cf.threshold:.0%} at {scale_range(cf, found)}."
+
+
+def reliability(cf: CurveFit) -> str:
+    """'' for a model that predicts its own scales well; else why its predictions are weak."""
+    best = cf.fit.best
+    if best is not None and best.smape_loo > POOR_FIT:
+        return (
+            f"a poor fit: each scale left out is missed by {best.smape_loo:.0f}% (SMAPE) on average, so its"
+            " predictions say little"
+        )
+    return ""
 
 
 def model_sentence(cf: CurveFit) -> str:
@@ -382,9 +407,10 @@ def model_sentence(cf: CurveFit) -> str:
     best = cf.fit.best
     if best is None:
         return f"{cf.label}: {cf.fit.reason}."
+    weak = reliability(cf)
     return (
         f"{cf.label} ≈ {best.symbols()} ({best.words()}; leave-one-out SMAPE {best.smape_loo:.2g}%,"
-        f" adjusted R² {best.adj_r2:.3g}, {len(cf.p)} scales)."
+        f" adjusted R² {best.adj_r2:.3g}, {len(cf.p)} scales{'; ' + weak if weak else ''})."
     )
 
 
@@ -394,7 +420,10 @@ def overtake_sentence(found: dict) -> str:
     name = part.part if part else found["part"].label
     other = over.part if over else found["over"].label
     if found["measured"]:
-        return f"{name} already passes {other} within the measured scales (at about {cf.scale_words(found['at'])})."
+        passed = cf.mean > found["over"].mean[: len(cf.mean)] if len(cf.mean) == len(found["over"].mean) else None
+        if passed is not None and passed.any():
+            return f"{name} has passed {other} by {cf.scale_words(cf.p[np.nonzero(passed)[0][0]])} as measured."
+        return f"{name} passes {other} within the measured scales (the model: at about {cf.scale_words(found['at'])})."
     return f"{name} passes {other} at {scale_range(cf, found)}."
 
 
@@ -432,19 +461,26 @@ def plot_models(scaling: pd.DataFrame, study: str, primary: str, path: Path) -> 
         for k, cf in enumerate(group):
             colour = colours[k % len(colours)]
             declared = part_of(cf.metric)
-            name = declared.part if declared else (cf.variant if len(group) > 1 else cf.label)
+            name = declared.part if declared else (cf.variant if len(group) > 1 else cf.label.split(" (")[0])
             ax.errorbar(cf.p, cf.mean, yerr=1.96 * np.nan_to_num(cf.se), fmt="o", color=colour, capsize=3, label=name)
             if cf.fit.best is None:
                 continue
             at = cf.grid()
             found = cf.prediction(at)
-            ax.plot(at, found.value, "-", color=colour, lw=1.2, label=f"{name}: {cf.fit.best.form()}")
-            ax.fill_between(at, found.low, found.high, color=colour, alpha=0.18, lw=0)
+            # No figure here goes below zero: a model that does is drawn only while it stays above.
+            value = np.where(found.value > 0, found.value, np.nan)
+            ax.plot(at, value, "-", color=colour, lw=1.2, label=f"{name}: {cf.fit.best.form()}")
+            ax.fill_between(at, np.fmax(found.low, 0), np.fmax(found.high, 0), color=colour, alpha=0.18, lw=0)
         ax.set_xscale("log", base=2)
+        if what == "parts":
+            ax.set_yscale("log")  # parts differ by orders of magnitude
+        else:
+            ax.set_ylim(bottom=0)
         if group and group[0].fit.best is not None:
             ax.axvline(group[0].p.max(), color="grey", ls=":", lw=1)
         unit = group[0].unit if group else ""
-        ax.set_ylabel(f"{group[0].label} [{unit}]" if what == "figure" and group else f"time per step [{unit}]")
+        label = group[0].label.split(" (")[0] if group else ""
+        ax.set_ylabel(f"{label} [{unit}]" if what == "figure" else f"time per step [{unit}] (log scale)")
         ax.set_xlabel("p = MPI ranks (log scale); dotted: the largest measured")
         ax.legend(fontsize=7)
     reasons = sorted({cf.fit.reason for cf in fits + parts if cf.fit.best is None})
@@ -463,3 +499,53 @@ def missing_reason(scaling: pd.DataFrame, study: str, primary: str) -> str | Non
     if all(cf.fit.best is None for cf in fits):
         return fits[0].fit.reason
     return None
+
+
+# ---------------------------------------------------------------- planning larger scales
+
+
+def prediction_lines(scaling: pd.DataFrame, points, cluster, source: str) -> list[str]:
+    """For a sweep being planned, from a study measured at smaller scales (`scaling`: its
+    scaling.csv, or a published record's): each planned scale beyond the measured ones, what
+    the primary figure's model predicts there (with its interval and efficiency) and what one
+    run may cost (the model of the job's walltime used x the request's charge); a scale
+    predicted below the efficiency threshold is named. `points`: the planned points."""
+    from .config.forecast import point_service_units
+    from .model.metrics import WALLTIME_USED
+
+    lines = []
+    seen = set()
+    for point in points:
+        rows = scaling[scaling["study"] == point.study] if not scaling.empty else scaling
+        if rows.empty or "primary" not in rows.columns:
+            continue
+        primary = str(rows.loc[rows["primary"].astype(bool), "metric"].iloc[0])
+        found_fits = curve_fits(rows, point.study, [primary, WALLTIME_USED.name])
+        # The point's own curve, or the one curve a record (or a study of one variant) has.
+        alone = len({c.variant for c in found_fits}) == 1
+        fits = {cf.metric: cf for cf in found_fits if alone or cf.variant == point.variant}
+        cf = fits.get(primary)
+        key = (point.study, point.ranks, point.nodes)
+        if cf is None or key in seen or point.ranks <= cf.p.max():
+            continue
+        seen.add(key)
+        where = f"{point.study} {point.nodes} node{'s' if point.nodes != 1 else ''} (p = {point.ranks:,})"
+        if cf.fit.best is None:
+            lines.append(f"predicted from {source}: {where}: none ({cf.fit.reason})")
+            continue
+        at = np.array([float(point.ranks)])
+        found = cf.prediction(at)
+        efficiency = float(cf.efficiency(found.value, at)[0])
+        kind = "weak" if cf.scaling == "weak" else "parallel"
+        text = (f"predicted from {source}: {where}: {cf.label} {found.value[0]:,.4g} [{max(found.low[0], 0):,.4g}–"
+                f"{found.high[0]:,.4g}], {kind} efficiency {efficiency:.2f}")  # fmt: skip
+        wall = fits.get(WALLTIME_USED.name)
+        if wall is not None and wall.fit.best is not None:
+            seconds = float(max(wall.fit.best(at)[0], 0.0))
+            cost = point_service_units(point, cluster, seconds)
+            text += f"; walltime used ≈ {seconds:,.0f} s" + (f", ≈ {cost:,.3g} SU a run" if cost else "")
+        if efficiency < cf.threshold:
+            text += f"; below the {cf.threshold:.0%} efficiency threshold: a point to drop?"
+        weak = reliability(cf)
+        lines.append(text + (f" ({weak})" if weak else ""))
+    return lines

@@ -31,7 +31,9 @@ HEADING = "Where scaling will stop: scaling models"
 def predicted_cell(cf: CurveFit, at: float) -> str:
     """'5,418 [5,266–5,566]' at p = at; the efficiency beside where the figure scales."""
     found = cf.prediction(np.array([at]))
-    text = f"{fmt(found.value[0])} [{fmt(found.low[0])}–{fmt(found.high[0])}]"
+    if found.value[0] <= 0:
+        return "≤ 0: the model leaves the figure's range"
+    text = f"{fmt(found.value[0])} [{fmt(max(found.low[0], 0.0))}–{fmt(found.high[0])}]"
     if cf.kind in ("rate", "time") and not is_part(cf.metric):
         text += f", E {cf.efficiency(found.value, np.array([at]))[0]:.2f}"
     return text
@@ -39,7 +41,11 @@ def predicted_cell(cf: CurveFit, at: float) -> str:
 
 def row_of(cf: CurveFit, named: bool) -> list[str]:
     declared = part_of(cf.metric)
-    name = f"{declared.part} (part)" if declared else cf.label
+    name = (
+        (f"{declared.part} (beside the parts)" if declared.beside else f"{declared.part} (part)")
+        if declared
+        else cf.label
+    )
     first = [cf.variant] if named else []
     best = cf.fit.best
     if best is None:

@@ -78,6 +78,7 @@ WORDS = {
     Fraction(3): "p cubed",
     Fraction(-1): "1/p",
     Fraction(-1, 2): "1/√p",
+    Fraction(-2): "1/p²",
 }
 
 
@@ -110,11 +111,15 @@ class Term:
         return " ".join(x for x in (power, log) if x) or "1"
 
     def words(self) -> str:
-        power = "" if self.i == 0 else WORDS.get(self.i, f"p to the {self.i}")
+        power = "" if self.i == 0 else WORDS.get(self.i, f"p^({self.i})")
         log = {0: "", 1: "log p", 2: "log² p", -1: "1/log p", -2: "1/log² p"}.get(self.j, f"log^{self.j} p")
         if power and log:
             return f"{power} times {log}"
         return power or log or "a constant"
+
+    def rises(self) -> bool:
+        """Whether the term itself rises with p (p > 1)."""
+        return self.i > 0 or (self.i == 0 and self.j > 0)
 
     def growth(self) -> float:
         """How fast it grows with p, to order terms (the exponent, logs as a small part of it)."""
@@ -160,7 +165,7 @@ class Model:
         if not self.terms:
             return "constant"
         return " plus ".join(
-            ("grows" if a > 0 else "falls") + f" with {t.words()}"
+            ("grows" if (a > 0) == t.rises() else "falls") + f" with {t.words()}"
             for a, t in zip(self.coefficients[1:], self.terms, strict=True)
         )
 
