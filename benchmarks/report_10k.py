@@ -3,14 +3,15 @@
 A study of N runs (default 10,000: 5 scales x 4 MPI flag sets x 5 NCCL env sets x 100
 repeats, 1% failed) is written as one metrics.json per run, with provenance shaped like a
 real run's (about 1 KB per run and 0.7 KB per rank: the rank probe's line of every rank).
-Then the four steps behind `snakemake report`, timed one by one, in this process:
+Then the steps behind `snakemake report`, timed one by one, in this process:
 
     runs.csv                     analysis.write_runs_table       (rule aggregate: every record read)
     scaling.csv + variants.csv   analysis.write_scaling_tables   (rule scaling)
+    the model columns            scaling_models.add_to_scaling_csv (rule scaling)
     the plots                    plots.plot_from_files           (rule plots)
     index.html + index.md        report.build_from_files         (rule report; provenance side file)
 
-Targets: the four together < 15 s on 2 cores; index.html < 5 MB. (Snakemake's own planning
+Targets: the steps together < 15 s on 2 cores; index.html < 5 MB. (Snakemake's own planning
 of a 10,000-point study is benchmarks/overhead.py's.)
 
 Run from the repository root with the venv active:
@@ -36,6 +37,7 @@ sys.path.insert(0, str(REPO / "workflow"))
 
 from scalestudy.analysis import CURVE_COLUMNS, SCALE_COLUMNS, write_runs_table, write_scaling_tables  # noqa: E402
 from scalestudy.model.metrics import WALLTIME_USED  # noqa: E402
+from scalestudy.scaling_models import add_to_scaling_csv  # noqa: E402
 from scalestudy.model.paths import PLOT_KINDS, Layout  # noqa: E402
 from scalestudy.model.point import PLACEMENT_DEFAULTS  # noqa: E402
 from scalestudy.plots import plot_from_files  # noqa: E402
@@ -170,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         scaling_csv, variants_csv = layout.table(STUDY, "scaling"), layout.table(STUDY, "variants")
         plots = {kind: layout.plot(STUDY, kind) for kind in PLOT_KINDS}
         seconds += timed("scaling.csv + variants.csv", write_scaling_tables, runs_csv, scaling_csv, variants_csv)
+        seconds += timed("scaling models (scaling.csv's columns)", add_to_scaling_csv, scaling_csv)
         # As the plots rule: runs.csv too (the size curves' plot reads it).
         seconds += timed("plots", plot_from_files, scaling_csv, variants_csv, STUDY, plots, None, None, runs_csv)
         seconds += timed(

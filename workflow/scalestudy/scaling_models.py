@@ -33,6 +33,8 @@ THRESHOLD_KEY, BEYOND_KEY = "efficiency_threshold", "predict_up_to"
 GRID = 160
 # The predictions scaling.csv carries: at these multiples of the largest measured scale.
 MULTIPLES = (2, 4)
+# The most curves the models plot draws (beyond: the default curve alone; the page has them all).
+MAX_DRAWN = 6
 # A model whose leave-one-out SMAPE is above this (%) predicts its own scales badly: said so.
 POOR_FIT = 20.0
 # A step between two scales whose speedup per unit of p exceeds this is superlinear (HOOMD-blue on
@@ -453,7 +455,11 @@ def plot_models(scaling: pd.DataFrame, study: str, primary: str, path: Path) -> 
     import matplotlib.pyplot as plt
 
     fits = curve_fits(scaling, study, [primary])
-    parts = [cf for cf in curve_fits(scaling, study) if is_part(cf.metric)]
+    variants = [cf.variant for cf in fits]
+    shown = "mpi-default/nccl-default" if "mpi-default/nccl-default" in variants else (variants or [""])[0]
+    if len(fits) > MAX_DRAWN:  # more would be a tangle of bands: the default curve alone
+        fits = [cf for cf in fits if cf.variant == shown]
+    parts = [cf for cf in curve_fits(scaling, study) if is_part(cf.metric) and cf.variant == shown]
     panels = [("figure", fits)] + ([("parts", parts)] if parts else [])
     fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4.6), squeeze=False)
     for ax, (what, group) in zip(axes[0], panels, strict=True):

@@ -317,10 +317,6 @@ def within_tolerance(model: Model, best: Model) -> bool:
     return model.smape_loo <= max(best.smape_loo * factor, best.smape_loo + points)
 
 
-def refit(model: Model, p: np.ndarray, y: np.ndarray) -> Model:
-    return Model(model.terms, least_squares(model.terms, p, y), p=p, y=y)
-
-
 def draws(found: Fit, at: Sequence[float], standard_error: Sequence[float] | None = None, seed: int = 0) -> np.ndarray:
     """Bootstrap predictions at `at` (rows: draws; columns: scales), BOOTSTRAP per model
     within tolerance: each model refitted on its fit plus its residuals times a standard normal
@@ -338,9 +334,13 @@ def draws(found: Fit, at: Sequence[float], standard_error: Sequence[float] | Non
             se = np.asarray(standard_error, dtype=float)
             residual = np.fmax(residual, np.nan_to_num(se, nan=0.0))
         noise = rng.standard_normal((BOOTSTRAP, len(p)))
-        for row in range(BOOTSTRAP):
-            out.append(refit(model, p, fitted + noise[row] * residual)(at))
-    return np.asarray(out)
+        samples = fitted + noise * residual  # BOOTSTRAP x n
+        # Least squares is linear in y: every resample's coefficients at once.
+        design = np.column_stack([np.ones_like(p), *(t(p) for t in model.terms)])
+        coefficients = np.linalg.pinv(design) @ samples.T  # (k + 1) x BOOTSTRAP
+        target = np.column_stack([np.ones_like(at), *(t(at) for t in model.terms)])
+        out.append((target @ coefficients).T)
+    return np.concatenate(out) if out else np.empty((0, len(at)))
 
 
 @dataclass
