@@ -176,8 +176,8 @@ def published_section() -> list[dict]:
                       f" (without the superlinear guard: {'yes' if inside_plain else 'no'})")  # fmt: skip
     print(
         "\n    Why 1-8 nodes misses: the step from 1 to 2 nodes is superlinear (423 -> 1,058 steps/s, 2.50x for 2x the"
-        "\n    nodes: efficiency 125%; the usual cause is a rank's share of the particles coming to fit in cache), and 4 scales"
-        "\n    leave 3 after it, too few for the guard's refit; the model leans on that step and overshoots."
+        "\n    nodes: efficiency 125%; the usual cause is a rank's share of the particles coming to fit in cache),"
+        "\n    and 4 scales leave 3 after it, too few for the guard's refit; the model leans on that step and overshoots."
         "\n    What catches it: the refit without the superlinear start (the guard), which 1-16 nodes allows."
     )
     return rows
