@@ -177,7 +177,7 @@ def published_section() -> list[dict]:
     print(
         "\n    Why 1-8 nodes misses: the step from 1 to 2 nodes is superlinear (423 -> 1,058 steps/s, 2.50x for 2x the"
         "\n    nodes: efficiency 125%; the usual cause is a rank's share of the particles coming to fit in cache),"
-        "\n    and 4 scales leave 3 after it, too few for the guard's refit; the model leans on that step and overshoots."
+        "\n    and 4 scales leave 3 after it, too few for the guard's refit: the model leans on that step."
         "\n    What catches it: the refit without the superlinear start (the guard), which 1-16 nodes allows."
     )
     return rows
