@@ -54,3 +54,7 @@ def test_real_points_run_and_report_in_results_elsewhere(tmp_path):
     assert [(r["point"]["study"], r["status"]) for r in records] == [("md", "ok"), ("pp", "ok"), ("pp", "ok")]
     assert (results / "report" / "index.html").is_file()
     assert not (work / "results").exists() and not (REPO / "results" / "pp").exists()
+    # The scaling rule adds the scaling models' columns: one scale, so no model and why.
+    scaling = (results / "md" / "scaling.csv").read_text()
+    assert "model_status" in scaling.splitlines()[0] and "1 scale: too few to tell p from p log p" in scaling
+    assert (results / "report" / "plots" / "md.models.png").is_file()
