@@ -159,3 +159,18 @@ def test_plan_predicts_the_larger_points_from_a_measured_study(tmp_path, monkeyp
     assert len(notes) == 1 and "hoomd-wca 64 nodes (p = 3,072): time steps per second" in notes[0]
     assert "parallel efficiency 0.33" in notes[0] and "SU a run" in notes[0] and "a point to drop?" in notes[0]
     assert main([*args[:-1], str(tmp_path / "nothing")]) == 2
+
+
+def test_a_results_directory_is_read_for_the_predictions(tmp_path):
+    from scalestudy.model.paths import Layout
+    from scalestudy.planned_predictions import measured_scaling
+
+    ranks = np.array([1, 2, 4, 8])
+    table = strong_time_table({"loop_time": 1 + 100 / ranks}, ranks, study="md")
+    path = Path(Layout(str(tmp_path)).table("md", "scaling"))
+    path.parent.mkdir(parents=True)
+    table.to_csv(path, index=False)
+    read = measured_scaling(tmp_path, ["md", "absent"], {"md": "lammps", "absent": "lammps"})
+    assert len(read) == 4 and set(read["study"]) == {"md"}
+    # A published record stands for the studies of its app only.
+    assert measured_scaling(GADI, ["md", "h"], {"md": "lammps", "h": "hoomd"})["study"].unique().tolist() == ["h"]

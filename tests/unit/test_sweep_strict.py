@@ -43,7 +43,7 @@ STUDY_KEYS = (
     "command, figures, mpi, primary, params"
 )
 TOP_KEYS = (
-    "cluster, results_dir, retry_failed, budget_su_total, order_seed, partial, compare_baseline, assets, "
+    "cluster, results_dir, retry_failed, budget_su_total, order_seed, partial, predict_from, compare_baseline, assets, "
     "mpi_flag_sets, "
     "nccl_env_sets, studies"
 )

@@ -56,6 +56,11 @@ if RUN.main_process:
     FORCING = RUN.forcing()
     stop_on(PLAN.budget_problems(FORCING))
     print("\n".join(PLAN.summary_lines(FORCING)), flush=True)
+    if config.get("predict_from"):
+        # --config predict_from=PATH: the larger planned scales, predicted from a measured study.
+        from scalestudy.planned_predictions import predictions
+
+        print("\n".join(f"scalestudy: {line}" for line in predictions(config["predict_from"])(STUDY)), flush=True)
 # Held while this workflow runs (see Plan.start).
 RESULTS_LOCK = []
 

@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def plan_command(profile: Path, configfiles: list[str], config: list[str], predict_from: Path | None = None) -> int:
     from .dry_plan import plan
+    from .planned_predictions import predictions
 
     if predict_from is not None and not predict_from.exists():
         return refuse("plan", [f"--predict-from {predict_from}: no such results directory or record"])
@@ -135,50 +136,6 @@ def plan_command(profile: Path, configfiles: list[str], config: list[str], predi
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     return 0
-
-
-def predictions(source: Path):
-    """`plan --predict-from`: the lines of scaling_models.prediction_lines for a loaded study."""
-
-    def notes(study) -> list[str]:
-        from .scaling_models import prediction_lines
-
-        names = list(study.sweep.studies)
-        apps = {name: settings.get("app", name) for name, settings in study.sweep.studies.items()}
-        return prediction_lines(measured_scaling(source, names, apps), study.points, study.cluster, str(source))
-
-    return notes
-
-
-def measured_scaling(path: str | Path, studies: list[str], app_of: dict[str, str]):
-    """The scaling tables a prediction starts from: a results directory's <study>/scaling.csv
-    (computed from runs.csv where missing), or a published record (.csv) standing for every
-    study of its app."""
-    import pandas as pd
-
-    from .analysis import read_table, scaling
-    from .published import APP as RECORD_APP
-    from .published import read_record
-
-    path = Path(path)
-    if path.is_file():
-        runs = read_record(path)
-        frames = []
-        for study in studies:
-            if app_of.get(study) == RECORD_APP:
-                frames.append(scaling(runs.assign(study=study)))
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    layout = Layout(str(path))
-    frames = []
-    for study in studies:
-        table_path = Path(layout.table(study, "scaling"))
-        runs_path = Path(layout.table(study, "runs"))
-        if table_path.is_file():
-            frames.append(read_table(table_path))
-        elif runs_path.is_file():
-            frames.append(scaling(read_table(runs_path)))
-    frames = [f for f in frames if not f.empty]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def compare_command(args) -> int:

@@ -541,6 +541,10 @@ def prediction_lines(scaling: pd.DataFrame, points, cluster, source: str) -> lis
             continue
         at = np.array([float(point.ranks)])
         found = cf.prediction(at)
+        if found.value[0] <= 0:
+            lines.append(f"predicted from {source}: {where}: the model of {cf.label} is at or below zero here:"
+                         f" it leaves the figure's range ({reliability(cf) or 'no prediction'})")  # fmt: skip
+            continue
         efficiency = float(cf.efficiency(found.value, at)[0])
         kind = "weak" if cf.scaling == "weak" else "parallel"
         text = (f"predicted from {source}: {where}: {cf.label} {found.value[0]:,.4g} [{max(found.low[0], 0):,.4g}–"
