@@ -137,7 +137,35 @@ def _number(text: str) -> bool:
     return True
 
 
-def conditions(before: Snapshot, after: Snapshot, gpus: list[dict] | None = None) -> dict:
+# A run is contended when other processes (and the hypervisor's steal) took more of the
+# machine's CPUs than the run left free (the CPUs less those its ranks on this host needed), by
+# more than this share of one CPU: a busy-polling rank that loses its CPU waits a whole time
+# slice (milliseconds) where a message takes microseconds (README "Contended runs" has the
+# measurements). The slack keeps the machine's own daemons, a few percent of a CPU, from
+# marking every run of a fully used node.
+CONTENDED_SLACK_CPUS = 0.1
+
+
+def contention(other_share, steal_share, machine_cpus, cpus_needed) -> float | None:
+    """The CPUs other processes and steal took beyond those the run left free (> 0: that many
+    CPUs' worth of the run's own were taken), from what `conditions` records; None where a
+    figure is unknown. `cpus_needed`: the run's ranks on this host × threads per rank."""
+    figures = [other_share, steal_share, machine_cpus, cpus_needed]
+    if any(not isinstance(v, int | float) or v != v for v in figures) or not machine_cpus:
+        return None
+    free = max(0.0, float(machine_cpus) - float(cpus_needed))
+    return (float(other_share) + float(steal_share)) * float(machine_cpus) - free
+
+
+def contended(other_share, steal_share, machine_cpus, cpus_needed) -> bool:
+    """Were the CPUs the run's ranks needed taken by others (`contention` above the slack)?"""
+    taken = contention(other_share, steal_share, machine_cpus, cpus_needed)
+    return taken is not None and taken > CONTENDED_SLACK_CPUS
+
+
+def conditions(
+    before: Snapshot, after: Snapshot, gpus: list[dict] | None = None, cpus_needed: int | None = None
+) -> dict:
     """What the machine did during the run (between the two snapshots):
 
     - `other_cpu_share`: CPU time used by processes outside the run's own tree, as a share of
@@ -147,6 +175,8 @@ def conditions(before: Snapshot, after: Snapshot, gpus: list[dict] | None = None
     - `load_before`, `load_after`: the 1-minute load average.
     - `cpu_mhz_mean`, `cpu_mhz_min`: the CPUs' clocks at the end (where readable).
     - `gpus`: per GPU, clocks, temperature, utilisation at the end (`nvidia-smi`).
+    - `cpus_needed` (where given: the run's ranks on this host × threads per rank) and
+      `contended`: whether other processes took CPUs the ranks needed (`contended`).
     """
     out: dict = {"load_before": before.load1, "load_after": after.load1}
     wall = after.taken_s - before.taken_s
@@ -158,6 +188,9 @@ def conditions(before: Snapshot, after: Snapshot, gpus: list[dict] | None = None
         out["steal_share"] = round(max(0.0, after.steal_s - before.steal_s) / capacity, 4)
         out["own_cpu_share"] = round(min(1.0, own / capacity), 4)
         out["machine_cpus"] = after.cpus
+    if cpus_needed is not None and "other_cpu_share" in out:
+        out["cpus_needed"] = cpus_needed
+        out["contended"] = contended(out["other_cpu_share"], out["steal_share"], after.cpus, cpus_needed)
     if after.mhz:
         out["cpu_mhz_mean"] = round(sum(after.mhz) / len(after.mhz), 1)
         out["cpu_mhz_min"] = round(min(after.mhz), 1)
