@@ -231,7 +231,7 @@ def test_runs_started_in_the_same_second_end_the_search_for_runs_apart():
 
 
 def test_a_run_is_contended_when_others_took_more_cpus_than_it_left_free():
-    from scalestudy.launch.conditions import CONTENDED_SLACK_CPUS, contended, contention
+    from scalestudy.model.contention import CONTENDED_SLACK_CPUS, contended, contention
 
     # The README's collectives study: 2 ranks on this 2-CPU machine, others at 76%: 1.52 CPUs taken.
     assert contention(0.76, 0.0, 2, 2) == pytest.approx(1.52) and contended(0.76, 0.0, 2, 2)

@@ -48,7 +48,7 @@ from scipy import stats
 
 from .accounting import site_resources
 from .apps import APPS, App, app_of, app_of_row
-from .launch.conditions import CONTENDED_SLACK_CPUS, contention
+from .model.contention import CONTENDED_SLACK_CPUS, contention
 from .model.metrics import HIGHER_IS_BETTER, SIZE_TABLE, WALLTIME_USED, Metric
 from .model.paths import study_and_point
 from .model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS, PROGRAM
