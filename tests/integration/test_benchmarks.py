@@ -91,3 +91,11 @@ def test_verdicts_benchmark_runs_and_prints_its_rates():
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     assert "false-verdict rate: " in run.stdout and "(target <= 5%; ratio " in run.stdout
     assert "detection rate: " in run.stdout and "(target >= 80%; ratio " in run.stdout
+
+
+def test_contended_benchmark_runs_and_prints_its_rates():
+    run = benchmark("contended.py", "--basis", "1", "--comparisons", "2")
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert "latency [collective_latency_us] with 4 busy: median " in run.stdout
+    assert "false-verdict rate with the new rules: " in run.stdout and "(target <= 5%; ratio " in run.stdout
+    assert "false-verdict rate without them: " in run.stdout
