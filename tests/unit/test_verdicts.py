@@ -334,3 +334,16 @@ def test_the_report_counts_contended_runs_and_says_how_to_measure_them_again():
         f"them again, {analysis.MEASURE_AGAIN}."
     )
     assert notes_of({"n": 3, "n_contended": 3}) == "3 of 3 contended"
+
+
+def test_the_summary_sentence_says_when_its_figures_rest_on_contended_runs():
+    from scalestudy.report import summary_sentence
+
+    runs = runs_table([10.0, 10.2, 9.9], [8.0, 8.1, 7.9])
+    runs = runs[runs["mpi_flag_set"] == "default"]
+    wider = runs.assign(nodes=2, ranks=4, ranks_per_node=2, latency_us=runs["latency_us"] / 1.8)
+    both = contended_runs(pd.concat([runs, wider], ignore_index=True), [1])
+    table = analysis.scaling(both)
+    table = table[table["primary"]]
+    assert summary_sentence(table).endswith("(on 2 contended runs of 6: see the notes).")
+    assert "contended" not in summary_sentence(analysis.scaling(contended_runs(both, []))[lambda t: t["primary"]])

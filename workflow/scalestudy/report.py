@@ -118,7 +118,9 @@ def summary_sentence(table: pd.DataFrame) -> str:
             f"{prefix}{'weak' if weak else 'strong'} scaling of {label} {reach}; at {scale_text(top)} "
             f"{'scaled ' if weak else ''}speedup {speed:.3g}, {name} {top[column]:.3g} (n = {int(top['n'])})"
         )
-    return "; ".join(parts) + "."
+    contended = int(pd.to_numeric(ok.get("n_contended", pd.Series(dtype=float)), errors="coerce").fillna(0).sum())
+    rests = f" (on {contended} contended runs of {int(ok['n'].sum())}: see the notes)" if contended else ""
+    return "; ".join(parts) + rests + "."
 
 
 def notes_of(row) -> str:
