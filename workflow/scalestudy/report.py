@@ -275,7 +275,8 @@ def variant_blocks(variants: pd.DataFrame, table: pd.DataFrame) -> list:
     elif not held:
         blocks.append(Para("No variant differs measurably from its baseline at any scale (every 95% CI includes 1)."))
     if held:
-        blocks += [Para("No verdict where the two sides were not measured alike:"), Bullets(held)]
+        why = "the two sides were not measured alike, their runs were contended, or two runs a side disagree"
+        blocks += [Para(f"No verdict where {why}:"), Bullets(held)]
     return blocks
 
 
