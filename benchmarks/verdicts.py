@@ -148,7 +148,9 @@ def main(argv=None) -> int:
         f"{found_share / DETECTION_TARGET:.2f}); definition: comparisons of a side with {work:.2f}x the particles "
         f"(a real slowdown named as a flag set) against default whose verdict is slower"
     )
-    print(f"  held back (not interleaved, conditions differed, too few repeats): {held} of {n_same + n_slower}")
+    print(
+        f"  held back (not interleaved, conditions differed, contended, too few repeats): {held} of {n_same + n_slower}"
+    )
     return 0
 
 

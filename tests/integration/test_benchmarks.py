@@ -98,3 +98,11 @@ def test_scaling_models_runs_and_prints_its_ratios():
     assert run.returncode == 0, run.stderr[-3000:]
     assert "(a) Held to the published Gadi table" in run.stdout and "vs 4,831: ratio 1.12" in run.stdout
     assert "(b) Held to Extra-P" in run.stdout and "(c) Synthetic" in run.stdout and "Definitions:" in run.stdout
+
+
+def test_contended_benchmark_runs_and_prints_its_rates():
+    run = benchmark("contended.py", "--basis", "1", "--comparisons", "1")
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert "latency [collective_latency_us] with 4 busy: median " in run.stdout
+    assert "false-verdict rate with the new rules: " in run.stdout and "(target <= 5%; ratio " in run.stdout
+    assert "false-verdict rate without them: " in run.stdout

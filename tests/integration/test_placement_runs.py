@@ -89,5 +89,7 @@ def test_a_placement_study_compared_with_itself_pairs_each_binding_with_itself(t
     table = pd.read_csv(compare_outputs(out)["csv"])
     both = table[table["present"] == "both"]
     assert set(both["binding"]) == {"core", "none"} and len(both) == len(table)
-    assert set(both["verdict"]) == {"no measurable difference"}
+    # Runs measured while others held their CPUs hold the verdict back, saying so.
+    assert set(both["statistical_verdict"]) == {"no measurable difference"}
+    assert both["verdict"].map(lambda v: v == "no measurable difference" or v.startswith("contended")).all()
     assert (both["ratio"] == 1).all()

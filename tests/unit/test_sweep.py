@@ -94,6 +94,20 @@ def test_unknown_set_names_the_key_path_and_the_choices():
             "studies.litgpt-full.repeats: 0 is not allowed; use a number of repeats, e.g. 3, or "
             "{min: 3, max: 10, ci: 5%}",
         ),
+        (
+            {"repeats": {"min": 2, "max": 5, "ci": "500%"}},
+            "studies.litgpt-full.repeats.ci: 500% is not a CI target; use one above 0% and below 100%",
+        ),
+        (
+            {"repeats": {"min": 2, "max": 5, "ci": "100%"}},
+            "studies.litgpt-full.repeats.ci: 100% is not a CI target; use one above 0% and below 100%",
+        ),
+        (
+            {"repeats": {"min": 2, "max": 5, "ci": "0%"}},
+            "studies.litgpt-full.repeats.ci: 0% is not a CI target; use one above 0% and below 100%",
+        ),
+        ({"repeats": {"min": 6, "max": 5, "ci": "5%"}}, "studies.litgpt-full.repeats: min 6 is above max 5"),
+        ({"repeats": {"min": 2, "max": 5}}, "studies.litgpt-full.repeats"),
         ({"ranks_per_node": [-2]}, "studies.litgpt-full.ranks_per_node[0]: -2 is not allowed; the least is 1"),
         (
             {"app": "nosuchapp"},

@@ -225,3 +225,125 @@ def test_runs_started_in_the_same_second_end_the_search_for_runs_apart():
     runs = runs_table([10.0, 10.2, 9.9, 10.1], [10.1, 10.0, 10.2, 9.9])
     runs.loc[runs["mpi_flag_set"] == "default", "started"] = "2026-11-25T09:00:00+00:00"
     assert verdict_of(runs)["runs_compared"] == ""
+
+
+# ---------------------------------------------------------------- contended runs, two runs a side
+
+
+def test_a_run_is_contended_when_others_took_more_cpus_than_it_left_free():
+    from scalestudy.model.contention import CONTENDED_SLACK_CPUS, contended, contention
+
+    # The README's collectives study: 2 ranks on this 2-CPU machine, others at 76%: 1.52 CPUs taken.
+    assert contention(0.76, 0.0, 2, 2) == pytest.approx(1.52) and contended(0.76, 0.0, 2, 2)
+    # The same share on a 128-CPU node where the run's 4 ranks leave 124 free: not contended.
+    assert not contended(0.76, 0.0, 128, 4)
+    assert contended(0.98, 0.0, 128, 4)  # 125.4 CPUs taken > 124 free
+    # The machine's own daemons (a few percent of a CPU) do not mark a run that uses every CPU.
+    assert not contended(CONTENDED_SLACK_CPUS / 2 / 2, 0.0, 2, 2)
+    # Steal counts as others' use: 1 rank of 2 CPUs, 30% others + 30% stolen = 1.2 CPUs > 1 free.
+    assert contended(0.3, 0.3, 2, 1) and not contended(0.3, 0.0, 2, 1)
+    assert contention(None, 0.0, 2, 2) is None and not contended(float("nan"), 0.0, 2, 2)
+
+
+def test_a_record_says_whether_its_run_was_contended():
+    from scalestudy.launch.conditions import Snapshot, conditions
+
+    before = Snapshot(taken_s=0.0, busy_s=100.0, steal_s=0.0, cpus=2, own_s=0.0)
+    after = Snapshot(taken_s=10.0, busy_s=115.0, steal_s=0.0, cpus=2, own_s=5.0)  # others: 10 of 20 CPU-s
+    assert conditions(before, after, cpus_needed=2) | {} == {
+        "other_cpu_share": 0.5, "steal_share": 0.0, "own_cpu_share": 0.25, "machine_cpus": 2, "cpus_needed": 2,
+        "contended": True,
+    }  # fmt: skip
+    assert conditions(before, after, cpus_needed=1)["contended"] is False  # 1 CPU taken, 1 left free
+    # runs.csv has it too, from the record's conditions and the point's ranks per node.
+    point = {"ranks_per_node": 2, "threads_per_rank": 1, "ranks": 2, "nodes": 1}
+    measured = {"other_cpu_share": 0.76, "steal_share": 0.0, "machine_cpus": 2}
+    row = analysis.run_row({"point": point, "status": "ok", "conditions": measured})
+    assert row["contended"] is True and row["contended_cpus"] == pytest.approx(1.52)
+
+
+def contended_runs(runs, contended_repeats):
+    runs["contended"] = runs["repeat"].isin(contended_repeats)
+    return runs
+
+
+def test_the_readme_case_both_sides_contended_gives_no_verdict():
+    # collectives alltoall, default against a no-op set, both sides' runs contended (76% and 83%):
+    # the CI alone says faster, and the old check found the two sides' conditions alike.
+    runs = contended_runs(runs_table([5759.0, 1430.0, 4000.0, 3100.0], [1.9, 3.8, 2.5, 3.0], share=(0.76, 0.83)),
+                          [1, 2, 3, 4])  # fmt: skip
+    row = verdict_of(runs)
+    assert row["statistical_verdict"] == "faster" and row["conditions"] == ""
+    assert row["verdict"].startswith(
+        "contended: other processes held the CPUs the ranks needed in 4 of 4 runs of default and 4 of 4 of x "
+        "(mean share of the CPUs 76% and 83%); raise repeats"
+    )
+    assert (row["contended_runs"], row["contended_runs_baseline"]) == (4, 4)
+    scaled = analysis.scaling(runs)
+    assert set(scaled.loc[scaled["metric"] == "latency_us", "n_contended"]) == {4}
+
+
+def test_only_the_uncontended_runs_are_compared_where_each_side_has_two():
+    runs = runs_table([10.0, 10.2, 9.9, 10.1], [8.0, 8.1, 7.9, 8.2])
+    runs.loc[runs["repeat"].isin([1, 2]) & (runs["mpi_flag_set"] == "x"), "latency_us"] = [300.0, 2.0]
+    row = verdict_of(contended_runs(runs, [1, 2]))
+    assert row["runs_compared"] == "2 / 2 uncontended" and row["contended"] == ""
+    assert row["verdict"] == "faster" and row["ratio"] == pytest.approx(10.0 / 8.05)
+    # Two runs a side: the verdict says why it may stand on two.
+    assert row["justification"].startswith("n = 2 / 2: the two runs of a side agree within 10% (")
+
+
+def test_two_runs_a_side_far_apart_wait_for_more_repeats():
+    # The README's numbers, with no conditions recorded: Welch's CI on n = 2 excludes 1.
+    row = verdict_of(runs_table([5759.0, 1430.0], [1.9, 3.8]))
+    assert row["statistical_verdict"] == "faster"
+    assert row["verdict"] == (
+        "waits for more repeats: n = 2 / 2, and two runs of a side 100.0% and 302.7% apart (> 10%): raise repeats to "
+        "3 or more"
+    )
+    close = verdict_of(runs_table([10.0, 10.2], [5.0, 5.1]))
+    assert close["verdict"] == "faster"
+    assert close["justification"] == "n = 2 / 2: the two runs of a side agree within 10% (2.0% and 2.0%)"
+    # Three or more a side: near_normal can check their shape; no justification needed.
+    assert verdict_of(runs_table([10.0, 10.2, 9.9], [8.0, 8.1, 7.9]))["justification"] == ""
+
+
+def test_compare_holds_back_two_wide_runs_and_contended_figures():
+    from scalestudy.compare import held_back
+
+    wide = {"mean": 3594.5, "std": 3061.1, "n": 2, "n_used": 2}
+    narrow = {"mean": 2.85, "std": 1.3435, "n": 2, "n_used": 2}
+    out = held_back({"verdict": "faster"}, {"baseline": wide, "candidate": narrow})
+    assert out["statistical_verdict"] == "faster" and out["verdict"].startswith("waits for more repeats: n = 2 / 2")
+    busy = {"mean": 10.0, "std": 0.1, "n": 4, "n_used": 4, "n_contended": 1}
+    out = held_back({"verdict": "slower"}, {"baseline": busy, "candidate": {**busy, "n_contended": 0}})
+    assert out["verdict"].startswith("contended: 1 of the baseline's runs and 0 of the candidate's")
+    quiet = {**busy, "n_contended": 0}
+    assert held_back({"verdict": "slower"}, {"baseline": quiet, "candidate": quiet})["verdict"] == "slower"
+
+
+def test_the_report_counts_contended_runs_and_says_how_to_measure_them_again():
+    from scalestudy.report import contended_line, notes_of
+
+    runs = contended_runs(runs_table([10.0, 10.2, 9.9], [8.0, 8.1, 7.9], share=(0.76, 0.05)), [])
+    assert contended_line(runs) == ""
+    runs["contended"] = runs["mpi_flag_set"] == "default"
+    assert contended_line(runs) == (
+        "3 of the 6 successful runs were contended: other processes held the CPUs their ranks needed (their share "
+        "of the CPUs 76%–76%). The tables mark figures that rest on them and no verdict rests on them; to measure "
+        f"them again, {analysis.MEASURE_AGAIN}."
+    )
+    assert notes_of({"n": 3, "n_contended": 3}) == "3 of 3 contended"
+
+
+def test_the_summary_sentence_says_when_its_figures_rest_on_contended_runs():
+    from scalestudy.report import summary_sentence
+
+    runs = runs_table([10.0, 10.2, 9.9], [8.0, 8.1, 7.9])
+    runs = runs[runs["mpi_flag_set"] == "default"]
+    wider = runs.assign(nodes=2, ranks=4, ranks_per_node=2, latency_us=runs["latency_us"] / 1.8)
+    both = contended_runs(pd.concat([runs, wider], ignore_index=True), [1])
+    table = analysis.scaling(both)
+    table = table[table["primary"]]
+    assert summary_sentence(table).endswith("(on 2 contended runs of 6: see the notes).")
+    assert "contended" not in summary_sentence(analysis.scaling(contended_runs(both, []))[lambda t: t["primary"]])

@@ -48,6 +48,7 @@ from scipy import stats
 
 from .accounting import site_resources
 from .apps import APPS, App, app_of, app_of_row
+from .model.contention import CONTENDED_SLACK_CPUS, contention
 from .model.metrics import HIGHER_IS_BETTER, SIZE_TABLE, WALLTIME_USED, Metric
 from .model.paths import study_and_point
 from .model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS, PROGRAM
@@ -76,6 +77,12 @@ CLOCK_GAP = 0.10
 # (the last of a round, the first of the next); three or more were measured with the other
 # side absent (analysis.measured_together).
 ALONE_RUNS = 3
+# Two runs a side cannot show whether they fit Welch's assumption (near_normal needs three);
+# a verdict on fewer than N_CHECKED stands only where each side's runs agree within
+# N2_SPREAD (the larger over the smaller, less 1): two runs of one point 4x apart (5,759 and
+# 1,430 us, README "Contended runs") say the runs are not one distribution, whatever the CI.
+N_CHECKED = 3
+N2_SPREAD = 0.10
 
 # How a point's repeats become its figure (a study's `estimator:`; the schema holds the default).
 MEAN, TRIMMED_MEAN = "mean", "trimmed_mean"
@@ -122,6 +129,14 @@ DEFINITIONS = {
     f" {OTHER_CPU_GAP:.0%} of the CPUs, or the mean CPU or GPU clock by more than {CLOCK_GAP:.0%}; per run,"
     " other processes' share = (busy CPU time of the machine from /proc/stat − the run's own process tree's)"
     " / (CPUs × wall time)",
+    "contended": "a run is contended when other processes (and the hypervisor's steal) took more CPUs than it left"
+    f" free: (other processes' share + steal share) × the machine's CPUs > the CPUs less its ranks on the host ×"
+    f" threads per rank, by more than {CONTENDED_SLACK_CPUS} of a CPU; a verdict compares only the uncontended runs"
+    " of each side (where each has 2 or more), else it is held back; speedup and efficiency count the contended"
+    " runs of each point (n_contended)",
+    "few_repeats": f"a verdict on fewer than {N_CHECKED} runs a side (whose shape cannot be checked) stands only"
+    f" where each side's runs agree within {N2_SPREAD:.0%} (largest / smallest − 1), said in its justification;"
+    " else it waits for more repeats",
     "repeats_until_clear": "repeats: {min, max, ci}: min repeats first, then one more per point and invocation"
     " while the 95% CI of its mean primary figure is wider than ± ci of the mean and max is not reached",
     "memory_ratio": "measured peak of tensor bytes per rank (CPU: malloc's held bytes over the model build and the"
@@ -239,6 +254,10 @@ def run_row(metrics: dict, path: Path | None = None) -> dict:
         for name, value in conditions.items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 row[name] = value
+        taken = run_contention(row)
+        if taken is not None:
+            row["contended_cpus"] = round(taken, 4)
+            row["contended"] = taken > CONTENDED_SLACK_CPUS
         clocks = [g.get("sm_clock_mhz") for g in conditions.get("gpus") or [] if isinstance(g, Mapping)]
         clocks = [c for c in clocks if isinstance(c, int | float)]
         if clocks:
@@ -259,6 +278,21 @@ def run_row(metrics: dict, path: Path | None = None) -> dict:
         row["metrics_path"] = str(path)
         row.update(remeasured(path))
     return row
+
+
+def run_contention(row: Mapping) -> float | None:
+    """The CPUs others took beyond those the run left free (launch.conditions.contention), from a
+    runs.csv row: its conditions and the CPUs its ranks on a host needed."""
+    threads = row.get("threads_per_rank", 1)
+    needed = row.get("ranks_per_node", 0) * (1 if threads is None or threads != threads else threads)
+    return contention(row.get("other_cpu_share"), row.get("steal_share", 0.0), row.get("machine_cpus"), needed)
+
+
+def contended_mask(side: pd.DataFrame) -> pd.Series:
+    """Which runs of a table were contended (records without conditions: not known, so not)."""
+    if side.empty or "contended" not in side.columns:
+        return pd.Series(False, index=side.index)
+    return side["contended"].map(lambda v: v is True or v == 1 or str(v) == "True")
 
 
 def remeasured(path: Path) -> dict:
@@ -457,6 +491,8 @@ def curve_table(group: pd.DataFrame, curve: dict, metric: Metric, estimator: str
             "n_failed": int((statuses == "failed").sum() + ((statuses == "ok") & at_scale[metric.name].isna()).sum()),
             "n_pending": int((statuses == STATUS_PENDING).sum()),
             "n_outliers": int(outliers.sum()),
+            # The successful runs behind the figure measured while others held their CPUs.
+            "n_contended": int(contended_mask(ok.loc[values.index]).sum()),
             # Text, not numbers: "rep2 rep3" stays as it is through the CSV.
             "outlier_repeats": " ".join(f"rep{int(r)}" for r in repeats),
         }
@@ -609,6 +645,10 @@ NORMALITY_ALPHA = 0.05
 TOO_FEW_FOR_RANKS = "too few repeats for a rank-based verdict (need n ≥ 4 each)"
 NOT_INTERLEAVED = "not interleaved"
 CONDITIONS_DIFFERED = "conditions differed"
+CONTENDED = "contended"
+WAITS = "waits for more repeats"
+# How to measure contended runs again (the report says it where any run was contended).
+MEASURE_AGAIN = "raise repeats (the uncontended runs are compared once each side has 2) or measure on a quiet machine"
 # The per-run conditions (launch.conditions) the checks read, as runs.csv has them.
 CONDITION_COLUMNS = ("other_cpu_share", "steal_share", "cpu_mhz_mean", "gpu_sm_clock_mhz")
 
@@ -777,17 +817,23 @@ def comparison(variant: Mapping, baseline: Mapping, kind: str, runs: pd.DataFram
     """The verdict of `variant` against `baseline` (scaling-table rows), with the comparison
     the data fit (Welch where both sides' repeats are near-normal, ranks otherwise; only the
     summaries known: Welch) and the checks that hold it back: sides not interleaved in time,
-    clearly different conditions. `statistical_verdict` keeps what the CI alone said."""
+    clearly different conditions, contended runs (only the uncontended are compared where each side
+    has 2), fewer than N_CHECKED runs a side without a justification (few_repeats).
+    `statistical_verdict` keeps what the CI alone said."""
     metric_name = variant["metric"]
     everything = side_runs(runs, variant, metric_name), side_runs(runs, baseline, metric_name)
     together = measured_together(*everything)
     sides = together or everything
+    contended_counts = [int(contended_mask(side).sum()) for side in sides]
+    measured = sides
+    quiet = uncontended(sides)
+    sides = quiet or sides
     values = [pd.to_numeric(side[metric_name], errors="coerce").to_numpy(float) if len(side) else np.array([])
               for side in sides]  # fmt: skip
     known = all(len(v) >= 2 for v in values)
     method = WELCH if not known or all(near_normal(v) for v in values) else RANKS
-    if together:
-        # Only the runs measured together: their own statistics, by the study's estimator.
+    if together or quiet:
+        # Only the runs measured together (and uncontended): their own statistics, by the study's estimator.
         variant, baseline = ({**row, **summarize(v, estimator=row.get("estimator", MEAN))}
                              for row, v in zip((variant, baseline), values, strict=True))  # fmt: skip
     result = speed_ratio(variant, baseline, kind) if method == WELCH else rank_ratio(values[0], values[1], kind)
@@ -799,10 +845,70 @@ def comparison(variant: Mapping, baseline: Mapping, kind: str, runs: pd.DataFram
     held_back = [interleaving(*sides), conditions_differed(*sides, names)] if known else []
     out["interleaved"] = not held_back[0] if held_back else np.nan
     out["conditions"] = held_back[1] if held_back else ""
-    reasons = [reason for reason in held_back if reason]
+    out["contended_runs"], out["contended_runs_baseline"] = contended_counts
+    out["contended"] = contended_text(contended_counts, measured, names)
+    if quiet is not None:
+        out["runs_compared"] = "; ".join(
+            filter(None, [out["runs_compared"], f"{len(values[0])} / {len(values[1])} uncontended"])
+        )
+        out["contended"] = ""
+    out["justification"], waits = few_repeats(variant, baseline) if out["verdict"] in ("faster", "slower") else ("", "")
+    reasons = [reason for reason in [*held_back, out["contended"], waits] if reason]
     if reasons and out["verdict"] in VERDICTS:
         out["verdict"] = "; ".join(reasons)
     return out
+
+
+def uncontended(sides: tuple[pd.DataFrame, pd.DataFrame]) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """Where some runs were contended and each side has 2 or more that were not: those; else None."""
+    if not any(contended_mask(side).any() for side in sides):
+        return None
+    quiet = tuple(side[~contended_mask(side)] for side in sides)
+    return quiet if all(len(side) >= 2 for side in quiet) else None
+
+
+def contended_text(counts: list[int], sides, names: tuple[str, str]) -> str:
+    """Why a verdict is held back for contended runs (counts: the variant's, the baseline's), or ''."""
+    if not any(counts):
+        return ""
+    totals = [len(side) for side in sides]
+    shares = [mean_condition(side, "other_cpu_share") for side in sides]
+    return (
+        f"{CONTENDED}: other processes held the CPUs the ranks needed in {counts[1]} of {totals[1]} runs of "
+        f"{names[1]} and {counts[0]} of {totals[0]} of {names[0]} (mean share of the CPUs {shares[1]:.0%} and "
+        f"{shares[0]:.0%}); {MEASURE_AGAIN}"
+    )
+
+
+def two_run_spread(row: Mapping) -> float:
+    """Largest over smallest, less 1, of the two values a row of 2 used runs summarizes
+    (mean ± std/√2); nan for any other count."""
+    mean, std = row.get("mean"), row.get("std")
+    if used_count(row) != 2 or missing_number(mean) or missing_number(std):
+        return np.nan
+    low, high = mean - std / math.sqrt(2), mean + std / math.sqrt(2)
+    return high / low - 1 if low > 0 else math.inf
+
+
+def missing_number(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def few_repeats(variant: Mapping, baseline: Mapping) -> tuple[str, str]:
+    """(justification, reason to wait) of a verdict on fewer than N_CHECKED runs a side (only
+    two can have a CI): it stands where each side's two runs agree within N2_SPREAD, else it
+    waits for more repeats. ('', '') where both sides have N_CHECKED or more."""
+    counts = used_count(variant), used_count(baseline)
+    if min(counts) >= N_CHECKED:
+        return "", ""
+    spreads = [two_run_spread(row) if used_count(row) < N_CHECKED else 0.0 for row in (variant, baseline)]
+    shown = " and ".join(f"{s:.1%}" for s, n in zip(spreads, counts, strict=True) if n < N_CHECKED)
+    if all(s <= N2_SPREAD for s in spreads):
+        return f"n = {counts[0]} / {counts[1]}: the two runs of a side agree within {N2_SPREAD:.0%} ({shown})", ""
+    return "", (
+        f"{WAITS}: n = {counts[0]} / {counts[1]}, and two runs of a side {shown} apart "
+        f"(> {N2_SPREAD:.0%}): raise repeats to {N_CHECKED} or more"
+    )
 
 
 def variants(scaling_table: pd.DataFrame, runs: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -30,11 +30,14 @@ from pathlib import Path
 import pandas as pd
 
 from .analysis import (
+    CONTENDED,
     DEFINITIONS,
     MEAN,
     SCALE_COLUMNS,
+    VERDICTS,
     curve_columns,
     curve_name,
+    few_repeats,
     read_table,
     scaling,
     speed_ratio,
@@ -53,7 +56,7 @@ from .scaling_models_page import model_change_blocks
 
 BASELINE, CANDIDATE = "baseline", "candidate"
 BOTH, ONLY_BASELINE, ONLY_CANDIDATE = "both", "baseline only", "candidate only"
-STATS = ["mean", "std", "ci95", "n", "n_used", "estimator"]
+STATS = ["mean", "std", "ci95", "n", "n_used", "estimator", "n_contended"]
 # What differs between the two sides' runs, by where it is in a record's provenance.
 PROVENANCE_KEYS = {
     "modules": lambda p: " ".join(p.get("modules") or []) or None,
@@ -226,6 +229,7 @@ def points(base: pd.DataFrame, cand: pd.DataFrame) -> pd.DataFrame:
             for values in stats.values():
                 values["n"] = 0 if missing(values["n"]) else values["n"]
             row.update(speed_ratio(stats[CANDIDATE], stats[BASELINE], kind))
+            row.update(held_back(row, stats))
         row["primary"] = bool(row["primary"]) if not missing(row["primary"]) else False
         rows.append(row)
     table = pd.DataFrame(rows)
@@ -233,6 +237,29 @@ def points(base: pd.DataFrame, cand: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values(
         [*order, "primary", "metric"], ascending=[True] * len(order) + [False, True], key=numbers_as_numbers
     ).reset_index(drop=True)
+
+
+def held_back(row: Mapping, stats: Mapping[str, Mapping]) -> dict:
+    """The statistical verdict kept as `statistical_verdict`; the verdict held back where a side's
+    figure rests on contended runs (analysis DEFINITIONS['contended']: a summary cannot leave them
+    out) or on two runs a side that do not agree (analysis.few_repeats); else its justification."""
+    out = {"verdict": row["verdict"], "statistical_verdict": row["verdict"], "justification": ""}
+    if row["verdict"] not in VERDICTS:
+        return out
+    contended = {side: 0 if missing(values.get("n_contended")) else int(values["n_contended"])
+                 for side, values in stats.items()}  # fmt: skip
+    reasons = []
+    if any(contended.values()):
+        reasons.append(
+            f"{CONTENDED}: {contended[BASELINE]} of the baseline's runs and {contended[CANDIDATE]} of the candidate's "
+            "were measured while other processes held the CPUs their ranks needed; measure again on a quiet machine"
+        )
+    if row["verdict"] in ("faster", "slower"):
+        out["justification"], waits = few_repeats(stats[CANDIDATE], stats[BASELINE])
+        reasons += [waits] if waits else []
+    if reasons:
+        out["verdict"] = "; ".join(reasons)
+    return out
 
 
 def numbers_as_numbers(column: pd.Series) -> pd.Series:

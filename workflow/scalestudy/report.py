@@ -16,14 +16,18 @@ import pandas as pd
 
 from .analysis import (
     CONDITIONS_DIFFERED,
+    CONTENDED,
     DEFINITIONS,
     ESTIMATOR_NAMES,
     GOOD_EFFICIENCY,
     MEAN,
+    MEASURE_AGAIN,
     NOT_INTERLEAVED,
     STATUS_PENDING,
     VARIANT_AXES,
+    WAITS,
     apps_of,
+    contended_mask,
     read_table,
 )
 from .breakdown import DEFINITIONS as BREAKDOWN_DEFINITIONS
@@ -115,7 +119,9 @@ def summary_sentence(table: pd.DataFrame) -> str:
             f"{prefix}{'weak' if weak else 'strong'} scaling of {label} {reach}; at {scale_text(top)} "
             f"{'scaled ' if weak else ''}speedup {speed:.3g}, {name} {top[column]:.3g} (n = {int(top['n'])})"
         )
-    return "; ".join(parts) + "."
+    contended = int(pd.to_numeric(ok.get("n_contended", pd.Series(dtype=float)), errors="coerce").fillna(0).sum())
+    rests = f" (on {contended} contended runs of {int(ok['n'].sum())}: see the notes)" if contended else ""
+    return "; ".join(parts) + rests + "."
 
 
 def notes_of(row) -> str:
@@ -124,6 +130,8 @@ def notes_of(row) -> str:
         notes.append(f"outlier: {row['outlier_repeats']}")
     if row.get("n_failed", 0):
         notes.append(f"{int(row['n_failed'])} failed")
+    if row.get("n_contended", 0):
+        notes.append(f"{int(row['n_contended'])} of {int(row['n'])} contended")
     if row.get("n_pending", 0):
         notes.append(f"{int(row['n_pending'])} not run yet")
     if truthy(row.get("cost_optimal")):
@@ -268,7 +276,8 @@ def variant_blocks(variants: pd.DataFrame, table: pd.DataFrame) -> list:
     elif not held:
         blocks.append(Para("No variant differs measurably from its baseline at any scale (every 95% CI includes 1)."))
     if held:
-        blocks += [Para("No verdict where the two sides were not measured alike:"), Bullets(held)]
+        why = "the two sides were not measured alike, their runs were contended, or two runs a side disagree"
+        blocks += [Para(f"No verdict where {why}:"), Bullets(held)]
     return blocks
 
 
@@ -404,8 +413,9 @@ def band_cell(row) -> str:
 
 
 def held_back_lines(rows: pd.DataFrame) -> list[str]:
-    """The verdicts held back: sides not interleaved in time, or under clearly different conditions."""
-    held = rows[rows["verdict"].astype(str).str.startswith((NOT_INTERLEAVED, CONDITIONS_DIFFERED))]
+    """The verdicts held back: sides not interleaved in time, under clearly different conditions,
+    on contended runs, or on two runs a side too far apart."""
+    held = rows[rows["verdict"].astype(str).str.startswith((NOT_INTERLEAVED, CONDITIONS_DIFFERED, CONTENDED, WAITS))]
     return [
         f"{r['axis']} {choice(r['set'])} vs {r['baseline']} at {scale_text(r)}: {r['verdict']} (the CI alone said: "
         f"{r.get('statistical_verdict', '–')})"
@@ -474,7 +484,9 @@ def verdict_sentence(row) -> str:
     return (
         f"{row['axis']} {choice(row['set'])} is {row['verdict']} than default at {scale_text(row)}: speed ratio of "
         f"{row['metric_label']} {ratio:.3g} ({times}; 95% CI {row['ci_low']:.3g}–{row['ci_high']:.3g}, "
-        f"n = {int(row['n'])} vs {int(row['n_baseline'])})."
+        f"n = {int(row['n'])} vs {int(row['n_baseline'])}"
+        + (f"; {row['justification']}" if isinstance(row.get("justification"), str) and row["justification"] else "")
+        + ")."
     )
 
 
@@ -667,6 +679,23 @@ def remeasured_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[pd.to_numeric(runs["kept_records"], errors="coerce").fillna(0) > 0]
 
 
+def contended_line(runs: pd.DataFrame) -> str:
+    """How many successful runs were contended (DEFINITIONS['contended']) and how to measure them
+    again; '' where none was."""
+    if runs.empty or "status" not in runs.columns:
+        return ""
+    ok = runs[runs["status"] == "ok"]
+    marked = ok[contended_mask(ok)]
+    if marked.empty:
+        return ""
+    share = pd.to_numeric(marked.get("other_cpu_share"), errors="coerce")
+    return (
+        f"{len(marked)} of the {len(ok)} successful runs were contended: other processes held the CPUs their ranks "
+        f"needed (their share of the CPUs {share.min():.0%}–{share.max():.0%}). The tables mark figures that rest on "
+        f"them and no verdict rests on them; to measure them again, {MEASURE_AGAIN}."
+    )
+
+
 def run_counts(runs: pd.DataFrame) -> dict[str, int]:
     counts = runs["status"].value_counts() if not runs.empty and "status" in runs.columns else pd.Series(dtype=int)
     return {status: int(counts.get(status, 0)) for status in ("ok", "failed", STATUS_PENDING)}
@@ -711,6 +740,9 @@ def study_blocks(
     state = ", ".join(f"{counts[s]} {name}" for s, name in names if counts[s])
     again = len(remeasured_runs(runs)) if not runs.empty else 0
     blocks.append(Para(f"{len(runs)} runs: {state or 'none'}" + (f"; {again} re-measured" if again else "") + "."))
+    contended = contended_line(runs)
+    if contended:
+        blocks.append(Para(contended))
     table = primary_table(scaling, study)
     if table.empty:
         blocks.append(Para("No run has a figure yet: no scaling table."))

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..model.contention import contended
+
 PROC_STAT = Path("/proc/stat")
 PROC_LOADAVG = Path("/proc/loadavg")
 CPUFREQ = Path("/sys/devices/system/cpu")
@@ -137,7 +139,9 @@ def _number(text: str) -> bool:
     return True
 
 
-def conditions(before: Snapshot, after: Snapshot, gpus: list[dict] | None = None) -> dict:
+def conditions(
+    before: Snapshot, after: Snapshot, gpus: list[dict] | None = None, cpus_needed: int | None = None
+) -> dict:
     """What the machine did during the run (between the two snapshots):
 
     - `other_cpu_share`: CPU time used by processes outside the run's own tree, as a share of
@@ -147,6 +151,8 @@ def conditions(before: Snapshot, after: Snapshot, gpus: list[dict] | None = None
     - `load_before`, `load_after`: the 1-minute load average.
     - `cpu_mhz_mean`, `cpu_mhz_min`: the CPUs' clocks at the end (where readable).
     - `gpus`: per GPU, clocks, temperature, utilisation at the end (`nvidia-smi`).
+    - `cpus_needed` (where given: the run's ranks on this host × threads per rank) and
+      `contended`: whether other processes took CPUs the ranks needed (`contended`).
     """
     out: dict = {"load_before": before.load1, "load_after": after.load1}
     wall = after.taken_s - before.taken_s
@@ -158,6 +164,9 @@ def conditions(before: Snapshot, after: Snapshot, gpus: list[dict] | None = None
         out["steal_share"] = round(max(0.0, after.steal_s - before.steal_s) / capacity, 4)
         out["own_cpu_share"] = round(min(1.0, own / capacity), 4)
         out["machine_cpus"] = after.cpus
+    if cpus_needed is not None and "other_cpu_share" in out:
+        out["cpus_needed"] = cpus_needed
+        out["contended"] = contended(out["other_cpu_share"], out["steal_share"], after.cpus, cpus_needed)
     if after.mhz:
         out["cpu_mhz_mean"] = round(sum(after.mhz) / len(after.mhz), 1)
         out["cpu_mhz_min"] = round(min(after.mhz), 1)

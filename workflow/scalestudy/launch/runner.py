@@ -242,7 +242,9 @@ def measure(
         before = machine.snapshot()
         execution = execute(argv, log_path, env, point.walltime_seconds, own_tmpdir=mpi.flavour == "openmpi")
         # What else the machine did meanwhile (analysis: a verdict between clearly different ones is none).
-        metrics["conditions"] = machine.conditions(before, machine.snapshot(), machine.gpu_conditions())
+        metrics["conditions"] = machine.conditions(
+            before, machine.snapshot(), machine.gpu_conditions(), point.ranks_per_node * point.threads_per_rank
+        )
         wall_s, exit_code = execution.wall_s, execution.exit_code
         log_text = log_path.read_text(errors="replace")
         metrics["exit_code"] = exit_code

@@ -37,11 +37,22 @@ def limits(setting: Any) -> Repeats:
     return Repeats(int(setting), int(setting))
 
 
+# A CI target is a half-width as a share of the mean: 0% is never met (every point would run
+# max, which `repeats: max` says plainly) and 100% or more admits an interval reaching zero.
+CI_TARGET_RANGE = "above 0% and below 100% (± that share of the mean), e.g. 5%"
+
+
 def problems(setting: Any, where: str) -> list[str]:
-    """What the schema cannot say: min above max."""
-    if isinstance(setting, Mapping) and int(setting["min"]) > int(setting["max"]):
-        return [f"{where}.repeats: min {setting['min']} is above max {setting['max']}; use min <= max"]
-    return []
+    """What the schema cannot say: min above max, a CI target that is no target."""
+    if not isinstance(setting, Mapping):
+        return []
+    found = []
+    if int(setting["min"]) > int(setting["max"]):
+        found.append(f"{where}.repeats: min {setting['min']} is above max {setting['max']}; use min <= max")
+    target = float(str(setting["ci"]).rstrip("%")) / 100
+    if not 0 < target < 1:
+        found.append(f"{where}.repeats.ci: {setting['ci']} is not a CI target; use one {CI_TARGET_RANGE}")
+    return found
 
 
 def t_half_width(std: float, n: int, confidence: float = CONFIDENCE) -> float:
