@@ -12,9 +12,18 @@ measured CPU ranks:
    tensor at a size where model state dominates; measured: the rank's peak of tensor bytes.
    And LitGPT (litgpt_entry, the local study's tiny Llama-shaped stand-in, config/local.yaml),
    full and LoRA on 1 and `--ranks` CPU ranks: its rank's peak of tensor bytes.
+1b. A held-out LitGPT table (config_hub/finetune/README.md, A10G): nothing of the model fitted
+   on it; predicted / published, wrong refusals and wrong admissions.
+5. The load-time check's speed on 10,000 LitGPT points.
+6. Stock LitGPT finetune_full under FSDP on 2 CPU ranks (benchmarks/fsdp_cpu_rank.py) at six
+   reduced sizes (depth, width, vocabulary, sequence doubled; accumulation): every part of
+   model.memory.fsdp_parts measured, and the peak.
 
     python benchmarks/memory_anchors.py [--cpu-width 1024 --cpu-depth 3 --cpu-strategies ...]
-        [--litgpt-methods full,lora] [--no-cpu]
+        [--litgpt-methods full,lora] [--no-cpu] [--no-fsdp] [--speed-points N]
+
+    section 6 alone (with the published sections, which take seconds):
+    python benchmarks/memory_anchors.py --speed-points 0 --cpu-strategies "" --litgpt-methods ""
 
 Each line: the figure, its definition, the ratio predicted / reference; a summary line per
 section with how many are within 0.8-1.2 (n).
@@ -578,18 +587,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu-depth", type=int, default=3)
     parser.add_argument("--cpu-batch", type=int, default=8)
     parser.add_argument("--ranks", type=int, default=2)
-    parser.add_argument("--cpu-strategies", default="ddp,fsdp:1,fsdp:2,fsdp:3,pipeline,tensor")
+    parser.add_argument("--cpu-strategies", default="ddp,fsdp:1,fsdp:2,fsdp:3,pipeline,tensor", help="'' for none")
     parser.add_argument("--litgpt-methods", default="full,lora", help="LitGPT on CPU: methods ('' for none)")
     parser.add_argument("--no-cpu", action="store_true", help="the published references only")
     parser.add_argument("--no-fsdp", action="store_true", help="leave out section 6 (LitGPT FSDP on CPU ranks)")
-    parser.add_argument("--speed-points", type=int, default=10_000, help="points of the load-time speed check")
+    parser.add_argument(
+        "--speed-points", type=int, default=10_000, help="points of the load-time speed check (0: none)"
+    )
     args = parser.parse_args(argv)
     misses = litgpt_section() + held_out_section() + zero_section() + deepspeed_section()
-    speed_section(args.speed_points)
+    if args.speed_points:
+        speed_section(args.speed_points)
+    strategies = [name for name in args.cpu_strategies.split(",") if name]
     if not args.no_cpu:
-        misses += cpu_section(
-            args.cpu_strategies.split(","), args.ranks, args.cpu_width, args.cpu_depth, args.cpu_batch
-        )
+        if strategies:
+            misses += cpu_section(strategies, args.ranks, args.cpu_width, args.cpu_depth, args.cpu_batch)
         if args.litgpt_methods:
             misses += litgpt_cpu_section(args.litgpt_methods.split(","), sorted({1, args.ranks}))
         if not args.no_fsdp:

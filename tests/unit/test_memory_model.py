@@ -341,8 +341,11 @@ def test_fsdp_full_fine_tuning_holds_its_shard_the_root_gathered_and_the_larger_
     assert parts["step_temporaries"] == 2 * 2 * 375
     p = predict(shape, bf16, sharding)
     assert p.weights == parts["shard"] + parts["root"] and p.gradients == parts["unsharded_gradients"]
-    # The backward's two phases: the head's (working 700) and a block's (in flight + its gradient).
-    assert p.transient == max(700, parts["in_flight"] + 2 * 1_000)
+    # The backward's phases: the head's (working 700), a block's (in flight + its gradient), and
+    # its end's (every sharded gradient and the embedding's new one, the activations freed).
+    assert parts["fresh_tail"] == 2 * 1_500
+    end = parts["sharded_gradients"] + parts["fresh_tail"] - 500
+    assert p.transient == max(700, parts["in_flight"] + 2 * 1_000, end) == 6_000
 
 
 def test_fsdp_accumulating_micro_batches_keeps_every_units_unsharded_gradient():

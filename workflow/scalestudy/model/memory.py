@@ -298,6 +298,9 @@ def fsdp_parts(shape: Shape, precision: Precision, sharding: Sharding) -> dict[s
                          autograd adds it to the accumulated one
     fresh_block          a block's new gradient, g B (unsharded until its reduce-scatter, or
                          until added to the accumulated one)
+    fresh_tail           not accumulating: the embedding's new gradient at the backward's end,
+                         g x the largest tensor, beside every block's sharded gradient and the
+                         root's unsharded one before the root's reduce-scatter
     step_temporaries     AdamW's: per tensor, two the size of the rank's largest piece of a
                          parameter (with FSDP's original parameters, Lightning's
                          use_orig_params=True, a rank holds whole parameters where they fall in
@@ -316,6 +319,7 @@ def fsdp_parts(shape: Shape, precision: Precision, sharding: Sharding) -> dict[s
         "working": shape.transient,
         "fresh_head": g * min(shape.largest_tensor, shape.root_unit) if sharding.accumulating else 0,
         "fresh_block": g * shape.block_unit,
+        "fresh_tail": 0 if sharding.accumulating else g * min(shape.largest_tensor, shape.root_unit),
         "step_temporaries": m * (t / d if shape.foreach else 2 * piece),
     }
 
@@ -332,14 +336,17 @@ def fsdp_units(
     optimizer    optimizer
     activations  the checkpointed count (each block's input, one block recomputed, the logits
                  Lightning casts to float32 and the loss)
-    transient    the backward's, the larger of its two phases: the head's (working + fresh_head:
+    transient    the backward's, the larger of its phases: the head's (working + fresh_head:
                  its largest op is the logits' gradient, before a block is gathered for the
-                 backward) and a block's (in_flight + fresh_block, the logits freed by then); or,
+                 backward), a block's (in_flight + fresh_block, the logits freed by then) and its
+                 end's (sharded_gradients + fresh_tail, the activations freed by then); or,
                  where the step holds more, the
                  step's sharded_gradients + step_temporaries less what only the backward holds
                  (root, activations, unsharded_gradients)"""
     parts = fsdp_parts(shape, precision, sharding)
     backward = max(parts["working"] + parts["fresh_head"], parts["in_flight"] + parts["fresh_block"])
+    if parts["fresh_tail"]:
+        backward = max(backward, parts["sharded_gradients"] + parts["fresh_tail"] - activations)
     step = parts["sharded_gradients"] + parts["step_temporaries"]
     held_in_backward = parts["root"] + activations + parts["unsharded_gradients"]
     return Prediction(
