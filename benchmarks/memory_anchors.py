@@ -476,7 +476,7 @@ def fsdp_predicted(need, counted, logits: float) -> dict[str, float]:
     return predicted
 
 
-def fsdp_section() -> list[str]:
+def fsdp_section(names: list[str]) -> list[str]:
     """Stock LitGPT finetune_full under FSDP on 2 CPU ranks (gloo; benchmarks/fsdp_cpu_rank.py),
     32-true (float32 GEMMs run on MKL, whose buffers the tracker leaves out; bfloat16's run on
     oneDNN, whose scratch it cannot tell from tensors), each size once (n = 1): every part the
@@ -496,6 +496,8 @@ def fsdp_section() -> list[str]:
     mpirun = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
     with tempfile.TemporaryDirectory() as folder:
         for name, layers, width, inner, vocab, tokens, micro, global_batch in FSDP_SIZES:
+            if names and name not in names:
+                continue
             root = Path(folder) / name.replace(" ", "-").replace(",", "")
             shape = TinyModelShape(n_layer=layers, n_head=4, n_embd=width, intermediate_size=inner, vocab_size=vocab,
                                    block_size=2 * tokens)  # fmt: skip
@@ -591,6 +593,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--litgpt-methods", default="full,lora", help="LitGPT on CPU: methods ('' for none)")
     parser.add_argument("--no-cpu", action="store_true", help="the published references only")
     parser.add_argument("--no-fsdp", action="store_true", help="leave out section 6 (LitGPT FSDP on CPU ranks)")
+    parser.add_argument("--fsdp-sizes", default="", help="section 6's sizes by name, comma-separated ('': all)")
     parser.add_argument(
         "--speed-points", type=int, default=10_000, help="points of the load-time speed check (0: none)"
     )
@@ -605,7 +608,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.litgpt_methods:
             misses += litgpt_cpu_section(args.litgpt_methods.split(","), sorted({1, args.ranks}))
         if not args.no_fsdp:
-            misses += fsdp_section()
+            misses += fsdp_section([name for name in args.fsdp_sizes.split(",") if name])
     print(f"misses: {len(misses)}")
     for miss in misses:
         print(f"  miss: {miss}")
