@@ -17,6 +17,11 @@ model (pipeline stages, tensor-parallel groups)):
                  the optimizer step's temporaries; plus stage 3's gathered units and their
                  gradients (a DeepSpeed stage 2 holds every 16-bit gradient until reduced)
     overhead     what a process holds besides its tensors (a GPU's CUDA context)
+    buffers      a communication benchmark's message buffers at its largest size (buffers_need)
+
+FSDP full fine-tuning as Lightning wraps LitGPT (each block a unit, the root unit gathered
+through the backward, micro batches accumulated under no_sync) is counted part by part instead
+(fsdp_parts, fsdp_units), each part measured on CPU ranks (docs/MEMORY.md section 6).
 
 w, g bytes of a weight and a gradient, m of an AdamW moment, M of a master copy, G of the
 optimizer's gradient partition (DeepSpeed's fp32 one), each from the Precision the app
