@@ -393,6 +393,10 @@ class Need:
     buffers: float = 0.0
     # What a refusal allows instead.
     remedy: str = "a smaller {key}, more ranks or a sharding strategy"
+    # Whether a run's record carries the prediction (memory_figures): a load-time check only
+    # where the app measures nothing to hold it to (a communication benchmark's buffers), so
+    # its records and report stay as they were.
+    recorded: bool = True
 
     @property
     def prediction(self) -> Prediction:
@@ -411,6 +415,7 @@ def buffers_need(bytes_held: float, key: str, value: int, on_gpu: bool) -> Need:
         batch_key=key,
         buffers=bytes_held,
         remedy="a smaller {key}",
+        recorded=False,
     )
 
 
@@ -426,7 +431,7 @@ class TooLarge(ValueError):
 def memory_figures(need: Need | None, figures: dict) -> dict:
     """The figures a run's record gets from its prediction: each term and the total (GB), the
     tensor bytes a measurement sees, and the measured figure over those where the run measured it."""
-    if need is None:
+    if need is None or not need.recorded:
         return {}
     prediction = need.prediction
     out = {f"predicted_{name}_gb": gb for name, gb in prediction.terms_gb().items()}
