@@ -55,6 +55,7 @@ def test_memory_anchors_runs_and_prints_every_reference_and_a_cpu_ratio():
         "200",
         "--litgpt-methods",
         "lora",
+        "--no-fsdp",
     )
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     out = run.stdout
@@ -66,6 +67,21 @@ def test_memory_anchors_runs_and_prints_every_reference_and_a_cpu_ratio():
     assert "cpu fsdp:3 ranks=2 " in out and ", ratio " in out and "cpu: " in out
     assert "cpu litgpt-lora ranks=1: " in out and "cpu litgpt-lora ranks=2: " in out and "cpu litgpt: " in out
     assert "load-time check of 200 LitGPT points" in out and " s again (cached)" in out
+    # The held-out table: every cell printed, none wrongly refused or admitted.
+    assert sum(line.endswith("yaml") or ".yaml (" in line for line in lines) == 26
+    assert "held out: wrong refusals 0, wrong admissions 0, OOM refused 5" in out
+
+
+def test_memory_anchors_measures_litgpt_under_fsdp_on_cpu_ranks():
+    # Stock LitGPT finetune_full under FSDP on 2 CPU ranks at the smallest size: every part the
+    # model adds up, measured, and the peak within 0.8-1.2 (a miss is printed and counted).
+    run = benchmark("memory_anchors.py", "--speed-points", "0", "--cpu-strategies", "", "--litgpt-methods", "",
+                    "--fsdp-sizes", "base")  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    (line,) = [line for line in run.stdout.splitlines() if line.startswith("fsdp base ")]
+    for part in ("shard", "root + activations", "optimizer", "step_temporaries", "peak", "sharded gradients"):
+        assert f"; {part} " in f"; {line.split(': ', 1)[1]}"
+    assert "fsdp peak: 1/1 within 0.8-1.2" in run.stdout
 
 
 def test_breakdown_overhead_runs_and_prints_its_ratios():

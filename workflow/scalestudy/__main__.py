@@ -162,7 +162,7 @@ def print_memory(configfiles: list[str] | None, studies: list[str] | None) -> in
     from .apps import APPS, App
     from .config.files import load_files
     from .model.errors import SweepError
-    from .model.memory import DOES_NOT_FIT, FITS, MAY_NOT_FIT
+    from .model.memory import DOES_NOT_FIT, FITS, MAY_NOT_FIT, TERMS
     from .model.paths import DEFAULT_SWEEP
     from .model.units import GB
     from .scheduler.site import load_study
@@ -180,7 +180,7 @@ def print_memory(configfiles: list[str] | None, studies: list[str] | None) -> in
         return 2
     points = [p for p in study.points if not studies or p.study in studies]
     rows = memory_rows(points, study.cluster)
-    terms = ("weights", "gradients", "optimizer", "activations", "transient", "overhead")
+    terms = TERMS
     print(
         "\t".join(["study", "point", *(f"{name} GB" for name in terms), "total GB", "range GB", "capacity GB", "fits"])
     )
@@ -188,7 +188,7 @@ def print_memory(configfiles: list[str] | None, studies: list[str] | None) -> in
         gbs = row.prediction.terms_gb() if row.prediction else {}
         capacity = "unknown" if row.capacity_gb is None else f"{row.capacity_gb:.3g} per {row.per}"
         answer = {FITS: "yes", MAY_NOT_FIT: "MAY NOT", DOES_NOT_FIT: "NO", None: "unknown"}[row.verdict]
-        cells = [f"{gbs[name]:.4g}" for name in terms] if gbs else ["-"] * len(terms)
+        cells = [f"{gbs.get(name, 0):.4g}" for name in terms] if gbs else ["-"] * len(terms)
         total = f"{row.prediction.total / GB:.4g}" if row.prediction else "-"
         bounds = f"{row.prediction.bound(0) / GB:.4g}-{row.prediction.bound(1) / GB:.4g}" if row.prediction else "-"
         note = f" ({row.note})" if row.note else ""

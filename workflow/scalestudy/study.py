@@ -27,7 +27,7 @@ from .config.files import file_problems, is_true
 from .config.requests import RequestRule, sweep_problems
 from .config.sweep import expand, fitting_sets, flag_set_flavour, setting, validate
 from .model.errors import SweepError
-from .model.memory import BF16_PRECISIONS, DOES_NOT_FIT, MAY_NOT_FIT, PRECISIONS, Prediction, verdict
+from .model.memory import BF16_PRECISIONS, DOES_NOT_FIT, MAY_NOT_FIT, PRECISIONS, Prediction, TooLarge, verdict
 from .model.paths import Layout
 from .model.point import PROGRAM_KEYS, Point, Sweep, first_repeats, program_of
 from .model.units import GB
@@ -169,9 +169,15 @@ class MemoryRow:
     note: str = ""
     # The micro batch the prediction is for (the app's default where the point leaves it out).
     batch: int | None = None
+    # What a refusal allows instead ({key}: the parameter).
+    remedy: str = "a smaller {key}, more ranks or a sharding strategy"
+    # The shape is too large to count (model.memory.TooLarge, said in `note`): it fits nowhere.
+    too_large: bool = False
 
     @property
     def verdict(self) -> str | None:
+        if self.too_large:
+            return DOES_NOT_FIT
         if self.prediction is None or self.capacity_gb is None:
             return None
         return verdict(self.prediction, self.capacity_gb * GB)
@@ -185,6 +191,9 @@ class MemoryRow:
         """'studies.S.params.micro_batch_size: 4 needs ~T GB per GPU (terms; low-high GB ...) > 40 GB
         per GPU on C ...'; for a point that may not fit, the same with 'may not fit in'."""
         value = self.batch if self.batch is not None else self.point.params.get(self.key)
+        allowed = self.remedy.format(key=self.key)
+        if self.too_large:
+            return f"studies.{self.point.study}.params.{self.key}: {value}: {self.note}; allowed: {allowed}"
         assert self.prediction is not None
         where = (
             f"{self.capacity_gb:.3g} GB per {self.per} on {cluster} at nodes={self.point.nodes}, "
@@ -193,7 +202,7 @@ class MemoryRow:
         head = f"studies.{self.point.study}.params.{self.key}: {value} needs {self.prediction.summary(self.per)}"
         if self.verdict == MAY_NOT_FIT:
             return f"{head}, which may not fit in {where}; it runs (a smaller {self.key} or more ranks is safer)"
-        return f"{head} > {where}; allowed: a smaller {self.key}, more ranks or a sharding strategy"
+        return f"{head} > {where}; allowed: {allowed}"
 
     def refusal(self, cluster: str) -> str:
         return self.line(cluster)
@@ -208,11 +217,20 @@ def memory_rows(points: Iterable[Point], cluster: clusters.Cluster) -> list[Memo
         capacity, per = cluster.device_memory(point.gpus_per_node, point.ranks_per_node, point.queue)
         try:
             need = app.memory(point)
+        except TooLarge as error:
+            rows.append(
+                MemoryRow(point, error.key, None, capacity, per, str(error), remedy="a smaller {key}", too_large=True)
+            )
+            continue
         except Exception as error:  # noqa: BLE001 - any reader's failure is one note, not a crash
             rows.append(MemoryRow(point, "", None, capacity, per, f"shape unknown: {error}"))
             continue
         if need is not None:
-            rows.append(MemoryRow(point, need.batch_key, need.prediction, capacity, per, batch=need.micro_batch))
+            rows.append(
+                MemoryRow(
+                    point, need.batch_key, need.prediction, capacity, per, batch=need.micro_batch, remedy=need.remedy
+                )
+            )
     return rows
 
 
@@ -222,7 +240,12 @@ def memory_lines(points: Iterable[Point], cluster: clusters.Cluster) -> tuple[li
     (each point's first repeat predicted for all)."""
     refused: dict[str, None] = {}
     warned: dict[str, None] = {}
-    checked = [p for p in first_repeats(points) if APPS[p.app].memory_checked_at_load(p)]
+    firsts = list(first_repeats(points))
+    for point in firsts:
+        reason = APPS[point.app].memory_unpredicted(point)
+        if reason:
+            warned[f"studies.{point.study}: memory per rank not predicted ({reason}); it runs unchecked"] = None
+    checked = [p for p in firsts if APPS[p.app].memory_checked_at_load(p)]
     for row in memory_rows(checked, cluster):
         if row.verdict == DOES_NOT_FIT:
             refused[row.line(cluster.name)] = None

@@ -175,6 +175,11 @@ class App:
         run's, where the app can read the model's shape from them instead of building it."""
         return None
 
+    def memory_unpredicted(self, point: Point) -> str | None:
+        """Why this point's memory cannot be predicted, said at load (a user's own program),
+        or None."""
+        return None
+
     def memory_checked_at_load(self, point: Point) -> bool:
         """Whether Snakemake's load refuses this point when its memory does not fit (False where
         the shape costs seconds to read and the point cannot run short of memory in practice;

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..model.memory import Need, buffers_need
 from ..model.metrics import SIZE_COLUMN, SIZE_TABLE, declare
 from ..model.paths import Layout
 from ..model.point import Point
@@ -133,6 +134,14 @@ class Collectives(App):
                     f"{point.ranks} ranks; allowed: ≥ {least}"
                 ]
         return []
+
+    def memory(self, point: Point, figures: Mapping[str, Any] | None = None) -> Need:
+        """The message buffers a rank holds at max_bytes (rank_program.buffer_messages)."""
+        largest = self.setting(point, "max_bytes")
+        messages = rank_program.buffer_messages(
+            self.setting(point, "operation"), self.setting(point, "backend"), point.ranks
+        )
+        return buffers_need(messages * largest, "max_bytes", largest, self.setting(point, "device") == "cuda")
 
     def missing_software(self, point: Point) -> str | None:
         backend = self.setting(point, "backend")

@@ -59,6 +59,18 @@ WINDOW = 64
 ACK_BYTES = 4
 
 
+def buffer_messages(operation: str, backend: str, ranks: int) -> float:
+    """How many messages of the largest size a rank holds at once, as this program allocates
+    them: a collective's whole buffer and its output, and a rank's share (mpi4py: one; torch:
+    the part it sends and the share it gets); latency's send and receive buffer; a window of
+    WINDOW sends (bw) or WINDOW each way (bibw); a barrier none."""
+    if operation == "barrier":
+        return 0
+    if operation in POINT_TO_POINT:
+        return {"latency": 2, "bw": WINDOW, "bibw": 2 * WINDOW}[operation]
+    return 2 + (1 if backend == "mpi" else 2) / max(ranks, 1)
+
+
 def bus_factor(operation: str, ranks: int) -> float:
     """nccl-tests' busbw / algbw (doc/PERFORMANCE.md): allreduce 2(n-1)/n (a reduce-scatter
     then an all-gather, each moving (n-1)/n of the buffer through every rank's link);

@@ -195,6 +195,9 @@ class Command(App):
     def configured(self, program: Mapping[str, Any]) -> App:
         return Command(program)
 
+    def memory_unpredicted(self, point: Point) -> str | None:
+        return "app: command runs a program of the user's own, whose memory the model cannot see"
+
     def param_problems(self, params: Mapping[str, Any]) -> list[str]:
         """A command study's params are its own (the schema checks their shape); whether each
         is a placeholder of the command is `study_problems`' question."""

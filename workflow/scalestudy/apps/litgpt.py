@@ -198,13 +198,21 @@ class Counted:
     transient: int
     largest_unit: int
     largest_trained_tensor: int
+    block_unit: int
+    root_unit: int
+    recomputed: int  # what one checkpointed block keeps while its backward recomputes it
 
 
 @kept_on_disk(Counted, Path(__file__), Path(__file__).with_name("saved_bytes.py"))
-def count_litgpt(config_items: tuple, method: str, dtype: str, micro_batch: int, seq_len: int) -> Counted:
+def count_litgpt(
+    config_items: tuple, method: str, dtype: str, micro_batch: int, seq_len: int, lora_items: tuple = ()
+) -> Counted:
     """One training forward of LitGPT's own model (litgpt.lora.GPT for LoRA, with
-    finetune_lora's adapters and head chunks; litgpt.GPT for full) on the meta device, as
-    its finetune script runs it: logits kept until the backward, chunked cross-entropy.
+    finetune_lora's adapters (`lora_items`: LoRA settings, LORA_SETTINGS where none) and head
+    chunks; litgpt.GPT for full) on the meta device, as its finetune script runs it: the
+    logits cast to float32 as Lightning's Fabric casts every floating output of a module it
+    set up (its precision plugins' convert_output: to torch's default dtype), kept until the
+    backward, chunked cross-entropy on them.
     LitGPT's blocks are alike: two are counted and the second's count stands for every later
     one (the first sees an input that needs no gradient where the embedding is frozen)."""
     import torch
@@ -217,7 +225,7 @@ def count_litgpt(config_items: tuple, method: str, dtype: str, micro_batch: int,
     if method == "lora":
         from litgpt.lora import GPT, Config, mark_only_lora_as_trainable
 
-        config = Config(**{**config_dict, **LORA_SETTINGS})
+        config = Config(**{**config_dict, **(dict(lora_items) or LORA_SETTINGS)})
     else:
         from litgpt import GPT, Config
 
@@ -233,11 +241,11 @@ def count_litgpt(config_items: tuple, method: str, dtype: str, micro_batch: int,
 
     def forward():
         if method == "lora":
-            logits = model(tokens, lm_head_chunk_size=LM_HEAD_CHUNK)
+            logits = [chunk.float() for chunk in model(tokens, lm_head_chunk_size=LM_HEAD_CHUNK)]
             logits[-1] = logits[-1][..., :-1, :]
             loss = chunked_cross_entropy(logits, tokens[..., 1:])
             return [*logits, loss]
-        logits = model(tokens)
+        logits = model(tokens).float()
         return [logits, chunked_cross_entropy(logits[..., :-1, :], tokens[..., 1:])]
 
     blocks = list(model.transformer.h)
@@ -260,21 +268,37 @@ def count_litgpt(config_items: tuple, method: str, dtype: str, micro_batch: int,
         transient=2 * saved.largest,
         largest_unit=max(count(root_params), count(block_params)),
         largest_trained_tensor=max(p.numel() for p in model.parameters() if p.requires_grad),
+        block_unit=count(block_params),
+        root_unit=count(root_params),
+        recomputed=in_block,
     )
 
 
 def litgpt_need(
-    config: Mapping[str, Any], method: str, precision: str, micro_batch: int, seq_len: int, ranks: int, on_gpu: bool
+    config: Mapping[str, Any],
+    method: str,
+    precision: str,
+    micro_batch: int,
+    seq_len: int,
+    ranks: int,
+    on_gpu: bool,
+    accumulating: bool = False,
+    lora: Mapping[str, Any] | None = None,
+    fsdp: bool | None = None,
 ) -> Need:
     """What a rank of LitGPT's finetune_<method> holds, as LitGPT 0.5 sets it up: on one rank
-    the whole model; on several, full fine-tuning is FSDP (ZeRO 3, each block a unit,
-    checkpointed; DDP on CPU ranks: litgpt_entry), LoRA shards over FSDP with checkpointed
-    blocks while its frozen base stays gathered through the backward, as LitGPT's published
-    multi-GPU runs hold it (docs/MEMORY.md)."""
+    the whole model; on several, full fine-tuning is FSDP (model.memory.fsdp_units: each
+    block a unit, checkpointed, the root unit gathered through the backward; `accumulating`:
+    micro batches accumulated under no_sync; DDP on CPU ranks: litgpt_entry, unless `fsdp`),
+    LoRA shards over FSDP with checkpointed blocks while its frozen base stays gathered through
+    the backward, as LitGPT's published multi-GPU runs hold it (docs/MEMORY.md). `lora`: the
+    LoRA settings (LORA_SETTINGS where None)."""
     chosen = PRECISIONS[precision]
-    sharded = ranks > 1 and (on_gpu or method == "lora")
+    full_fsdp = ranks > 1 and method == "full" and (on_gpu if fsdp is None else fsdp)
+    sharded = full_fsdp or (ranks > 1 and method == "lora")
     items = tuple(sorted((k, v) for k, v in config.items() if not isinstance(v, dict | list)))
-    counted = count_litgpt(items, method, chosen.compute, micro_batch, seq_len)
+    lora_items = tuple(sorted({**LORA_SETTINGS, **(lora or {})}.items())) if method == "lora" else ()
+    counted = count_litgpt(items, method, chosen.compute, micro_batch, seq_len, lora_items)
     shape = Shape(
         parameters=counted.parameters,
         trainable=counted.trainable,
@@ -283,9 +307,13 @@ def litgpt_need(
         largest_unit=counted.largest_unit,
         largest_tensor=counted.largest_trained_tensor,
         foreach=on_gpu,  # torch's AdamW default: foreach on a GPU
+        block_unit=counted.block_unit,
+        root_unit=counted.root_unit,
     )
-    if sharded:
-        sharding = Sharding(data=ranks, zero_stage=3, frozen_gathered=method == "lora")
+    if full_fsdp:
+        sharding = Sharding(data=ranks, zero_stage=3, root_gathered=True, accumulating=accumulating)
+    elif sharded:
+        sharding = Sharding(data=ranks, zero_stage=3, frozen_gathered=True)
     else:
         sharding = Sharding(data=ranks, buckets=ranks > 1)  # DDP on CPU ranks
     return Need(
@@ -365,7 +393,8 @@ class LitGPT(App):
     def memory(self, point: Point, figures: Mapping[str, Any] | None = None) -> Need:
         """Counted on LitGPT's own model (litgpt_need); the sequence length is the point's
         max_seq_length, else the model's context (LitGPT trains at the longest example, at
-        most that)."""
+        most that); micro batches are accumulated where the global batch needs more than one
+        per rank (LitGPT's gradient_accumulation_iters)."""
         p = point.params
         config = read_model_config(p["checkpoint_dir"])
         return litgpt_need(
@@ -376,6 +405,7 @@ class LitGPT(App):
             p.get("max_seq_length") or config["block_size"],
             point.ranks,
             bool(point.gpus_per_node),
+            accumulating=p["global_batch_size"] // point.ranks // p["micro_batch_size"] > 1,
         )
 
     def made_files(self, point: Point, layout: Layout) -> Iterable[str]:

@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..model.memory import Need, buffers_need
 from ..model.metrics import SIZE_COLUMN, SIZE_TABLE, declare
 from ..model.paths import Layout
 from ..model.point import Point
@@ -100,6 +102,11 @@ class PingPong(App):
                 f"ranks_per_node={point.ranks_per_node} = {point.ranks}"
             ]
         return []
+
+    def memory(self, point: Point, figures: Mapping[str, Any] | None = None) -> Need:
+        """The two message buffers (send, receive) a rank holds at max_bytes (pingpong_rank.ping_pong)."""
+        largest = self.setting(point, "max_bytes")
+        return buffers_need(2 * largest, "max_bytes", largest, on_gpu=False)
 
     def rank_command(self, point: Point, run_dir: Path, layout: Layout) -> list[str]:
         command = [sys.executable, str(Path(pingpong_rank.__file__).resolve())]

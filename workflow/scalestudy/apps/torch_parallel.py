@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..model.memory import PRECISIONS, Need, Shape, Sharding, process_overhead
+from ..model.memory import PRECISIONS, Need, Shape, Sharding, TooLarge, process_overhead
 from ..model.metrics import declare
 from ..model.paths import Layout
 from ..model.point import Point
@@ -411,7 +411,15 @@ class TorchParallel(App):
         precision = PRECISIONS[self.setting(point, "precision")]
         batch = self.setting(point, "batch_size")
         # AdamW with foreach off (the rank program's), except stage 1's (below).
-        count = counted(model, width, depth, vocab, seq_len, heads, batch, precision.compute)
+        try:
+            count = counted(model, width, depth, vocab, seq_len, heads, batch, precision.compute)
+        except RuntimeError as error:
+            if "overflow" not in str(error):
+                raise
+            # torch cannot even count one of the model's tensors (more than 2^63 bytes).
+            raise TooLarge(
+                "width", f"a tensor of the {model} model has more bytes than torch can count ({error})"
+            ) from None
         shape = Shape(
             parameters=count.parameters,
             activations=count.saved,

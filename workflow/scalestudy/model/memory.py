@@ -17,6 +17,11 @@ model (pipeline stages, tensor-parallel groups)):
                  the optimizer step's temporaries; plus stage 3's gathered units and their
                  gradients (a DeepSpeed stage 2 holds every 16-bit gradient until reduced)
     overhead     what a process holds besides its tensors (a GPU's CUDA context)
+    buffers      a communication benchmark's message buffers at its largest size (buffers_need)
+
+FSDP full fine-tuning as Lightning wraps LitGPT (each block a unit, the root unit gathered
+through the backward, micro batches accumulated under no_sync) is counted part by part instead
+(fsdp_parts, fsdp_units), each part measured on CPU ranks (docs/MEMORY.md section 6).
 
 w, g bytes of a weight and a gradient, m of an AdamW moment, M of a master copy, G of the
 optimizer's gradient partition (DeepSpeed's fp32 one), each from the Precision the app
@@ -36,7 +41,7 @@ the capacity (a GPU's memory, a rank's share of a node's), both in GB = 10^9 byt
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .units import GB
 
@@ -90,6 +95,10 @@ UNCERTAINTY = {
     "activations": (0.0, 0.12),
     "transient": (0.5, 0.5),
     "overhead": (0.5, 0.5),
+    # A communication benchmark's message buffers are allocated by its rank program (exact);
+    # what the library stages besides (a reduction's scratch copy, up to one more message) is
+    # not counted: up to +50% (not measured here).
+    "buffers": (0.0, 0.5),
 }
 # What a process holds on a GPU besides its tensors: the CUDA context with PyTorch's kernels
 # and cuBLAS/cuDNN handles (about 0.3-0.6 GB on A100/V100 with CUDA 12 as NVIDIA's and
@@ -109,7 +118,10 @@ def process_overhead(on_gpu: bool) -> float:
     return CUDA_CONTEXT_BYTES if on_gpu else TORCH_CPU_RUNTIME_BYTES
 
 
-TERMS = ("weights", "gradients", "optimizer", "activations", "transient", "overhead")
+TERMS = ("weights", "gradients", "optimizer", "activations", "transient", "overhead", "buffers")
+# The terms every training prediction reports (a record's predicted_<term>_gb), buffers only
+# where a program holds some.
+TRAINING_TERMS = TERMS[:-1]
 FITS, MAY_NOT_FIT, DOES_NOT_FIT = "fits", "may not fit", "does not fit"
 
 
@@ -130,6 +142,10 @@ class Shape:
     # default on a GPU).
     largest_tensor: int = 0
     foreach: bool = False
+    # FSDP's units where they are known apart (LitGPT: each Block a unit, the root the
+    # embedding, head and final norm): parameters of one block unit and of the root unit.
+    block_unit: int = 0
+    root_unit: int = 0
 
     @property
     def trained(self) -> int:
@@ -160,6 +176,15 @@ class Sharding:
     units_in_flight: int = 2
     frozen_gathered: bool = False
     unit_gradients: bool = True
+    # FSDP (torch's FullyShardedDataParallel, FULL_SHARD) as Lightning wraps a model in units
+    # (Shape.block_unit, Shape.root_unit): the root unit is not resharded after the forward
+    # (torch/distributed/fsdp/_runtime_utils.py, _post_forward_reshard), so it stays gathered,
+    # with its unsharded gradient, through the backward.
+    root_gathered: bool = False
+    # Micro batches accumulated before an optimizer step: FSDP's no_sync (what Lightning's
+    # no_backward_sync runs) keeps every unit's unsharded gradient between them, a whole
+    # model's gradients per rank instead of a shard.
+    accumulating: bool = False
 
 
 @dataclass(frozen=True)
@@ -173,6 +198,7 @@ class Prediction:
     transient: float = 0.0
     overhead: float = 0.0
     gathered: float = 0.0  # the part of `weights` held gathered beyond the shard
+    buffers: float = 0.0  # a communication benchmark's message buffers
 
     @property
     def total(self) -> float:
@@ -196,7 +222,7 @@ class Prediction:
         return total
 
     def terms_gb(self) -> dict[str, float]:
-        return {name: getattr(self, name) / GB for name in TERMS}
+        return {name: getattr(self, name) / GB for name in TERMS if name in TRAINING_TERMS or getattr(self, name)}
 
     def summary(self, per: str) -> str:
         """'~T GB per <per> (weights a + gradients b + ... ; a-b GB within the model's uncertainty)'."""
@@ -232,11 +258,13 @@ def predict(shape: Shape, precision: Precision, sharding: Sharding = Sharding(),
     # Autocast's 16-bit weight copies: of the whole model, or under stage 3 of the rank's shard
     # (FSDP's mixed precision casts the shard and gathers 16-bit units).
     activations = shape.activations * share + precision.cast_copy * t / (d if z >= 3 else 1)
-    # The optimizer step runs after the backward has freed the activations: the larger of the
-    # two working sets is the transient peak.
+    # The optimizer step runs after the backward has freed the activations: its temporaries are
+    # the transient only where they exceed the backward's working set plus the activations.
     state_shards = d if z >= 1 else 1
     step = precision.moment * (t if shape.foreach else 2 * shape.largest_tensor * share) / state_shards
-    transient = max(shape.transient * share, step)
+    transient = max(shape.transient * share, step - activations)
+    if z >= 3 and d > 1 and sharding.root_gathered:
+        return fsdp_units(shape, precision, sharding, overhead, activations)
     if z >= 3 and d > 1 and not sharding.frozen_gathered:
         # Units gathered for their forward or backward, and one unit's unsharded gradients
         # (where the frozen weights stay gathered, they are in `weights` already).
@@ -252,6 +280,87 @@ def predict(shape: Shape, precision: Precision, sharding: Sharding = Sharding(),
         transient=transient,
         overhead=overhead,
         gathered=gathered,
+    )
+
+
+def fsdp_parts(shape: Shape, precision: Precision, sharding: Sharding) -> dict[str, float]:
+    """What FSDP full fine-tuning holds per rank, part by part (bytes; fsdp_units adds them up;
+    benchmarks/memory_anchors.py section 6 measures each). P parameters, R of the root unit,
+    B of a block unit, d ranks:
+
+    shard                the rank's shard of the parameters, w P / d
+    root                 the root unit gathered, w R: FSDP does not reshard the root after the
+                         forward, so it is held from the forward through the backward
+    unsharded_gradients  held unsharded through the backward: the root's gradient, g R (its
+                         reduce-scatter comes at the backward's end); accumulating micro
+                         batches (no_sync), every unit's, g P
+    sharded_gradients    g P / d, held from the end of the backward to the step
+    optimizer            AdamW's two moments of the shard, 2 m P / d
+    in_flight            two blocks gathered, 2 w B: the one computing and the one prefetched
+                         (limit_all_gathers lets two all-gathers be in flight)
+    working              the backward's largest op: its output's gradient and its input's
+    fresh_head           accumulating: the head's new gradient, g x the largest tensor, before
+                         autograd adds it to the accumulated one
+    fresh_block          a block's new gradient, g B (unsharded until its reduce-scatter, or
+                         until added to the accumulated one)
+    fresh_tail           not accumulating: the embedding's new gradient at the backward's end,
+                         g x the largest tensor, beside every block's sharded gradient and the
+                         root's unsharded one before the root's reduce-scatter
+    step_temporaries     AdamW's: per tensor, two the size of the rank's largest piece of a
+                         parameter (with FSDP's original parameters, Lightning's
+                         use_orig_params=True, a rank holds whole parameters where they fall in
+                         its shard: at most the largest tensor, at most a shard of the largest
+                         unit); foreach, one of the whole shard"""
+    d, t = max(sharding.data, 1), shape.trained
+    w, g, m = precision.weight, precision.grad, precision.moment
+    piece = min(shape.largest_tensor, -(-max(shape.root_unit, shape.block_unit) // d))
+    return {
+        "shard": w * t / d,
+        "root": w * shape.root_unit,
+        "unsharded_gradients": g * (t if sharding.accumulating else shape.root_unit),
+        "sharded_gradients": g * t / d,
+        "optimizer": 2 * m * t / d,
+        "in_flight": sharding.units_in_flight * w * shape.block_unit,
+        "working": shape.transient,
+        "fresh_head": g * min(shape.largest_tensor, shape.root_unit) if sharding.accumulating else 0,
+        "fresh_block": g * shape.block_unit,
+        "fresh_tail": 0 if sharding.accumulating else g * min(shape.largest_tensor, shape.root_unit),
+        "step_temporaries": m * (t / d if shape.foreach else 2 * piece),
+    }
+
+
+def fsdp_units(
+    shape: Shape, precision: Precision, sharding: Sharding, overhead: float, activations: float
+) -> Prediction:
+    """FSDP full fine-tuning unit by unit (Sharding.root_gathered; parts: fsdp_parts): the peak
+    per rank is the larger of the backward's and the optimizer step's (docs/MEMORY.md, "FSDP
+    full fine-tuning").
+
+    weights      shard + root
+    gradients    unsharded_gradients (what the backward's peak holds)
+    optimizer    optimizer
+    activations  the checkpointed count (each block's input, one block recomputed, the logits
+                 Lightning casts to float32 and the loss)
+    transient    the backward's, the larger of its phases: the head's (working + fresh_head:
+                 its largest op is the logits' gradient, before a block is gathered for the
+                 backward), a block's (in_flight + fresh_block, the logits freed by then) and its
+                 end's (sharded_gradients + fresh_tail, the activations freed by then); or,
+                 where the step holds more, the
+                 step's sharded_gradients + step_temporaries less what only the backward holds
+                 (root, activations, unsharded_gradients)"""
+    parts = fsdp_parts(shape, precision, sharding)
+    backward = max(parts["working"] + parts["fresh_head"], parts["in_flight"] + parts["fresh_block"])
+    if parts["fresh_tail"]:
+        backward = max(backward, parts["sharded_gradients"] + parts["fresh_tail"] - activations)
+    step = parts["sharded_gradients"] + parts["step_temporaries"]
+    held_in_backward = parts["root"] + activations + parts["unsharded_gradients"]
+    return Prediction(
+        weights=parts["shard"] + parts["root"],
+        gradients=parts["unsharded_gradients"],
+        optimizer=parts["optimizer"],
+        activations=activations,
+        transient=max(backward, step - held_in_backward),
+        overhead=overhead,
     )
 
 
@@ -279,16 +388,50 @@ class Need:
     measured: str | None = None
     # The parameter the micro batch is set by (a refusal names it).
     batch_key: str = "batch_size"
+    # Message buffers a communication benchmark holds at its largest size (bytes), where the
+    # point trains nothing (`shape` then has no parameters).
+    buffers: float = 0.0
+    # What a refusal allows instead.
+    remedy: str = "a smaller {key}, more ranks or a sharding strategy"
+    # Whether a run's record carries the prediction (memory_figures): a load-time check only
+    # where the app measures nothing to hold it to (a communication benchmark's buffers), so
+    # its records and report stay as they were.
+    recorded: bool = True
 
     @property
     def prediction(self) -> Prediction:
-        return predict(self.shape, self.precision, self.sharding, self.overhead)
+        prediction = predict(self.shape, self.precision, self.sharding, self.overhead)
+        return replace(prediction, buffers=self.buffers) if self.buffers else prediction
+
+
+def buffers_need(bytes_held: float, key: str, value: int, on_gpu: bool) -> Need:
+    """What a rank of a communication benchmark holds: its message buffers at the largest size
+    (`bytes_held`, set by parameter `key` = `value`) and its process's runtime."""
+    return Need(
+        shape=Shape(parameters=0),
+        precision=PRECISIONS["32-true"],
+        micro_batch=value,
+        overhead=process_overhead(on_gpu),
+        batch_key=key,
+        buffers=bytes_held,
+        remedy="a smaller {key}",
+        recorded=False,
+    )
+
+
+class TooLarge(ValueError):
+    """A shape whose bytes overflow what torch can count (more than 2^63): no machine holds it.
+    `key`: the parameter that makes it so."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 def memory_figures(need: Need | None, figures: dict) -> dict:
     """The figures a run's record gets from its prediction: each term and the total (GB), the
     tensor bytes a measurement sees, and the measured figure over those where the run measured it."""
-    if need is None:
+    if need is None or not need.recorded:
         return {}
     prediction = need.prediction
     out = {f"predicted_{name}_gb": gb for name, gb in prediction.terms_gb().items()}
