@@ -141,8 +141,13 @@ def hydra_command(
     hosts: list[str] | None = None,
 ) -> list[str]:
     """MPICH: an MPI flag set is environment variables (MPIR_CVAR_...), passed like every other
-    variable with -genv so that launch.sh shows them. Hydra needs no root or oversubscribe switch."""
+    variable with -genv so that launch.sh shows them. Hydra needs no root or oversubscribe switch.
+    A 1-node point's proxy is forked (`-launcher fork`): inside a Slurm job Hydra would start
+    it with an `srun` of its own, which waits for ever for the CPUs that the `srun -n1` step
+    running a 1-rank point holds (plan.slurm_mpi)."""
     argv = [mpi.launcher, "-n", str(point.ranks), "-ppn", str(point.ranks_per_node)]
+    if point.nodes == 1:
+        argv += ["-launcher", "fork"]
     if hosts:
         argv += ["-hosts", host_slots(point, hosts)]
     argv += placement.hydra_args(point)  # -bind-to (core:T for threads), -map-by
