@@ -6,6 +6,7 @@ import json
 
 import pytest
 from points import point
+from scalestudy.launch.ended import ended_batch_job
 from scalestudy.launch.failures import CATEGORIES, classify
 from scalestudy.launch.runner import record_lost_job
 
@@ -84,3 +85,28 @@ def test_a_job_that_died_without_metrics_gets_the_schedulers_category(tmp_path):
         record = json.loads(path.read_text())
         assert record["status"] == "failed" and record["category"] == category and record["reason"] == reason
         assert category in CATEGORIES
+
+
+def test_a_batch_job_the_executor_reports_failed_keeps_or_gets_its_points_records(tmp_path):
+    """Snakemake's Slurm executor reports TIMEOUT / CANCELLED as failed (launch.ended.ended_batch_job):
+    the runner's record is kept with Slurm's word, a point that ran without writing one gets a
+    failed record, and a job none of whose points started writes nothing (they run next time)."""
+    why = "SLURM-job '7' failed, SLURM status is: 'TIMEOUT'."
+    queued = tmp_path / "queued" / "metrics.json"
+    entry = {"point": point().to_json(), "walltime_s": 600, "queue": "normal", "cluster": None, "submitted": 0.0}
+    assert not ended_batch_job("7", {**entry, "metrics": str(queued)}, why)
+    assert not queued.parent.exists()
+    stopped = tmp_path / "stopped" / "metrics.json"
+    stopped.parent.mkdir()
+    runner_words = {"status": "failed", "category": "scheduler_error", "reason": "stopped from outside by SIGTERM"}
+    stopped.write_text(json.dumps({**runner_words, "stop_signal": "SIGTERM"}))
+    assert ended_batch_job("7", {**entry, "metrics": str(stopped)}, why)
+    kept = json.loads(stopped.read_text())
+    assert kept["category"] == "walltime" and kept["reason"].endswith(f"the scheduler says: {why}")
+    lost = tmp_path / "lost" / "metrics.json"
+    lost.parent.mkdir()
+    (lost.parent / "stdout.log").write_text("scalestudy-rank {}\n")
+    assert ended_batch_job("7", {**entry, "metrics": str(lost)}, why)
+    record = json.loads(lost.read_text())
+    assert record["status"] == "failed" and record["category"] == "walltime"
+    assert record["reason"] == f"batch job 7 ended without metrics.json: {why}"
