@@ -5,6 +5,7 @@ from scalestudy.apps import APPS
 from scalestudy.config.clusters import MpiLauncher
 from scalestudy.launch.command import allocated_hosts, mpirun_command
 from scalestudy.model.paths import Layout
+from scalestudy.model.rank_probe import without_slurm_step
 
 
 def test_mpirun_command_is_exact():
@@ -49,3 +50,12 @@ def test_litgpt_rank_command(tmp_path):
     assert flags["--train.global_batch_size"] == "16" and flags["--train.micro_batch_size"] == "2"
     assert flags["--train.max_steps"] == "20"
     assert app.rank_env(point())["HF_HUB_OFFLINE"] == "1"
+
+
+def test_a_rank_keeps_the_jobs_slurm_identity_but_not_the_slurm_step_its_daemon_ran_in():
+    """Open MPI starts a remote node's daemon with `srun`: its ranks inherit SLURM_PROCID=0,
+    SLURM_NNODES=1, SLURM_NTASKS=1 of that step, which Lightning took for its own."""
+    step = {"SLURM_PROCID": "0", "SLURM_NNODES": "1", "SLURM_NTASKS": "1", "SLURM_STEP_ID": "0", "SLURM_NODEID": "0"}
+    kept = {"SLURM_JOB_ID": "5", "SLURM_CONF": "/etc/slurm/x.conf", "SLURM_ARRAY_TASK_ID": "3",
+            "SLURMD_NODENAME": "n2", "OMPI_COMM_WORLD_RANK": "1", "PATH": "/bin"}  # fmt: skip
+    assert without_slurm_step({**step, **kept}) == kept

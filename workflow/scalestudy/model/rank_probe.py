@@ -12,9 +12,10 @@ OMPI_*/NCCL_*/... variables it was given, and the CPUs it may run on (its affini
 how many cores, sockets and NUMA nodes they span) beside those of the process that started
 it (the launcher's daemon, which no binding restricts): the record of which hosts ran, the
 proof that a flag set's variables reached every rank, and of the binding each rank got.
-Then it exec()s the command, so the app keeps this process (same pid, same environment)
-and nothing else changes, except that the rank now dies with the process that started it
-(`die_with_parent`): a launcher or daemon killed outright takes its ranks with it.
+Then it exec()s the command, so the app keeps this process (same pid, same environment
+but the Slurm step's variables, `without_slurm_step`) and nothing else changes, except that
+the rank now dies with the process that started it (`die_with_parent`): a launcher or daemon
+killed outright takes its ranks with it.
 A stand-alone script (standard library only) run by path: it needs nothing on
 PYTHONPATH on the compute nodes. `rank_lines` reads the lines back (provenance, apps).
 """
@@ -46,6 +47,17 @@ ENV_PREFIXES = (
     "PBS_JOBID",
     "OMP_NUM_THREADS",
     "CUDA_VISIBLE_DEVICES",
+)
+# The Slurm variables a rank keeps: the job's identity (those Snakemake's Slurm job step keeps
+# too) and where Slurm's configuration is. Every other SLURM_* a rank has describes the Slurm
+# step its launcher's daemon was started in (Open MPI's and Hydra's `srun` per remote node:
+# SLURM_PROCID=0, SLURM_NNODES=1 on each), not the point, and an app that takes them for its
+# own goes wrong (Lightning picks its SLURM environment on such a rank only: "You set
+# num_nodes=2 in Lightning, but the number of nodes configured in SLURM --nodes=1 does not
+# match"); the launcher's MPI variables say the rank and world.
+SLURM_KEPT = (
+    *("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_CLUSTER_NAME", "SLURM_SUBMIT_DIR", "SLURM_SUBMIT_HOST"),
+    "SLURM_CONF",
 )
 # Open MPI bookkeeping that says nothing about the user's settings.
 ENV_NOISE = ("OMPI_MCA_PREFIXES",)
@@ -143,6 +155,16 @@ def report(also: tuple[str, ...] = ()) -> dict:
     }
 
 
+def without_slurm_step(environ: dict[str, str]) -> dict[str, str]:
+    """The environment the rank's command gets: `environ` without the Slurm step's variables
+    (SLURM_KEPT and job arrays' SLURM_ARRAY_* stay)."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if not name.startswith("SLURM_") or name in SLURM_KEPT or name.startswith("SLURM_ARRAY_")
+    }
+
+
 def rank_lines(log_text: str) -> list[dict]:
     """Every rank's `scalestudy-rank {...}` line (rank, host, pid, the environment it saw)."""
     found = []
@@ -195,7 +217,7 @@ def main(argv: list[str]) -> int:
     # A rank outlives no launcher: Open MPI's ranks spin on after prterun is killed outright.
     die_with_parent(signal.SIGKILL)
     try:
-        os.execvp(argv[0], argv)
+        os.execvpe(argv[0], argv, without_slurm_step(dict(os.environ)))
     except OSError as error:
         print(f"{RANK_PREFIX}: cannot run {argv[0]}: {error}", flush=True)
         return 127
