@@ -46,6 +46,8 @@ ENV_PREFIXES = (
     "PBS_JOBID",
     "OMP_NUM_THREADS",
     "CUDA_VISIBLE_DEVICES",
+    # The rank's own scratch directory: a node's own TMPDIR on every node, not the first node's.
+    "TMPDIR",
 )
 # Open MPI bookkeeping that says nothing about the user's settings.
 ENV_NOISE = ("OMPI_MCA_PREFIXES",)
