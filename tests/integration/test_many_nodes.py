@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -158,22 +159,132 @@ def torch_point(ranks_per_node: int, **params) -> Point:
                          **params})  # fmt: skip
 
 
-def rendezvous_host(run_dir: Path) -> str:
-    """The host the torch ranks met at (init_method tcp://HOST:PORT, as the rank printed it)."""
-    for line in (run_dir / "stdout.log").read_text().splitlines():
-        if "tcp://" in line:
-            return line.split("tcp://", 1)[1].split(":", 1)[0]
-    raise AssertionError("no rendezvous line in the log")
+def met_on_the_first_host(bed, metrics: dict) -> bool:
+    """The torch ranks met at the first host by name (init_method tcp://HOST:PORT), not localhost."""
+    return metrics["provenance"]["rendezvous"].startswith(f"tcp://{bed.names[0]}:")
 
 
 def test_torch_ddp_trains_across_the_hosts(hosts, tmp_path):
     metrics = run_on_hosts(hosts, torch_point(1, model="mlp", strategy="ddp", batch_size=8), tmp_path)
     assert_ran_on_every_host(hosts, metrics, 1)
-    assert metrics["figures"]["samples_per_s"] > 0
+    assert metrics["figures"]["samples_per_s"] > 0 and met_on_the_first_host(hosts, metrics)
 
 
 def test_torch_hybrid_keeps_tensor_groups_inside_a_host_and_data_across(hosts, tmp_path):
     metrics = run_on_hosts(hosts, torch_point(2, model="gpt2", strategy="hybrid", group_size=2, batch_size=4), tmp_path)
     assert_ran_on_every_host(hosts, metrics, 2)
     # Ranks 0-1 (a tensor group) on the first host, 2-3 on the second: data parallel across.
-    assert metrics["figures"]["samples_per_s"] > 0
+    assert metrics["figures"]["samples_per_s"] > 0 and met_on_the_first_host(hosts, metrics)
+
+
+@pytest.fixture(scope="module")
+def litgpt_tiny(tmp_path_factory):
+    """The local study's stand-in model and data (apps.litgpt_assets), made once per module."""
+    from scalestudy.apps.litgpt_assets import make_tiny_assets
+
+    folder = tmp_path_factory.mktemp("litgpt-tiny")
+    make_tiny_assets(folder / "checkpoint", folder / "alpaca.json", samples=64)
+    return folder
+
+
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_litgpt_fine_tunes_on_two_nodes(hosts, tmp_path, litgpt_tiny, method):
+    params = {"method": method, "checkpoint_dir": str(litgpt_tiny / "checkpoint"),
+              "data_path": str(litgpt_tiny / "alpaca.json"), "precision": "32-true", "max_seq_length": 64,
+              "max_steps": 2, "global_batch_size": 4, "micro_batch_size": 2, "lr_warmup_steps": 1}  # fmt: skip
+    litgpt = point(app="litgpt", study=f"litgpt-{method}", nodes=2, ranks_per_node=1, gpus_per_node=0,
+                   walltime="00:04:00", mpi_flag_set="tcp", mpi_flags={"btl": "self,tcp"}, nccl_env_set="user",
+                   nccl_env={"NCCL_DEBUG": "WARN"}, params=params)  # fmt: skip
+    metrics = run_on_hosts(hosts, litgpt, tmp_path)
+    assert_ran_on_every_host(hosts, metrics, 1)
+    assert "--num_nodes 2" in (tmp_path / "launch.sh").read_text()
+    # Lightning's world: both nodes, one device each (its own words in the log).
+    log = (tmp_path / "stdout.log").read_text()
+    assert "MEMBER: 2/2" in log and "Starting with 2 processes" in log
+
+
+# ------------------------------------------------------------------ a node lost
+
+# The longest a point may take to end once a node is gone: its processes killed, it ends as soon
+# as the launcher's link to the node's daemon closes (under 2 s here); its link down, as soon as
+# the ssh session to it gives up (the bed's ServerAliveInterval 2 s x ServerAliveCountMax 3, as a
+# site's ssh keepalive or its scheduler's node check would), plus the runner's poll.
+LOST_NODE_BOUND_S = 30
+
+
+@pytest.fixture
+def bed(tmp_path):
+    """Hosts of this test's own (a node of them is lost on purpose)."""
+    from hosts import unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    made = Hosts(tmp_path / "bed", 2).start()
+    yield made
+    made.stop()
+
+
+def start_on_hosts(bed, point, run_dir: Path) -> subprocess.Popen:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "scalestudy", "run-point", "--point", point.to_json(), "--cluster", "local",
+            "--walltime-s", str(point.walltime_seconds), "--metrics", str(run_dir / "metrics.json")]  # fmt: skip
+    environ = {**os.environ, "PYTHONPATH": str(REPO / "workflow"), **bed.launch_env()}
+    return subprocess.Popen(bed.command(0, argv), env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def wait_for_ranks(run_dir: Path, ranks: int, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    log = run_dir / "stdout.log"
+    while not (log.exists() and log.read_text(errors="replace").count("scalestudy-rank ") >= ranks):
+        assert time.monotonic() < deadline, "the ranks never started"
+        time.sleep(0.2)
+    time.sleep(1.0)  # past MPI_Init: timing
+
+
+@pytest.mark.parametrize("how", ["processes killed", "link down"])
+@pytest.mark.parametrize("app", ["pingpong", "collectives"])
+def test_a_node_lost_mid_run_ends_the_point_naming_it_and_a_rerun_runs_it_again(bed, tmp_path, how, app):
+    if app == "pingpong":
+        long = pingpong_point(nodes=2, ranks_per_node=1, walltime="00:05:00",
+                              params={"iterations": 10**6, "warmup": 1, "max_bytes": 8})  # fmt: skip
+    else:
+        long = dataclasses.replace(collectives_point("mpi", 1), walltime="00:05:00",
+                                   params={"operation": "allreduce", "iterations": 10**6, "max_bytes": 8})  # fmt: skip
+    finished = run_on_hosts(bed, dataclasses.replace(long, params={**long.params, "iterations": 5}), tmp_path / "done")
+    assert finished["status"] == "ok", finished["reason"]
+    kept = (tmp_path / "done/metrics.json").read_bytes()
+
+    run = start_on_hosts(bed, long, tmp_path / "run")
+    try:
+        wait_for_ranks(tmp_path / "run", 2)
+        lost = bed[1]
+        assert any("_rank.py" in p for p in lost.processes())  # its rank runs there
+        started = time.monotonic()
+        lost.kill_all() if how == "processes killed" else lost.link(False)
+        run.wait(timeout=LOST_NODE_BOUND_S + 60)
+        ended_after = time.monotonic() - started
+    finally:
+        if run.poll() is None:
+            run.kill()
+    metrics = json.loads((tmp_path / "run/metrics.json").read_text())
+    print(f"{app}, {how}: ended {ended_after:.1f} s after the loss; {metrics['reason']}")
+    assert ended_after < LOST_NODE_BOUND_S
+    assert metrics["status"] == "failed" and metrics["category"] == "node_failure", metrics["reason"]
+    assert f"node {lost.name} " in metrics["reason"]
+    assert bed[0].processes() == []  # nothing of the point left on the host that survived
+    assert (tmp_path / "done/metrics.json").read_bytes() == kept
+
+    lost.revive()
+    again = run_on_hosts(bed, dataclasses.replace(long, params={**long.params, "iterations": 5}), tmp_path / "run")
+    assert_ran_on_every_host(bed, again, 1)
+
+
+def test_a_host_unreachable_at_launch_fails_at_once_naming_it(bed, tmp_path):
+    bed[1].link(False)
+    started = time.monotonic()
+    metrics = run_on_hosts(bed, pingpong_point(nodes=2, ranks_per_node=1), tmp_path)
+    took = time.monotonic() - started
+    print(f"unreachable at launch: failed after {took:.1f} s; {metrics['reason']}")
+    assert metrics["category"] == "node_failure" and f"node {bed[1].name} " in metrics["reason"]
+    assert "\n" not in metrics["reason"] and took < LOST_NODE_BOUND_S

@@ -135,6 +135,15 @@ class Host:
         """Its network link up or down (down: the node is unreachable, its processes live on)."""
         run(["ip", "link", "set", self.root_link, "up" if up else "down"])
 
+    def revive(self) -> None:
+        """Back after a loss: its link up, whatever was left on it ended, its sshd started again."""
+        self.link(True)
+        self.kill_all()
+        if self.sshd is not None:
+            self.sshd.wait(timeout=10)
+        self.bed.start_sshd(self)
+        self.bed.wait_for_ssh()
+
 
 class Hosts:
     """A bed of `count` hosts under `base` (a fresh folder, on the filesystem all hosts share)."""

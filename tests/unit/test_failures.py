@@ -84,3 +84,37 @@ def test_a_job_that_died_without_metrics_gets_the_schedulers_category(tmp_path):
         record = json.loads(path.read_text())
         assert record["status"] == "failed" and record["category"] == category and record["reason"] == reason
         assert category in CATEGORIES
+
+
+# The launcher's words when a node went, as Open MPI 5.0 and ssh wrote them on the multi-host
+# test bed (tests/integration/test_many_nodes.py).
+PRTE_LOST = """An MPI communication peer process has unexpectedly disconnected.  This
+--------------------------------------------------------------------------
+PRTE has lost communication with a remote daemon.
+
+  HNP daemon   : [prterun-n1-29126@0,0] on node n1
+  Remote daemon: [prterun-n1-29126@0,1] on node n2
+"""
+NOT_REPORTED = """ssh: connect to host n2 port 22: Connection timed out
+------------------------------------------------------------
+A daemon failed to report back after being spawned. This could
+be due to several factors, including inability to find the
+  Local host:    n1
+  Remote host:   n2
+  Daemon exit status: 255
+"""
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "log", "said"),
+    [
+        # Open MPI 5 exited 0 after it lost the daemon of a node whose processes were killed.
+        (0, PRTE_LOST, "PRTE has lost communication with a remote daemon."),
+        (255, NOT_REPORTED, "ssh: connect to host n2 port 22: Connection timed out"),
+        (255, NOT_REPORTED.split("\n", 2)[2], "A daemon failed to report back after being spawned."),
+    ],
+)
+def test_a_lost_node_is_named_with_the_launchers_words(exit_code, log, said):
+    failure = classify(exit_code, None, log)
+    assert failure.category == "node_failure"
+    assert failure.reason == f"node n2 lost or unreachable (exit code {exit_code}): {said}"

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..model import rank_probe
 from ..model.point import DEFAULT_PLACEMENT
-from ..model.rank_probe import parse_cpu_list, rank_lines
+from ..model.rank_probe import RENDEZVOUS_PREFIX, parse_cpu_list, rank_lines
 
 PROBE_PATH = str(Path(rank_probe.__file__).resolve())
 MCA_PARAMS_FILE = "mca-params.txt"
@@ -130,9 +130,12 @@ def registered_mca(run_dir: Path) -> dict[str, str] | None:
 def after_run(log_text: str, run_dir: Path) -> dict[str, Any]:
     ranks = rank_lines(log_text)
     versions = sorted(set(NCCL_VERSION.findall(log_text)))
+    meeting = re.search(rf"^{RENDEZVOUS_PREFIX} (\S+)$", log_text, re.M)
     return {
         "ranks": ranks,
         "node_list": sorted({r["host"] for r in ranks}),
+        # Where torch.distributed's ranks met (rank 0's init_method), for the apps that print it.
+        "rendezvous": meeting.group(1) if meeting else None,
         "nccl_version": versions[0] if len(versions) == 1 else (versions or None),
         "mca_registered": registered_mca(run_dir),
     }

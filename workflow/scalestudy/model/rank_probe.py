@@ -30,6 +30,9 @@ import socket
 import sys
 
 RANK_PREFIX = "scalestudy-rank"
+# The line rank 0 of a torch.distributed app prints with the address its ranks meet at
+# (init_method): across nodes, the first node's host name, never localhost.
+RENDEZVOUS_PREFIX = "scalestudy-rendezvous"
 # Variables that show which MPI/NCCL settings reached the rank and where it ran.
 ENV_PREFIXES = (
     "OMPI_MCA_",
