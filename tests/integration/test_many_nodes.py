@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import sweeps
 from hosts import NETNS_ETC, Hosts
 from points import pingpong_point, point
 from scalestudy.model.point import Point
@@ -300,3 +301,36 @@ def test_a_host_unreachable_at_launch_fails_at_once_naming_it(bed, tmp_path):
     print(f"unreachable at launch: failed after {took:.1f} s; {metrics['reason']}")
     assert metrics["category"] == "node_failure" and f"node {bed[1].name} " in metrics["reason"]
     assert "\n" not in metrics["reason"] and took < LOST_NODE_BOUND_S
+
+
+# ------------------------------------------------------------------ a study on the hosts
+
+
+def test_snakemake_runs_a_study_on_the_hosts_without_a_scheduler(hosts, tmp_path):
+    """The way a study runs on hosts of its own, no scheduler: a cluster file with `scheduler:
+    none` and `nodes:` the hosts' count, the hosts in a node file (PBS_NODEFILE), Snakemake with
+    the local profile on the first host."""
+    import yaml
+
+    clusters = tmp_path / "clusters"
+    clusters.mkdir()
+    cluster = yaml.safe_load((REPO / "config/clusters/local.yaml").read_text())
+    (clusters / "hosts.yaml").write_text(yaml.safe_dump({**cluster, "name": "hosts", "nodes": len(hosts)}))
+    config = sweeps.sweep("pingpong-tcp", cluster="hosts", results_dir=str(tmp_path / "results"))
+    config["studies"]["pp"].update(nodes=[1, 2], ranks_per_node=[2], mpi_flags=["tcp"])
+    sweeps.write(config, tmp_path / "pp.yaml")
+    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+               "--profile", str(REPO / "profiles/local"), "--configfile", str(tmp_path / "pp.yaml")]  # fmt: skip
+    environ = {**os.environ, "PYTHONPATH": str(REPO / "workflow"), **hosts.launch_env(),
+               "SCALESTUDY_CLUSTERS_DIR": str(clusters)}  # fmt: skip
+    done = subprocess.run(hosts.command(0, command), cwd=tmp_path, env=environ, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = {p.parent: json.loads(p.read_text()) for p in (tmp_path / "results/pp/runs").glob("**/metrics.json")}
+    assert sorted(r["point"]["nodes"] for r in records.values()) == [1, 2]
+    for record in records.values():
+        assert record["status"] == "ok", record["reason"]
+        hosts_seen = [rank["host"] for rank in record["provenance"]["ranks"]]
+        assert hosts_seen == [h for h in hosts.names[: record["point"]["nodes"]] for _ in range(2)][:4]
+        assert record["settings_proof"]["verified"], record["settings_proof"]["problems"]
+    assert (tmp_path / "results/report/index.html").is_file()
