@@ -20,7 +20,6 @@ cross the bed's bridge over TCP between network namespaces (no shared memory bet
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -32,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "workflow"), str(REPO / "tests" / "support"), str(Path(__file__).parent)]
 
-from collectives_reference import MPI4PY_ROW, compare, side_by_side  # noqa: E402
+from collectives_reference import compare, mpi4py_pingpong_command, mpi4py_table, side_by_side, size_parser  # noqa: E402
 from hosts import Hosts, unavailable_reason  # noqa: E402
 from scalestudy.apps.pingpong import SIZE_FIGURES  # noqa: E402
 from scalestudy.model.metrics import SIZE_COLUMN, SIZE_TABLE  # noqa: E402
@@ -69,22 +68,12 @@ def app(bed: Hosts, folder: Path, args) -> dict[int, tuple[float, float]]:
 
 def mpi4py_pingpong(bed: Hosts, args) -> dict[int, tuple[float, float]]:
     mpirun = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
-    loops = [str(args.warmup), str(args.iterations)]
-    command = [mpirun, "-np", "2", "--host", f"{bed.names[0]}:1,{bed.names[1]}:1", "--allow-run-as-root",
-               sys.executable, "-m", "mpi4py.bench", "pingpong", "-m", str(args.min_bytes), "-n", str(args.max_bytes),
-               "-s", loops[0], "-l", loops[1], "--skip-large", loops[0], "--loop-large", loops[1],
-               "--skip-huge", loops[0], "--loop-huge", loops[1]]  # fmt: skip
-    return {int(s): (float(t) * 1e6, float(bw)) for s, bw, t in MPI4PY_ROW.findall(on_first_host(bed, command))}
+    launch = [mpirun, "-np", "2", "--host", f"{bed.names[0]}:1,{bed.names[1]}:1", "--allow-run-as-root"]
+    return mpi4py_table(on_first_host(bed, mpi4py_pingpong_command(launch, args)))
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--min-bytes", type=int, default=1)
-    parser.add_argument("--max-bytes", type=int, default=1 << 20)
-    parser.add_argument("--iterations", type=int, default=1000)
-    parser.add_argument("--warmup", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
+    args = size_parser(__doc__).parse_args()
     reason = unavailable_reason()
     if reason:
         print(f"multihost ping-pong: skipped ({reason})")
