@@ -110,3 +110,37 @@ def test_a_batch_job_the_executor_reports_failed_keeps_or_gets_its_points_record
     record = json.loads(lost.read_text())
     assert record["status"] == "failed" and record["category"] == "walltime"
     assert record["reason"] == f"batch job 7 ended without metrics.json: {why}"
+
+
+# The launcher's words when a node went, as Open MPI 5.0 and ssh wrote them on the multi-host
+# test bed (tests/integration/test_many_nodes.py).
+PRTE_LOST = """An MPI communication peer process has unexpectedly disconnected.  This
+--------------------------------------------------------------------------
+PRTE has lost communication with a remote daemon.
+
+  HNP daemon   : [prterun-n1-29126@0,0] on node n1
+  Remote daemon: [prterun-n1-29126@0,1] on node n2
+"""
+NOT_REPORTED = """ssh: connect to host n2 port 22: Connection timed out
+------------------------------------------------------------
+A daemon failed to report back after being spawned. This could
+be due to several factors, including inability to find the
+  Local host:    n1
+  Remote host:   n2
+  Daemon exit status: 255
+"""
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "log", "said"),
+    [
+        # Open MPI 5 exited 0 after it lost the daemon of a node whose processes were killed.
+        (0, PRTE_LOST, "PRTE has lost communication with a remote daemon."),
+        (255, NOT_REPORTED, "ssh: connect to host n2 port 22: Connection timed out"),
+        (255, NOT_REPORTED.split("\n", 2)[2], "A daemon failed to report back after being spawned."),
+    ],
+)
+def test_a_lost_node_is_named_with_the_launchers_words(exit_code, log, said):
+    failure = classify(exit_code, None, log)
+    assert failure.category == "node_failure"
+    assert failure.reason == f"node n2 lost or unreachable (exit code {exit_code}): {said}"

@@ -31,6 +31,9 @@ import socket
 import sys
 
 RANK_PREFIX = "scalestudy-rank"
+# The line rank 0 of a torch.distributed app prints with the address its ranks meet at
+# (init_method): across nodes, the first node's host name, never localhost.
+RENDEZVOUS_PREFIX = "scalestudy-rendezvous"
 # Variables that show which MPI/NCCL settings reached the rank and where it ran.
 ENV_PREFIXES = (
     "OMPI_MCA_",
@@ -47,6 +50,8 @@ ENV_PREFIXES = (
     "PBS_JOBID",
     "OMP_NUM_THREADS",
     "CUDA_VISIBLE_DEVICES",
+    # The rank's own scratch directory: a node's own TMPDIR on every node, not the first node's.
+    "TMPDIR",
 )
 # The Slurm variables a rank keeps: the job's identity (those Snakemake's Slurm job step keeps
 # too) and where Slurm's configuration is. Every other SLURM_* a rank has describes the Slurm
@@ -178,6 +183,34 @@ def rank_lines(log_text: str) -> list[dict]:
     return sorted(found, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
 
 
+# The prefix of the TMPDIR of a launch of its own (launch.runner.launch_tmpdir), made on the
+# first node only, for the launcher's session files.
+LAUNCH_TMPDIR_PREFIX = "scalestudy-launch-"
+
+
+def parent_environment(pid: int) -> dict[str, str] | None:
+    """The environment process `pid` started with (/proc), or None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            entries = handle.read().split(b"\0")
+    except OSError:
+        return None
+    return dict(e.decode(errors="replace").split("=", 1) for e in entries if b"=" in e)
+
+
+def node_tmpdir(environ, daemon: dict[str, str] | None) -> str | None:
+    """This rank's TMPDIR: the one its node's daemon (the process that started the rank: Open
+    MPI's prted, Hydra's proxy, started on that node with the node's own environment; on the
+    first node the launcher itself) was given, else its own; where that is the launch's own
+    folder (made on the first node only, and handed on by a launcher that passes every variable:
+    Hydra, or srun starting Open MPI's daemons), the job's TMPDIR it was made in. None where
+    that is no folder on this node (TMPDIR is left as it is)."""
+    found = (daemon or {}).get("TMPDIR") or environ.get("TMPDIR")
+    if found and os.path.basename(found.rstrip("/")).startswith(LAUNCH_TMPDIR_PREFIX):
+        found = os.path.dirname(found.rstrip("/"))
+    return found if found and os.path.isdir(found) else None
+
+
 # prctl(2): the signal the kernel sends this process when its parent (the thread that
 # started it) ends; kept across exec().
 PR_SET_PDEATHSIG = 1
@@ -211,6 +244,10 @@ def main(argv: list[str]) -> int:
     if not argv:
         print(f"usage: python {sys.argv[0]} [--also NAME,...] [--] COMMAND [ARGS...]", file=sys.stderr)
         return 2
+    # The node's own scratch folder, not the first node's (a launcher may pass on every variable).
+    tmpdir = node_tmpdir(os.environ, parent_environment(os.getppid()))
+    if tmpdir:
+        os.environ["TMPDIR"] = tmpdir
     # One write, so that lines of ranks sharing the launcher's output do not interleave.
     sys.stdout.write(f"{RANK_PREFIX} {json.dumps(report(also), sort_keys=True)}\n")
     sys.stdout.flush()
