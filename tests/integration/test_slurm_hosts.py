@@ -32,6 +32,8 @@ CLUSTER = {
         "flavour": "openmpi",
         "launcher": "mpirun",
         "allow_run_as_root": True,
+        # A 1-node point's 2 ranks on a host's one CPU (the pack test).
+        "oversubscribe": True,
         "from_python_env": True,
         "mpich": {"launcher": ".venv-lammps/bin/mpiexec", "extra_args": []},
     },
@@ -147,3 +149,37 @@ def test_a_2_node_litgpt_point_runs_on_both_slurm_hosts(bed_slurm, tmp_path):
     assert record["provenance"]["hosts"] == names and rank_hosts(record) == names
     # Each rank saw the point's world, not its daemon's step: no SLURM_PROCID reached the app.
     assert record["figures"]
+
+
+def test_points_of_different_node_counts_in_one_2_node_allocation_run_on_their_hosts(bed_slurm, tmp_path):
+    """A batch job running several points one after another in one 2-node allocation (as a
+    pack's does), each in an environment without Slurm's allocation variables (Snakemake's job
+    step removes all SLURM_* but the job's identity; the runner reads them back from
+    scontrol): the 2-node point runs on both hosts, the 1-node point on the first only."""
+    from points import pingpong_point
+
+    names = bed_slurm.bed.names
+    clusters_dir = tmp_path / "clusters"
+    clusters_dir.mkdir()
+    (clusters_dir / "bed-slurm.yaml").write_text(yaml.safe_dump(CLUSTER))
+    lines = ["#!/bin/bash", f"export SCALESTUDY_CLUSTERS_DIR={clusters_dir} PYTHONPATH={REPO / 'workflow'}",
+             # Stricter than Snakemake's Slurm job step, which also keeps SLURM_JOBID and the like.
+             "for name in $(compgen -e | grep '^SLURM_' | grep -vx 'SLURM_JOB_ID'); do unset $name; done"]  # fmt: skip
+    for nodes in (2, 1, 2):
+        # Ping-pong needs 2 ranks: on 1 node both, on 2 nodes one each.
+        point = pingpong_point(study="pack", nodes=nodes, ranks_per_node=3 - nodes, repeat=len(lines))
+        run_dir = tmp_path / f"point{len(lines)}"
+        lines.append(f"{sys.executable} -m scalestudy run-point --point '{point.to_json()}' --cluster bed-slurm"
+                     f" --walltime-s 120 --metrics {run_dir}/metrics.json")  # fmt: skip
+    script = tmp_path / "pack.sh"
+    script.write_text("\n".join(lines) + "\n")
+    job = bed_slurm.run(0, "sbatch", "--wait", "--parsable", "-N", "2", "--ntasks-per-node=1", "-t", "5",
+                        "-o", str(tmp_path / "pack.log"), str(script), timeout=600)  # fmt: skip
+    assert job.returncode == 0, (tmp_path / "pack.log").read_text()[-2000:]
+    first, one, second = (json.loads((tmp_path / f"point{i}/metrics.json").read_text()) for i in (3, 4, 5))
+    for record in (first, one, second):
+        assert record["status"] == "ok", record["reason"]
+        assert record["provenance"]["job_id"] == job.stdout.strip()
+    assert rank_hosts(first) == names and rank_hosts(second) == names
+    assert rank_hosts(one) == [names[0]] * 2
+    assert f"--host {names[0]}:2 " in (tmp_path / "point4/launch.sh").read_text()
