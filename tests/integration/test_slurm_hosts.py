@@ -183,3 +183,48 @@ def test_points_of_different_node_counts_in_one_2_node_allocation_run_on_their_h
     assert rank_hosts(first) == names and rank_hosts(second) == names
     assert rank_hosts(one) == [names[0]] * 2
     assert f"--host {names[0]}:2 " in (tmp_path / "point4/launch.sh").read_text()
+
+
+def test_a_node_lost_under_slurm_ends_its_point_as_a_node_failure(bed_slurm, tmp_path):
+    """The second host dies (every process on it killed, its slurmd too) while a 2-node point's
+    ranks run in a Slurm job: the point ends long before its walltime (4-6 s seen), `node_failure`
+    naming the host, and nothing of it is left on the first host soon after (8 s seen)."""
+    import time
+
+    from points import pingpong_point
+
+    clusters_dir = tmp_path / "clusters"
+    clusters_dir.mkdir()
+    (clusters_dir / "bed-slurm.yaml").write_text(yaml.safe_dump(CLUSTER))
+    slow = {"max_bytes": 1 << 20, "iterations": 1_000_000, "warmup": 5}
+    point = pingpong_point(study="lost", nodes=2, ranks_per_node=1, params=slow, walltime="00:05:00")
+    script = tmp_path / "lost.sh"
+    script.write_text(f"#!/bin/bash\nexport SCALESTUDY_CLUSTERS_DIR={clusters_dir} PYTHONPATH={REPO / 'workflow'}\n"
+                      f"{sys.executable} -m scalestudy run-point --point '{point.to_json()}' --cluster bed-slurm"
+                      f" --walltime-s 300 --metrics {tmp_path}/run/metrics.json\n")  # fmt: skip
+    job = subprocess.Popen(bed_slurm.bed.command(0, ["sbatch", "--wait", "-N", "2", "--ntasks-per-node=1", "-t", "6",
+                           "-o", str(tmp_path / "lost.log"), str(script)]))  # fmt: skip
+    log = tmp_path / "run/stdout.log"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (log.exists() and log.read_text().count("scalestudy-rank") == 2):
+        time.sleep(0.5)
+    lost_at = time.monotonic()
+    bed_slurm.bed[1].kill_all()
+    try:
+        job.wait(timeout=400)
+        took = time.monotonic() - lost_at
+        while True:
+            left = [p for p in bed_slurm.bed[0].processes() if "scalestudy" in p or "prte" in p]
+            if not left or time.monotonic() - lost_at > 120:
+                break
+            time.sleep(1)
+        gone = time.monotonic() - lost_at
+    finally:  # the host back, for any test after this one
+        bed_slurm.bed[1].revive()
+        bed_slurm.start_slurmd(bed_slurm.bed[1])
+        bed_slurm.wait_idle()
+    record = json.loads((tmp_path / "run/metrics.json").read_text())
+    print(f"ended {took:.0f} s after the host was lost, nothing left {gone:.0f} s after: {record['reason']}")
+    assert record["category"] == "node_failure", record["reason"]
+    # Open MPI's `srun` that started the lost host's daemon ends a few seconds after the point (4 s seen).
+    assert took < 60 and not left and gone < 60, left

@@ -64,10 +64,14 @@ class BedSlurm:
         start_munge()
         self.run(0, "/usr/sbin/slurmctld", "-i")
         for host in self.bed.hosts:
-            command = ["sh", "-c", f'{CGROUP_MOUNTS} && exec "$@"', "slurmd", "/usr/sbin/slurmd", "-N", host.name]
-            subprocess.run(host.command(command), capture_output=True, text=True, check=True, timeout=60)
+            self.start_slurmd(host)
         self.wait_idle()
         return self
+
+    def start_slurmd(self, host) -> None:
+        """The host's slurmd (again, after the host was lost: bed.Host.revive first)."""
+        command = ["sh", "-c", f'{CGROUP_MOUNTS} && exec "$@"', "slurmd", "/usr/sbin/slurmd", "-N", host.name]
+        subprocess.run(host.command(command), capture_output=True, text=True, check=True, timeout=60)
 
     def run(self, index: int, *argv: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
         """A Slurm command on host `index` (its own slurm.conf)."""
