@@ -43,8 +43,8 @@ def test_the_bed_is_two_hosts_each_with_its_name_address_tmpdir_and_cpu(hosts):
 
 
 def test_a_bed_leaves_nothing_behind(tmp_path, hosts):
-    # A bed of its own (the module's stays up), named apart from it by its seed.
-    bed = Hosts(tmp_path, 2, seed=os.getpid() + 1).start()
+    # A bed of its own beside the module's, which stays up.
+    bed = Hosts(tmp_path, 2).start()
     sshd = [host.sshd.pid for host in bed.hosts]
     assert bed.subnet != hosts.subnet and bed.bridge != hosts.bridge
     bed.stop()
