@@ -78,9 +78,11 @@ def assert_ran_on_every_host(bed, metrics: dict, ranks_per_node: int) -> dict:
     assert metrics["status"] == "ok", metrics["reason"]
     ranks = metrics["provenance"]["ranks"]
     assert [r["host"] for r in ranks] == [h for h in bed.names for _ in range(ranks_per_node)]
+    threads = str(metrics["point"]["threads_per_rank"])
     for rank in ranks:
         own = str(bed.hosts[bed.names.index(rank["host"])].tmpdir)
         assert rank["env"]["TMPDIR"] == own, rank
+        assert rank["env"].get("OMP_NUM_THREADS") == threads, rank  # the app's variables reached it
     proof = metrics["settings_proof"]
     assert proof["verified"], proof["problems"]
     assert sorted(proof["hosts"]) == sorted(bed.names) and all(h["verified"] for h in proof["hosts"].values())
@@ -141,8 +143,9 @@ def test_a_command_study_runs_its_program_on_every_host(hosts, tmp_path):
     single = load({"cluster": "local", "results_dir": str(tmp_path / "results"), "studies": {"s": study}}).sweep.points[
         0
     ]
-    metrics = run_on_hosts(hosts, dataclasses.replace(single, nodes=2), tmp_path / "run")
-    assert_ran_on_every_host(hosts, metrics, 1)
+    user = {"nccl_env_set": "user", "nccl_env": {"NCCL_DEBUG": "WARN"}}
+    metrics = run_on_hosts(hosts, dataclasses.replace(single, nodes=2, **user), tmp_path / "run")
+    assert all("NCCL_DEBUG" in host["settings"] for host in assert_ran_on_every_host(hosts, metrics, 1).values())
     assert metrics["figures"]["t"] == 0.5
     said = (tmp_path / "run/stdout.log").read_text()
     assert all(f"on {name}" in said for name in hosts.names)
@@ -317,7 +320,8 @@ def test_snakemake_runs_a_study_on_the_hosts_without_a_scheduler(hosts, tmp_path
     cluster = yaml.safe_load((REPO / "config/clusters/local.yaml").read_text())
     (clusters / "hosts.yaml").write_text(yaml.safe_dump({**cluster, "name": "hosts", "nodes": len(hosts)}))
     config = sweeps.sweep("pingpong-tcp", cluster="hosts", results_dir=str(tmp_path / "results"))
-    config["studies"]["pp"].update(nodes=[1, 2], ranks_per_node=[2], mpi_flags=["tcp"])
+    config["nccl_env_sets"] = {"user": {"NCCL_DEBUG": "WARN"}}
+    config["studies"]["pp"].update(nodes=[1, 2], ranks_per_node=[2], mpi_flags=["tcp"], nccl_env=["user"])
     sweeps.write(config, tmp_path / "pp.yaml")
     command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
                "--profile", str(REPO / "profiles/local"), "--configfile", str(tmp_path / "pp.yaml")]  # fmt: skip
@@ -332,5 +336,8 @@ def test_snakemake_runs_a_study_on_the_hosts_without_a_scheduler(hosts, tmp_path
         assert record["status"] == "ok", record["reason"]
         hosts_seen = [rank["host"] for rank in record["provenance"]["ranks"]]
         assert hosts_seen == [h for h in hosts.names[: record["point"]["nodes"]] for _ in range(2)][:4]
-        assert record["settings_proof"]["verified"], record["settings_proof"]["problems"]
+        proof = record["settings_proof"]
+        assert proof["verified"], proof["problems"]
+        assert all({"NCCL_DEBUG", "OMPI_MCA_btl"} <= set(host["settings"]) for host in proof["hosts"].values())
+        assert sorted(proof["hosts"]) == sorted(set(hosts_seen))
     assert (tmp_path / "results/report/index.html").is_file()
