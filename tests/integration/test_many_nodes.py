@@ -151,18 +151,18 @@ def test_a_command_study_runs_its_program_on_every_host(hosts, tmp_path):
     assert all(f"on {name}" in said for name in hosts.names)
 
 
-def test_lammps_runs_under_hydra_across_the_hosts(hosts, tmp_path):
+@pytest.mark.parametrize("ranks_per_node", [1, 2])
+def test_lammps_runs_under_hydra_across_the_hosts(hosts, tmp_path, ranks_per_node):
     if not (REPO / ".venv-lammps/bin/mpiexec").exists():
         pytest.skip("no LAMMPS venv (.venv-lammps, scripts/setup.sh makes it)")
-    flags = {"flavour": "mpich", "MPIR_CVAR_ASYNC_PROGRESS": "0"}
-    lammps = point(app="lammps", study="md", nodes=2, ranks_per_node=1, gpus_per_node=0, walltime="00:02:00",
-                   mpi_flag_set="mpich", mpi_flags={k: v for k, v in flags.items() if k != "flavour"},
+    lammps = point(app="lammps", study="md", nodes=2, ranks_per_node=ranks_per_node, gpus_per_node=0,
+                   walltime="00:02:00", mpi_flag_set="mpich", mpi_flags={"MPIR_CVAR_ASYNC_PROGRESS": "0"},
                    nccl_env_set="default", nccl_env={},
                    params={"N": 500, "warmup_steps": 10, "benchmark_steps": 100,
                            "executable": ".venv-lammps/bin/lmp"})  # fmt: skip
     # MPICH's UCX would meet over shared memory (one kernel); a cluster's nodes meet over the network.
     metrics = run_on_hosts(hosts, lammps, tmp_path, env={"UCX_TLS": "tcp,self"})
-    proven = assert_ran_on_every_host(hosts, metrics, 1)
+    proven = assert_ran_on_every_host(hosts, metrics, ranks_per_node)
     assert all("MPIR_CVAR_ASYNC_PROGRESS" in h["settings"] for h in proven.values())
     assert "-hosts" in (tmp_path / "launch.sh").read_text()
 
