@@ -16,6 +16,7 @@ import sweeps
 from hosts import NETNS_ETC, Hosts
 from points import pingpong_point, point
 from scalestudy.model.point import Point
+from scalestudy.model.rank_probe import LAUNCH_TMPDIR_PREFIX
 from scalestudy.study import load
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,8 +44,8 @@ def test_the_bed_is_two_hosts_each_with_its_name_address_tmpdir_and_cpu(hosts):
 
 
 def test_a_bed_leaves_nothing_behind(tmp_path, hosts):
-    # A bed of its own (the module's stays up), named apart from it by its seed.
-    bed = Hosts(tmp_path, 2, seed=os.getpid() + 1).start()
+    # A bed of its own beside the module's, which stays up.
+    bed = Hosts(tmp_path, 2).start()
     sshd = [host.sshd.pid for host in bed.hosts]
     assert bed.subnet != hosts.subnet and bed.bridge != hosts.bridge
     bed.stop()
@@ -73,14 +74,17 @@ def run_on_hosts(bed, point, run_dir: Path, env: dict | None = None, timeout: in
 
 def assert_ran_on_every_host(bed, metrics: dict, ranks_per_node: int) -> dict:
     """Ok, ranks_per_node ranks on each host in rank order (node by node), each rank with its own
-    host's TMPDIR (never the first host's, nor the launcher's own folder in it), and every setting
-    proven on every host. The proof per host, for the report."""
+    host's TMPDIR (never the first host's on another), and every setting proven on every host.
+    The proof per host, for the report."""
     assert metrics["status"] == "ok", metrics["reason"]
     ranks = metrics["provenance"]["ranks"]
     assert [r["host"] for r in ranks] == [h for h in bed.names for _ in range(ranks_per_node)]
+    threads = str(metrics["point"]["threads_per_rank"])
     for rank in ranks:
         own = str(bed.hosts[bed.names.index(rank["host"])].tmpdir)
-        assert rank["env"]["TMPDIR"] == own, rank
+        # On the first host Open MPI's ranks keep the launch's own folder in it (removed with it).
+        assert rank["env"]["TMPDIR"] == own or rank["env"]["TMPDIR"].startswith(f"{own}/{LAUNCH_TMPDIR_PREFIX}"), rank
+        assert rank["env"].get("OMP_NUM_THREADS") == threads, rank  # the app's variables reached it
     proof = metrics["settings_proof"]
     assert proof["verified"], proof["problems"]
     assert sorted(proof["hosts"]) == sorted(bed.names) and all(h["verified"] for h in proof["hosts"].values())
@@ -141,25 +145,26 @@ def test_a_command_study_runs_its_program_on_every_host(hosts, tmp_path):
     single = load({"cluster": "local", "results_dir": str(tmp_path / "results"), "studies": {"s": study}}).sweep.points[
         0
     ]
-    metrics = run_on_hosts(hosts, dataclasses.replace(single, nodes=2), tmp_path / "run")
-    assert_ran_on_every_host(hosts, metrics, 1)
+    user = {"nccl_env_set": "user", "nccl_env": {"NCCL_DEBUG": "WARN"}}
+    metrics = run_on_hosts(hosts, dataclasses.replace(single, nodes=2, **user), tmp_path / "run")
+    assert all("NCCL_DEBUG" in host["settings"] for host in assert_ran_on_every_host(hosts, metrics, 1).values())
     assert metrics["figures"]["t"] == 0.5
     said = (tmp_path / "run/stdout.log").read_text()
     assert all(f"on {name}" in said for name in hosts.names)
 
 
-def test_lammps_runs_under_hydra_across_the_hosts(hosts, tmp_path):
+@pytest.mark.parametrize("ranks_per_node", [1, 2])
+def test_lammps_runs_under_hydra_across_the_hosts(hosts, tmp_path, ranks_per_node):
     if not (REPO / ".venv-lammps/bin/mpiexec").exists():
         pytest.skip("no LAMMPS venv (.venv-lammps, scripts/setup.sh makes it)")
-    flags = {"flavour": "mpich", "MPIR_CVAR_ASYNC_PROGRESS": "0"}
-    lammps = point(app="lammps", study="md", nodes=2, ranks_per_node=1, gpus_per_node=0, walltime="00:02:00",
-                   mpi_flag_set="mpich", mpi_flags={k: v for k, v in flags.items() if k != "flavour"},
+    lammps = point(app="lammps", study="md", nodes=2, ranks_per_node=ranks_per_node, gpus_per_node=0,
+                   walltime="00:02:00", mpi_flag_set="mpich", mpi_flags={"MPIR_CVAR_ASYNC_PROGRESS": "0"},
                    nccl_env_set="default", nccl_env={},
                    params={"N": 500, "warmup_steps": 10, "benchmark_steps": 100,
                            "executable": ".venv-lammps/bin/lmp"})  # fmt: skip
     # MPICH's UCX would meet over shared memory (one kernel); a cluster's nodes meet over the network.
     metrics = run_on_hosts(hosts, lammps, tmp_path, env={"UCX_TLS": "tcp,self"})
-    proven = assert_ran_on_every_host(hosts, metrics, 1)
+    proven = assert_ran_on_every_host(hosts, metrics, ranks_per_node)
     assert all("MPIR_CVAR_ASYNC_PROGRESS" in h["settings"] for h in proven.values())
     assert "-hosts" in (tmp_path / "launch.sh").read_text()
 
@@ -317,7 +322,8 @@ def test_snakemake_runs_a_study_on_the_hosts_without_a_scheduler(hosts, tmp_path
     cluster = yaml.safe_load((REPO / "config/clusters/local.yaml").read_text())
     (clusters / "hosts.yaml").write_text(yaml.safe_dump({**cluster, "name": "hosts", "nodes": len(hosts)}))
     config = sweeps.sweep("pingpong-tcp", cluster="hosts", results_dir=str(tmp_path / "results"))
-    config["studies"]["pp"].update(nodes=[1, 2], ranks_per_node=[2], mpi_flags=["tcp"])
+    config["nccl_env_sets"] = {"user": {"NCCL_DEBUG": "WARN"}}
+    config["studies"]["pp"].update(nodes=[1, 2], ranks_per_node=[2], mpi_flags=["tcp"], nccl_env=["user"])
     sweeps.write(config, tmp_path / "pp.yaml")
     command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
                "--profile", str(REPO / "profiles/local"), "--configfile", str(tmp_path / "pp.yaml")]  # fmt: skip
@@ -332,5 +338,8 @@ def test_snakemake_runs_a_study_on_the_hosts_without_a_scheduler(hosts, tmp_path
         assert record["status"] == "ok", record["reason"]
         hosts_seen = [rank["host"] for rank in record["provenance"]["ranks"]]
         assert hosts_seen == [h for h in hosts.names[: record["point"]["nodes"]] for _ in range(2)][:4]
-        assert record["settings_proof"]["verified"], record["settings_proof"]["problems"]
+        proof = record["settings_proof"]
+        assert proof["verified"], proof["problems"]
+        assert all({"NCCL_DEBUG", "OMPI_MCA_btl"} <= set(host["settings"]) for host in proof["hosts"].values())
+        assert sorted(proof["hosts"]) == sorted(set(hosts_seen))
     assert (tmp_path / "results/report/index.html").is_file()

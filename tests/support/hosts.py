@@ -32,6 +32,7 @@ namespaces (all started by it), the namespaces, the bridge, /etc/netns/<namespac
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import os
 import shutil
 import signal
@@ -47,6 +48,8 @@ SSHD_RUN = Path("/run/sshd")
 TOOLS = ("ip", "unshare", "nsenter", "ssh", "ssh-keygen")
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 UP_TIMEOUT_S = 20.0
+# Beds made by this process so far (their names differ by it).
+BEDS_MADE = itertools.count()
 
 
 def run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
@@ -152,9 +155,10 @@ class Hosts:
         self.base = Path(base)
         seed = os.getpid() if seed is None else seed
         # Interface names have at most 15 characters: the prefix leaves room for 'v<i>'/'p<i>'.
-        self.prefix = f"ss{seed % 10**7}"
+        # A letter per bed of this process: one test run may hold several beds at once.
+        self.prefix = f"ss{seed % 10**7}{'abcdefghijklmnopqrstuvwxyz'[next(BEDS_MADE) % 26]}"
         self.bridge = f"{self.prefix}br"
-        self.subnet = free_subnet(seed)
+        self.subnet = free_subnet(seed + 101 * int(self.prefix[-1], 36))
         addresses = list(self.subnet.hosts())
         self.hosts = [Host(self, i, f"{self.prefix}h{i + 1}", str(addresses[i])) for i in range(count)]
         self.shared_cpu = shared_cpu

@@ -10,12 +10,13 @@ def test_the_daemons_tmpdir_wins_over_the_one_a_launcher_passed_on(tmp_path):
     assert node_tmpdir({"TMPDIR": str(first)}, {"TMPDIR": str(node)}) == str(node)
 
 
-def test_the_launchers_own_folder_gives_way_to_the_job_tmpdir_it_was_made_in(tmp_path):
+def test_the_launchers_own_folder_is_kept_on_its_node_and_elsewhere_gives_way_to_the_job_tmpdir(tmp_path):
     launch = tmp_path / f"{LAUNCH_TMPDIR_PREFIX}abc"
     launch.mkdir()
-    # On the first node (the launcher is the daemon), and where srun passed the launcher's
-    # environment on to Open MPI's daemons: the folder may not even exist there.
-    assert node_tmpdir({"TMPDIR": str(launch)}, {"TMPDIR": str(launch)}) == str(tmp_path)
+    # On the first node (the launcher is the daemon): removed with the launch, and all in it.
+    assert node_tmpdir({"TMPDIR": str(launch)}, {"TMPDIR": str(launch)}) == str(launch)
+    # Where srun passed the launcher's environment on to Open MPI's daemon on another node,
+    # whose /tmp is its own: the folder is not there, the job's TMPDIR is.
     assert node_tmpdir({}, {"TMPDIR": str(tmp_path / f"{LAUNCH_TMPDIR_PREFIX}gone/")}) == str(tmp_path)
 
 

@@ -400,11 +400,11 @@ def launcher_dies_with_runner() -> None:
 # start", exit 213 (seen in CI; reproduced by handing a new mpirun a dead one's pid). So each
 # Open MPI launch gets a TMPDIR of its own, removed when it ends: nothing it leaves meets a
 # later one. (PMIx 5 meets over TCP: a long TMPDIR is no socket-path limit; 155 characters
-# ran.) It is the launcher's, made on the first node only: the rank probe gives every rank its
-# own node's TMPDIR (model.rank_probe.node_tmpdir: the one its node's daemon got; where that is
-# this folder, on the first node or from a launcher that passes on every variable, as srun
-# starting Open MPI's daemons under Slurm does, the job's TMPDIR it was made in). MPICH's Hydra
-# passes every variable to every node, its launches keep the job's TMPDIR.
+# ran.) It is made on the first node only, whose ranks use it too; a rank on another node gets
+# its own node's TMPDIR (model.rank_probe.node_tmpdir: the one its node's daemon got; where that
+# is this folder, missing there, as srun starting Open MPI's daemons with the launcher's
+# environment gives it, the job's TMPDIR it was made in). MPICH's Hydra passes every variable
+# to every node: its launches keep the job's TMPDIR.
 
 
 @contextlib.contextmanager

@@ -201,12 +201,14 @@ def parent_environment(pid: int) -> dict[str, str] | None:
 def node_tmpdir(environ, daemon: dict[str, str] | None) -> str | None:
     """This rank's TMPDIR: the one its node's daemon (the process that started the rank: Open
     MPI's prted, Hydra's proxy, started on that node with the node's own environment; on the
-    first node the launcher itself) was given, else its own; where that is the launch's own
-    folder (made on the first node only, and handed on by a launcher that passes every variable:
-    Hydra, or srun starting Open MPI's daemons), the job's TMPDIR it was made in. None where
+    first node the launcher itself) was given, else its own. Where that is the launch's own
+    folder (launch.runner.launch_tmpdir, made on the first node) and no folder here (another
+    node, whose daemon a launcher that passes on every variable started: srun under Slurm), the
+    job's TMPDIR it was made in. On the first node the ranks keep the launch's folder: whatever
+    they leave there (torch's rendezvous file named after the launch) goes with it. None where
     that is no folder on this node (TMPDIR is left as it is)."""
     found = (daemon or {}).get("TMPDIR") or environ.get("TMPDIR")
-    if found and os.path.basename(found.rstrip("/")).startswith(LAUNCH_TMPDIR_PREFIX):
+    if found and not os.path.isdir(found) and os.path.basename(found.rstrip("/")).startswith(LAUNCH_TMPDIR_PREFIX):
         found = os.path.dirname(found.rstrip("/"))
     return found if found and os.path.isdir(found) else None
 
