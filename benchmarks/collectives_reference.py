@@ -76,12 +76,22 @@ def app(operation: str, dtype: str, args) -> dict[int, tuple[float, float]]:
     return {row["size_bytes"]: (row["latency_avg_us"], row["algbw_GBps"] * 1e3) for row in table}
 
 
-def mpi4py_pingpong(args) -> dict[int, tuple[float, float]]:
+def mpi4py_pingpong_command(launch: list[str], args) -> list[str]:
+    """`launch` (an mpirun line) running mpi4py's ping-pong with the sizes, warm-up and iterations
+    of `args` at every size (mpi4py's large and huge sizes too)."""
     loops = [str(args.warmup), str(args.iterations)]
-    command = [*mpirun(), sys.executable, "-m", "mpi4py.bench", "pingpong", "-m", str(args.min_bytes),
-               "-n", str(args.max_bytes), "-s", loops[0], "-l", loops[1], "--skip-large", loops[0],
-               "--loop-large", loops[1], "--skip-huge", loops[0], "--loop-huge", loops[1]]  # fmt: skip
-    return {int(s): (float(t) * 1e6, float(bw)) for s, bw, t in MPI4PY_ROW.findall(run(command))}
+    return [*launch, sys.executable, "-m", "mpi4py.bench", "pingpong", "-m", str(args.min_bytes),
+            "-n", str(args.max_bytes), "-s", loops[0], "-l", loops[1], "--skip-large", loops[0],
+            "--loop-large", loops[1], "--skip-huge", loops[0], "--loop-huge", loops[1]]  # fmt: skip
+
+
+def mpi4py_table(output: str) -> dict[int, tuple[float, float]]:
+    """size -> (one-way latency in us, bandwidth in MB/s) from mpi4py.bench pingpong's output."""
+    return {int(s): (float(t) * 1e6, float(bw)) for s, bw, t in MPI4PY_ROW.findall(output)}
+
+
+def mpi4py_pingpong(args) -> dict[int, tuple[float, float]]:
+    return mpi4py_table(run(mpi4py_pingpong_command(mpirun(), args)))
 
 
 def osu_latency(path: str, args) -> dict[int, tuple[float, float]]:
@@ -160,13 +170,19 @@ def side_by_side(ours: Callable[[], dict], theirs: Callable[[], dict], rounds: i
     return tables
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def size_parser(doc: str) -> argparse.ArgumentParser:
+    """The options of a side-by-side size sweep: sizes, iterations, warm-up, rounds."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--min-bytes", type=int, default=1)
     parser.add_argument("--max-bytes", type=int, default=1 << 20)
     parser.add_argument("--iterations", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=5)
+    return parser
+
+
+def main() -> int:
+    parser = size_parser(__doc__)
     parser.add_argument("--imb", help="an IMB-MPI1 built outside this repository")
     parser.add_argument("--osu-latency", help="an osu_latency built outside this repository")
     parser.add_argument("--osu-allreduce", help="an osu_allreduce built outside this repository")

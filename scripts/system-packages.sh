@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Debian packages the tests need beyond Python: a real Slurm (two virtual nodes on
-# localhost, with the torque qsub/qstat/qdel wrappers) for the scheduler tests, and
-# Chromium for the report's browser test. Installed only when missing, and only
+# localhost, with the torque qsub/qstat/qdel wrappers) for the scheduler tests,
+# Chromium for the report's browser test, and what the multi-host test bed makes its
+# hosts of (tests/support/hosts.py: iproute2's `ip netns`, an sshd per host, ssh). Installed only when missing, and only
 # where we are root with apt-get; elsewhere those tests skip and say why.
 set -euo pipefail
-PACKAGES=(slurm-wlm munge slurm-wlm-torque chromium)
+PACKAGES=(slurm-wlm munge slurm-wlm-torque chromium iproute2 openssh-server openssh-client)
 missing=()
 for package in "${PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

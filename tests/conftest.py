@@ -42,3 +42,18 @@ def slurm(tmp_path_factory):
     cluster = LocalSlurm(tmp_path_factory.mktemp("slurm")).start()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory):
+    """Two real hosts on this machine (tests/support/hosts.py: network namespaces, each with its
+    own host name, address, sshd, TMPDIR and CPU), one bed per test module; skips, saying why,
+    where they cannot be made."""
+    from hosts import Hosts, unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    bed = Hosts(tmp_path_factory.mktemp("hosts"), 2).start()
+    yield bed
+    bed.stop()

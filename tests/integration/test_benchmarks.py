@@ -122,3 +122,13 @@ def test_contended_benchmark_runs_and_prints_its_rates():
     assert "latency [collective_latency_us] with 4 busy: median " in run.stdout
     assert "false-verdict rate with the new rules: " in run.stdout and "(target <= 5%; ratio " in run.stdout
     assert "false-verdict rate without them: " in run.stdout
+
+
+def test_multihost_pingpong_runs_and_prints_its_ratios_or_why_not():
+    run = benchmark("multihost_pingpong.py", "--max-bytes", "8", "--iterations", "20", "--warmup", "2",
+                    "--rounds", "1")  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    if "multihost ping-pong: skipped (" in run.stdout:
+        return  # no root, no sshd, ...: said, and nothing else to check
+    # 1 ... 8 B, latency and bandwidth
+    assert "pingpong: median: " in run.stdout and "of 8 ratios within 0.9–1.1 (n = 1 rounds per side)" in run.stdout

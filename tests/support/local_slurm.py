@@ -43,6 +43,21 @@ def slurm_conf(state: Path, cpus: int, memory_mb: int) -> str:
         "ClusterName=scalestudy",
         f"SlurmctldHost={host}(127.0.0.1)",
         f"SlurmctldPort={ports[0]}",
+        *settings(state, cpus, memory_mb),
+    ]
+    for node, port in zip(NODES, ports[1:], strict=True):
+        lines.append(
+            f"NodeName={node} NodeAddr=127.0.0.1 NodeHostname={host} Port={port} CPUs={cpus} "
+            f"RealMemory={memory_mb} State=UNKNOWN"
+        )
+    lines.append(f"PartitionName=debug Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=UP")
+    return "\n".join(lines) + "\n"
+
+
+def settings(state: Path, cpus: int, memory_mb: int) -> list[str]:
+    """slurm.conf lines of every test Slurm (this one, and the test bed's: bed_slurm.py) but its
+    controller and nodes: every state and log file under `state`."""
+    return [
         "SlurmUser=root",
         "SlurmdUser=root",
         "AuthType=auth/munge",
@@ -73,13 +88,15 @@ def slurm_conf(state: Path, cpus: int, memory_mb: int) -> str:
         "KillWait=5",
         "MaxJobCount=10000",
     ]
-    for node, port in zip(NODES, ports[1:], strict=True):
-        lines.append(
-            f"NodeName={node} NodeAddr=127.0.0.1 NodeHostname={host} Port={port} CPUs={cpus} "
-            f"RealMemory={memory_mb} State=UNKNOWN"
-        )
-    lines.append(f"PartitionName=debug Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=UP")
-    return "\n".join(lines) + "\n"
+
+
+def start_munge() -> None:
+    """munged, as user munge, unless one already answers (one per machine serves every Slurm)."""
+    if subprocess.run(["munge", "-n"], capture_output=True).returncode == 0:
+        return
+    Path("/run/munge").mkdir(exist_ok=True)
+    shutil.chown("/run/munge", "munge", "munge")
+    subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged", "--force"], check=True)
 
 
 class LocalSlurm:
@@ -114,11 +131,7 @@ class LocalSlurm:
         return self
 
     def start_munge(self) -> None:
-        if subprocess.run(["munge", "-n"], capture_output=True).returncode == 0:
-            return
-        Path("/run/munge").mkdir(exist_ok=True)
-        shutil.chown("/run/munge", "munge", "munge")
-        subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged", "--force"], check=True)
+        start_munge()
 
     def wait_idle(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from points import point
+from scalestudy.launch.ended import ended_batch_job
 from scalestudy.launch.failures import CATEGORIES, classify
 from scalestudy.launch.runner import record_lost_job
 
@@ -84,3 +85,62 @@ def test_a_job_that_died_without_metrics_gets_the_schedulers_category(tmp_path):
         record = json.loads(path.read_text())
         assert record["status"] == "failed" and record["category"] == category and record["reason"] == reason
         assert category in CATEGORIES
+
+
+def test_a_batch_job_the_executor_reports_failed_keeps_or_gets_its_points_records(tmp_path):
+    """Snakemake's Slurm executor reports TIMEOUT / CANCELLED as failed (launch.ended.ended_batch_job):
+    the runner's record is kept with Slurm's word, a point that ran without writing one gets a
+    failed record, and a job none of whose points started writes nothing (they run next time)."""
+    why = "SLURM-job '7' failed, SLURM status is: 'TIMEOUT'."
+    queued = tmp_path / "queued" / "metrics.json"
+    entry = {"point": point().to_json(), "walltime_s": 600, "queue": "normal", "cluster": None, "submitted": 0.0}
+    assert not ended_batch_job("7", {**entry, "metrics": str(queued)}, why)
+    assert not queued.parent.exists()
+    stopped = tmp_path / "stopped" / "metrics.json"
+    stopped.parent.mkdir()
+    runner_words = {"status": "failed", "category": "scheduler_error", "reason": "stopped from outside by SIGTERM"}
+    stopped.write_text(json.dumps({**runner_words, "stop_signal": "SIGTERM"}))
+    assert ended_batch_job("7", {**entry, "metrics": str(stopped)}, why)
+    kept = json.loads(stopped.read_text())
+    assert kept["category"] == "walltime" and kept["reason"].endswith(f"the scheduler says: {why}")
+    lost = tmp_path / "lost" / "metrics.json"
+    lost.parent.mkdir()
+    (lost.parent / "stdout.log").write_text("scalestudy-rank {}\n")
+    assert ended_batch_job("7", {**entry, "metrics": str(lost)}, why)
+    record = json.loads(lost.read_text())
+    assert record["status"] == "failed" and record["category"] == "walltime"
+    assert record["reason"] == f"batch job 7 ended without metrics.json: {why}"
+
+
+# The launcher's words when a node went, as Open MPI 5.0 and ssh wrote them on the multi-host
+# test bed (tests/integration/test_many_nodes.py).
+PRTE_LOST = """An MPI communication peer process has unexpectedly disconnected.  This
+--------------------------------------------------------------------------
+PRTE has lost communication with a remote daemon.
+
+  HNP daemon   : [prterun-n1-29126@0,0] on node n1
+  Remote daemon: [prterun-n1-29126@0,1] on node n2
+"""
+NOT_REPORTED = """ssh: connect to host n2 port 22: Connection timed out
+------------------------------------------------------------
+A daemon failed to report back after being spawned. This could
+be due to several factors, including inability to find the
+  Local host:    n1
+  Remote host:   n2
+  Daemon exit status: 255
+"""
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "log", "said"),
+    [
+        # Open MPI 5 exited 0 after it lost the daemon of a node whose processes were killed.
+        (0, PRTE_LOST, "PRTE has lost communication with a remote daemon."),
+        (255, NOT_REPORTED, "ssh: connect to host n2 port 22: Connection timed out"),
+        (255, NOT_REPORTED.split("\n", 2)[2], "A daemon failed to report back after being spawned."),
+    ],
+)
+def test_a_lost_node_is_named_with_the_launchers_words(exit_code, log, said):
+    failure = classify(exit_code, None, log)
+    assert failure.category == "node_failure"
+    assert failure.reason == f"node n2 lost or unreachable (exit code {exit_code}): {said}"

@@ -3,8 +3,9 @@
 from points import HOSTILE, point
 from scalestudy.apps import APPS
 from scalestudy.config.clusters import MpiLauncher
-from scalestudy.launch.command import allocated_hosts, mpirun_command
+from scalestudy.launch.command import allocated_hosts, allocation_of_job, mpirun_command, slurm_allocation
 from scalestudy.model.paths import Layout
+from scalestudy.model.rank_probe import without_slurm_step
 
 
 def test_mpirun_command_is_exact():
@@ -49,3 +50,23 @@ def test_litgpt_rank_command(tmp_path):
     assert flags["--train.global_batch_size"] == "16" and flags["--train.micro_batch_size"] == "2"
     assert flags["--train.max_steps"] == "20"
     assert app.rank_env(point())["HF_HUB_OFFLINE"] == "1"
+
+
+def test_a_rank_keeps_the_jobs_slurm_identity_but_not_the_slurm_step_its_daemon_ran_in():
+    """Open MPI starts a remote node's daemon with `srun`: its ranks inherit SLURM_PROCID=0,
+    SLURM_NNODES=1, SLURM_NTASKS=1 of that step, which Lightning took for its own."""
+    step = {"SLURM_PROCID": "0", "SLURM_NNODES": "1", "SLURM_NTASKS": "1", "SLURM_STEP_ID": "0", "SLURM_NODEID": "0"}
+    kept = {"SLURM_JOB_ID": "5", "SLURM_CONF": "/etc/slurm/x.conf", "SLURM_ARRAY_TASK_ID": "3",
+            "SLURMD_NODENAME": "n2", "OMPI_COMM_WORLD_RANK": "1", "PATH": "/bin"}  # fmt: skip
+    assert without_slurm_step({**step, **kept}) == kept
+
+
+def test_the_slurm_allocation_is_read_back_from_scontrol_with_the_job_id_open_mpi_reads():
+    """Snakemake's Slurm job step leaves a rule the job id alone (SLURM_JOB_ID); mpirun needs the
+    host list and, for Open MPI's Slurm support, SLURM_JOBID (else it tries ssh)."""
+    line = "JobId=7 JobName=x NumNodes=2 NumTasks=4 NodeList=n[1-2] TimeLimit=00:07:00\n"
+    restored = allocation_of_job(line, "7", {"SLURM_JOB_ID": "7"})
+    assert restored == {"SLURM_JOB_NODELIST": "n[1-2]", "SLURM_NODELIST": "n[1-2]", "SLURM_JOBID": "7",
+                        "SLURM_JOB_NUM_NODES": "2", "SLURM_NNODES": "2", "SLURM_TASKS_PER_NODE": "2(x2)"}  # fmt: skip
+    assert allocated_hosts(restored) == ["n1", "n2"]
+    assert slurm_allocation({"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n1"}) == {}

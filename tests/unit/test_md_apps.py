@@ -1,6 +1,8 @@
 """The molecular-dynamics apps (HOOMD-blue WCA and its LAMMPS twin): parsers on recorded
 output, command lines, MPI flavours, strong and weak scaling in the sweep."""
 
+import dataclasses
+
 import pandas as pd
 import pytest
 from points import HOSTILE, hoomd_points, md_config, point
@@ -81,6 +83,10 @@ def test_mpich_flag_sets_become_environment_variables_through_hydra():
     hosts = mpirun_command(mpich_point, ["lmp"], {}, MpiLauncher("mpich", "mpiexec"), ["n1", "n2", "n3"])
     assert hosts[hosts.index("-hosts") + 1] == "n1:4,n2:4"
     assert "--mca" not in hosts and "--oversubscribe" not in hosts
+    # Only a 1-node point's proxy is forked; a 2-node point's go through Hydra's own launcher.
+    assert "-launcher" not in hosts
+    one_node = mpirun_command(dataclasses.replace(mpich_point, nodes=1), ["lmp"], {}, MpiLauncher("mpich", "mpiexec"))
+    assert one_node[one_node.index("-launcher") + 1] == "fork"
 
 
 def test_a_hostile_mpich_value_stays_one_argument():

@@ -72,8 +72,9 @@ def test_open_mpi_launch_line_is_exact(placement, expected):
     ],
 )  # fmt: skip
 def test_hydra_launch_line_is_exact(placement, expected):
+    # A 1-node point's proxy is forked: no srun of Hydra's own inside a Slurm job step.
     assert line(pingpong_point(mpi_flags={}, nccl_env={}, **placement), HYDRA) == [
-        "mpiexec", "-n", "2", "-ppn", "2", *expected, "app"
+        "mpiexec", "-n", "2", "-ppn", "2", "-launcher", "fork", *expected, "app"
     ]  # fmt: skip
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from scalestudy.apps import APPS
+from scalestudy.config.requests import job_request
 from scalestudy.model.errors import SweepError
 from scalestudy.model.record import definition
 from scalestudy.plan import Deployment, Forcing, Plan, python_module_shell, run_rule
@@ -89,6 +90,30 @@ def test_resources_equal_for_every_point_are_constants_and_the_rest_functions_of
     walltimes = {(p.study, resources["walltime_s"](p.study, p.id), resources["runtime"](p.study, p.id))
                  for p in plan.study.points}  # fmt: skip
     assert walltimes == {("pp", 60, 1), ("pp2", 120, 2)}
+
+
+def test_batch_jobs_ask_for_the_walltime_with_the_margin_once_per_pack_and_the_requests_memory(
+    repo, tmp_path, monkeypatch
+):
+    """Slurm's time limit (runtime, minutes) is the point's walltime and the cluster's margin,
+    the margin once per pack (Snakemake sums a group's runtimes); its memory (mem_mb, which the
+    Slurm plugin writes as --mem in MiB) is the request's per node, the record's figure."""
+    monkeypatch.setenv("PROJECT", "ab12")
+    shipped = yaml.safe_load((repo / "config/sweep.yaml").read_text())
+    studies = {"hoomd-wca": {**shipped["studies"]["hoomd-wca"], "pack": "scale"}}
+    plan = Plan.load({**shipped, "cluster": "gadi", "results_dir": str(tmp_path / "results"), "studies": studies})
+    runtime, mem_mb = plan.point_resources["runtime"], plan.point_resources["mem_mb"]
+    margin = plan.cluster.walltime_margin_s
+    assert margin == 300 and plan.packs
+    for pack in plan.packs:
+        first, *later = pack.points
+        assert runtime(first) == -(-(first.walltime_seconds + margin) // 60)
+        assert all(runtime(point) == -(-point.walltime_seconds // 60) for point in later)
+        assert sum(map(runtime, pack.points)) * 60 == pack.walltime_s(plan.cluster)
+    for point in plan.study.points:
+        request = job_request(point, plan.cluster)
+        assert mem_mb(point) == request.mem_per_node_gb * 1024  # Gadi's 190 GB nodes: 194560 MiB each
+        assert mem_mb(point) * point.nodes * 2**20 == request.mem_gb * 2**30
 
 
 def test_a_changed_point_is_kept_before_it_reruns_and_a_finished_one_is_not_planned(tmp_path):

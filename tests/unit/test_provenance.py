@@ -17,10 +17,15 @@ def test_every_rank_must_see_every_nccl_variable():
         "ranks_reported": 2,
         "mca_source": None,
         "bindings": "0@n1:? 1@n1:?",
+        "hosts": {"n1": {"ranks": [0, 1], "settings": ["NCCL_IB_DISABLE"], "verified": True}},
     }
     lost = settings_proof(p, [rank(0, NCCL_IB_DISABLE="1"), rank(1, "n2")], None, "openmpi")
     assert lost["verified"] is False
     assert lost["problems"] == ["NCCL_IB_DISABLE=1: rank 1 on n2 saw None"]
+    # Host by host: the host whose rank missed it is the one not proven (n2 is no n20).
+    assert {name: host["verified"] for name, host in lost["hosts"].items()} == {"n1": True, "n2": False}
+    other = settings_proof(p, [rank(0, "n2", NCCL_IB_DISABLE="1"), rank(1, "n20")], None, "openmpi")
+    assert {name: host["verified"] for name, host in other["hosts"].items()} == {"n2": True, "n20": False}
 
 
 def test_mca_values_are_checked_against_what_open_mpi_registered():

@@ -86,6 +86,8 @@ onstart:
         except ResultsBusy as busy:
             print(f"scalestudy: {busy}", file=sys.stderr)
             sys.exit(1)
+        # A point's record survives a batch job Slurm ended (TIMEOUT, CANCELLED).
+        RUN.keep_records_of_failed_batch_jobs(RUN_RULES, PLAN.record_ended_batch_job)
 
 
 wildcard_constraints:

@@ -33,9 +33,11 @@ from typing import Any
 from .apps import APPS
 from .apps.base import App
 from .config import forecast, packing
+from .config.requests import job_request
 from .model import order
 from .model.errors import SweepError
 from .model.point import Point, first_repeats
+from .model.units import GIB, MIB
 from .results import history, locking, repeats, retry
 from .scheduler import site
 from .scheduler.pbs import cache as pbs_cache
@@ -75,8 +77,15 @@ def run_rule(app: str) -> str:
 
 def slurm_mpi(point: Point) -> str | None:
     """Slurm plugin: a multi-rank point runs mpirun itself in the allocation (no srun -n1
-    wrapper, which would hold the CPUs mpirun's daemons need); one rank needs nothing."""
+    wrapper, which would hold the CPUs mpirun's daemons need). The plugin refuses `mpi` with
+    one task, so a 1-rank point runs inside `srun -n1`: its launcher then starts no srun of
+    its own (MPICH's Hydra forks a 1-node point's proxy, launch.command.hydra_command)."""
     return "mpirun" if point.ranks > 1 else None
+
+
+def minutes(seconds: int) -> int:
+    """Snakemake's `runtime` resource (minutes, which the Slurm plugin passes as `-t`), rounded up."""
+    return max(1, -(-seconds // 60))
 
 
 @dataclass(frozen=True)
@@ -144,6 +153,10 @@ class Plan:
             if problems:
                 raise SweepError(problems)
         self.pack_of = {(point.study, point.id): pack.name for pack in self.packs for point in pack.points}
+        # A pack's batch walltime is its points' summed plus the cluster's margin once
+        # (packing.Pack.walltime_s): Snakemake sums the runtimes of a group's points, so the
+        # points after a pack's first ask for no margin of their own (batch_walltime_s).
+        self.later_in_pack = {(point.study, point.id) for pack in self.packs for point in pack.points[1:]}
         # The order the points to submit run in (model.order: round by round, seeded shuffle
         # within): Snakemake starts the ready job of highest priority first.
         self.priority_of = order.priorities(self.to_submit, study.order_seed)
@@ -382,6 +395,27 @@ class Plan:
         (results/retry.py); an ok point never changes."""
         return retry.with_retry(self.point(study, point_id).to_json(), self.survey.state(study, point_id).retry)
 
+    def record_ended_batch_job(self, points: Sequence[tuple[str, str]], job_id: str, why: str, since: float) -> bool:
+        """The records of a batch job of `points` ((study, point id): one, or a pack's) that the
+        executor reports failed (Slurm: TIMEOUT, CANCELLED, ...): kept, or written as failed,
+        as the PBS status command does (launch.ended.ended_batch_job). True when the job's
+        points have their records (Snakemake then takes the job as done and keeps them), False
+        when none of them started after `since` (this run's start)."""
+        from .launch.ended import ended_batch_job
+
+        of_point = self.point_resources
+        entries = []
+        for study, point_id in points:
+            point = self.point(study, point_id)
+            entries.append({
+                "metrics": self.layout.metrics(study, point_id),
+                "point": self.point_json(study, point_id),
+                "walltime_s": of_point["walltime_s"](point),
+                "queue": of_point["queue"](point),
+            })  # fmt: skip
+        job = {"pack": entries} if len(entries) > 1 else entries[0]
+        return ended_batch_job(job_id, {**job, "cluster": self.cluster.name, "submitted": since}, why)
+
     def run_priority(self) -> int | OfPoint:
         """The run rules' `priority:`: each point's place in the run order, the first the
         highest (model.order). A constant where at most one point is to run: a function costs
@@ -406,10 +440,22 @@ class Plan:
             "cpus_per_task": lambda point: point.threads_per_rank,
             "mpi": slurm_mpi,
             "queue": lambda point: self.cluster.queue_name(point.gpus_per_node, point.queue),
-            # Snakemake's runtime is minutes, rounded up.
-            "runtime": lambda point: max(1, -(-point.walltime_seconds // 60)),
+            # The batch job's time limit: the point's walltime and the cluster's margin
+            # (config.requests.job_request), so that the runner's own timer stops the point and
+            # writes its record before the scheduler kills the job.
+            "runtime": lambda point: minutes(self.batch_walltime_s(point)),
+            # Memory per node as the request says (the record's memory_requested_gb over its
+            # nodes), in the unit of Slurm's `--mem` that the plugin writes it as: MiB.
+            "mem_mb": lambda point: job_request(point, self.cluster).mem_per_node_gb * GIB // MIB,
             "walltime_s": lambda point: point.walltime_seconds,
         }
+
+    def batch_walltime_s(self, point: Point) -> int:
+        """The time limit a point's batch job asks for: its walltime plus the cluster's margin
+        (job_request), the margin once per pack (on the pack's first point)."""
+        if (point.study, point.id) in self.later_in_pack:
+            return point.walltime_seconds
+        return job_request(point, self.cluster).walltime_s
 
     def run_resources(self, app: App) -> dict[str, Any]:
         """The resources of `app`'s run rule. A resource that is the same for every point of the

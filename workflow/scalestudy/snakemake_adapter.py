@@ -126,6 +126,43 @@ class SnakemakeRun:
         (`workflow.parent_groupids`)."""
         self.workflow.parent_groupids.update(dict.fromkeys(groups, name))
 
+    def keep_records_of_failed_batch_jobs(
+        self, rules: Iterable[str], record: Callable[[list[tuple[str, str]], str, str, float], bool]
+    ) -> None:
+        """A batch job of `rules` that the executor reports failed is handed to `record` ((study,
+        point) of each of its jobs, the batch job id, the executor's words, this run's start);
+        where `record` answers True the job is reported done instead, so that Snakemake keeps
+        the records the points wrote (or `record` wrote for them) and goes on to the report.
+
+        Snakemake's Slurm executor reports a job that Slurm ended TIMEOUT or CANCELLED as
+        failed, whatever the job wrote, and Snakemake then removes the job's outputs ("Removing
+        output files of failed job ... since they might be corrupted"): the record the runner
+        wrote when the job was stopped would be lost, and the report not built. The PBS
+        profiles need none of this (their status command answers `success` for a job that
+        left records). Wraps the remote executor's `report_job_error`, through which every
+        executor plugin reports a failed job (`workflow.scheduler._executor`, made before the
+        onstart hook runs); a local run (no batch jobs) is left as it is."""
+        import time
+
+        scheduler = getattr(self.workflow, "scheduler", None)
+        executor = getattr(scheduler, "_executor", None)
+        if executor is None or self.workflow.local_exec:
+            return
+        rules, since, report_error = set(rules), time.time(), executor.report_job_error
+
+        def report_job_error(job_info: Any, msg: str | None = None, **kwargs: Any) -> None:
+            job = job_info.job
+            jobs = list(job.jobs) if job.is_group() else [job]
+            if jobs and all(each.rule.name in rules for each in jobs):
+                points = [(each.wildcards.study, each.wildcards.point) for each in jobs]
+                if record(points, str(job_info.external_jobid), msg or "the batch job failed", since):
+                    print(f"scalestudy: {msg}: kept as the record of {len(points)} point(s)", file=sys.stderr)
+                    executor.report_job_success(job_info)
+                    return
+            report_error(job_info, msg, **kwargs)
+
+        executor.report_job_error = report_job_error
+
     def end_executor_wait_at_exit(self) -> None:
         """Let Snakemake exit when it had nothing to do (issue 13, fix 4).
 

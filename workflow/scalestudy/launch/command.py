@@ -60,10 +60,11 @@ def pbs_slots(point: Point, run_dir: Path, environ: Mapping[str, str] = os.envir
 def slurm_allocation(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The Slurm allocation variables mpirun needs, when the environment lost them.
 
-    Snakemake's Slurm job step removes SLURM_* variables other than the job id before it
-    runs a job (so that nested `srun` calls do not inherit step settings); Open MPI's
-    mpirun then cannot find the allocation ("unable to find SLURM_NODELIST"). They are
-    read back from the controller, once per point."""
+    Snakemake's Slurm job step removes SLURM_* variables other than the job's identity
+    (SLURM_JOB_ID, SLURM_JOBID, ...) before it runs a job (so that nested `srun` calls do not
+    inherit step settings); Open MPI's mpirun then cannot find the allocation ("unable to find
+    SLURM_NODELIST"). They are read back from the controller, once per point: the host list,
+    the number of nodes, the tasks per node and the job id under both its names."""
     job_id = environ.get("SLURM_JOB_ID")
     if not job_id or environ.get("SLURM_JOB_NODELIST"):
         return {}
@@ -73,7 +74,12 @@ def slurm_allocation(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return {}
-    fields = dict(re.findall(r"(\w+)=(\S*)", out))
+    return allocation_of_job(out, job_id, environ)
+
+
+def allocation_of_job(scontrol_line: str, job_id: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """slurm_allocation's variables from `scontrol show job -o <job_id>`'s line."""
+    fields = dict(re.findall(r"(\w+)=(\S*)", scontrol_line))
     # NumNodes may be a range ("1-1") in some Slurm versions' output.
     nodes_field = (fields.get("NumNodes") or "0").split("-")[0]
     nodelist, tasks = fields.get("NodeList"), fields.get("NumTasks")
@@ -81,6 +87,9 @@ def slurm_allocation(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     if not nodelist or not nodes:
         return {}
     restored = {"SLURM_JOB_NODELIST": nodelist, "SLURM_NODELIST": nodelist}
+    # Open MPI's Slurm support (PRRTE's ras and plm) looks for SLURM_JOBID, not SLURM_JOB_ID:
+    # without it mpirun starts the other nodes' daemons over ssh ("Host key verification failed").
+    restored["SLURM_JOBID"] = environ.get("SLURM_JOBID") or job_id
     restored["SLURM_JOB_NUM_NODES"] = restored["SLURM_NNODES"] = str(nodes)
     if tasks and tasks.isdigit() and int(tasks) % nodes == 0:
         restored["SLURM_TASKS_PER_NODE"] = f"{int(tasks) // nodes}(x{nodes})"
@@ -141,8 +150,13 @@ def hydra_command(
     hosts: list[str] | None = None,
 ) -> list[str]:
     """MPICH: an MPI flag set is environment variables (MPIR_CVAR_...), passed like every other
-    variable with -genv so that launch.sh shows them. Hydra needs no root or oversubscribe switch."""
+    variable with -genv so that launch.sh shows them. Hydra needs no root or oversubscribe switch.
+    A 1-node point's proxy is forked (`-launcher fork`): inside a Slurm job Hydra would start
+    it with an `srun` of its own, which waits for ever for the CPUs that the `srun -n1` step
+    running a 1-rank point holds (plan.slurm_mpi)."""
     argv = [mpi.launcher, "-n", str(point.ranks), "-ppn", str(point.ranks_per_node)]
+    if point.nodes == 1:
+        argv += ["-launcher", "fork"]
     if hosts:
         argv += ["-hosts", host_slots(point, hosts)]
     argv += placement.hydra_args(point)  # -bind-to (core:T for threads), -map-by

@@ -1,6 +1,8 @@
 """The records of points whose batch job ended without them, or ended from outside: what the
 PBS status command writes once a job has finished (scheduler.pbs.status loads this module
-only then, so that its every other call stays cheap).
+only then, so that its every other call stays cheap), and what the workflow writes when
+Snakemake's Slurm executor reports a batch job failed (TIMEOUT, CANCELLED, NODE_FAIL:
+`ended_batch_job`, through plan.Plan.record_ended_batch_job).
 
 - a point whose job ended without its metrics.json: failed, the scheduler's words for why,
   and what the site charges for the job (its request x the time it ran, estimated);
@@ -102,3 +104,34 @@ def ended_pack(job_id: str, job: dict[str, Any], why: str, walltime_used: str | 
                 category="scheduler_error", wall_s=0.0, **facts,
             )  # fmt: skip
     return len(lost)
+
+
+def ended_batch_job(job_id: str, job: dict[str, Any], why: str) -> bool:
+    """The records of a batch job an executor reports failed, as the PBS status command keeps
+    them: `job` is a single point's (`metrics`, `point`, `walltime_s`, `queue`, `cluster`) or a
+    pack's (`pack`: such entries; `cluster`), `submitted` the earliest time its job can have
+    written anything. A point that wrote its record keeps it with the scheduler's word; one
+    that ran without writing it becomes a failed record. False, writing nothing, when no point
+    of the job started (cancelled while queued): the job then fails as Snakemake says, and its
+    points run next time."""
+    entries = job["pack"] if job.get("pack") else [job]
+    submitted = job.get("submitted", 0.0)
+
+    def started(entry: dict[str, Any]) -> bool:
+        for written in (Path(entry["metrics"]), Path(entry["metrics"]).parent / STDOUT):
+            try:
+                if written.stat().st_mtime >= submitted:
+                    return True
+            except OSError:
+                continue
+        return False
+
+    if not any(started(entry) for entry in entries):
+        return False
+    if job.get("pack"):
+        ended_pack(job_id, job, why, None)
+    elif Path(job["metrics"]).exists():
+        with_scheduler_word(Path(job["metrics"]), why)
+    else:
+        lost_point(job_id, job, why, None)
+    return True

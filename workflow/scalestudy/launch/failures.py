@@ -8,6 +8,8 @@ Categories (metrics.json `category`; null when `status` is ok):
   nccl_error          NCCL reported an error or a collective timed out
   mpi_init_error      MPI refused to start: unknown component in a flag set, MPI_Init failed,
                       the launcher could not open its PMIx socket
+  node_failure        a node of the job was lost or could not be reached (the launcher lost its
+                      daemon there, or could not start one): the reason names the host
   mpi_abort           the MPI job lost a rank (killed by a signal) or a rank called MPI_Abort
   app_error           the app exited non-zero for its own reasons (exit code + last lines in reason)
   dependency_missing  something the point needs is not installed (module, executable, launcher)
@@ -36,6 +38,7 @@ CATEGORIES = (
     "out_of_memory",
     "nccl_error",
     "mpi_init_error",
+    "node_failure",
     "mpi_abort",
     "app_error",
     "dependency_missing",
@@ -114,6 +117,33 @@ MPI_ABORT = markers(
     r"exited\s+due\s+to\s+process\s+rank\s+\d+\s+with\s+PID\s+\d+\s+on\s+node\s+\S+\s+calling\s+\"abort\"",
     r"Primary\s+job\s+terminated\s+normally,\s+but\s+\d+\s+process(?:es)?\s+returned",
 )
+# A node of the job lost, in its launcher's words, and where they name the node. Open MPI 5
+# (PRRTE; ORTE in Open MPI 4) when a remote daemon dies or its link goes (its ssh session ends:
+# "failed to report back"), also when it could not start one at all; ssh's own line where it
+# could not reach the host; MPICH's Hydra when a proxy's connection (its ssh session) ends.
+NODE_LOST = (
+    (r"ssh: connect to host \S+ port \d+: .*", r"ssh: connect to host (\S+) port"),
+    (r"ssh: Could not resolve hostname \S+: .*", r"ssh: Could not resolve hostname ([^\s:]+)"),
+    (r"Timeout, server \S+ not responding\.?", r"Timeout, server (\S+) not responding"),
+    (r"Connection to \S+ closed by remote host\.?", r"Connection to (\S+) closed by remote host"),
+    (r"(?:PRTE|ORTE) has lost communication with a remote daemon\.?", r"Remote daemon:\s+\S+\s+on node\s+(\S+)"),
+    (r"A daemon failed to report back after being spawned\.?", r"Remote host:\s+(\S+)"),
+)
+
+
+def lost_node(log_text: str, how: str) -> Failure | None:
+    """node_failure, naming the host, where the launcher says it lost a node (or never reached
+    it); `how` the launcher ended (its exit code)."""
+    for words, host in NODE_LOST:
+        found = re.search(words, log_text)
+        if found:
+            named = re.search(host, log_text[found.start() :])
+            where = named.group(1) if named else "a node"
+            said = " ".join(found.group(0).split())
+            return Failure("node_failure", f"node {where} lost or unreachable ({how}): {said}")
+    return None
+
+
 # The scheduler's word for a job it ended (Slurm states, PBS Pro JOB_EXEC_KILL_* exit
 # statuses of OpenPBS job.h: -29 walltime, -26 vmem, -27 mem; -24/-25 ncpus and -28 cput
 # are other limits, scheduler_error with PBS's reason).
@@ -165,12 +195,17 @@ def classify(
         return Failure("walltime", f"walltime exceeded: stopped by {who} after {walltime or 'its walltime'}")
     if state in SCHEDULER_OOM:
         return Failure("out_of_memory", f"out of memory: the scheduler recorded {state}")
-    if exit_code == 0 and killed_for is None:
-        return None
     code = "unknown" if exit_code is None else str(exit_code)
     how = f"exit code {code}" + (f" ({SIGNAL_EXIT[exit_code]})" if exit_code in SIGNAL_EXIT else "")
     if killed_for:
         how = f"launcher hung after {killed_for!r} and was killed"
+    # A lost node is the cause of whatever its ranks' partners said next, and Open MPI 5 may
+    # even exit 0 after it lost a daemon (seen: a node's processes killed mid-run).
+    node = lost_node(log_text, how)
+    if node:
+        return node
+    if exit_code == 0 and killed_for is None:
+        return None
     for category, pattern, label in (
         ("out_of_memory", OUT_OF_MEMORY, "out of memory"),
         ("nccl_error", NCCL_ERROR, "NCCL error"),

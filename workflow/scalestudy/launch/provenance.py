@@ -28,7 +28,7 @@ from typing import Any
 
 from ..model import rank_probe
 from ..model.point import DEFAULT_PLACEMENT
-from ..model.rank_probe import parse_cpu_list, rank_lines
+from ..model.rank_probe import RENDEZVOUS_PREFIX, parse_cpu_list, rank_lines
 
 PROBE_PATH = str(Path(rank_probe.__file__).resolve())
 MCA_PARAMS_FILE = "mca-params.txt"
@@ -130,9 +130,12 @@ def registered_mca(run_dir: Path) -> dict[str, str] | None:
 def after_run(log_text: str, run_dir: Path) -> dict[str, Any]:
     ranks = rank_lines(log_text)
     versions = sorted(set(NCCL_VERSION.findall(log_text)))
+    meeting = re.search(rf"^{RENDEZVOUS_PREFIX} (\S+)$", log_text, re.M)
     return {
         "ranks": ranks,
         "node_list": sorted({r["host"] for r in ranks}),
+        # Where torch.distributed's ranks met (rank 0's init_method), for the apps that print it.
+        "rendezvous": meeting.group(1) if meeting else None,
         "nccl_version": versions[0] if len(versions) == 1 else (versions or None),
         "mca_registered": registered_mca(run_dir),
     }
@@ -184,7 +187,26 @@ def settings_proof(
         "ranks_reported": len(ranks),
         "bindings": bindings_text(ranks),
         "mca_source": "mpi_show_mca_params" if flavour == "openmpi" and mca_registered is not None else None,
+        "hosts": proof_per_host(point, ranks, problems, flavour),
     }
+
+
+def proof_per_host(point, ranks: list[dict[str, Any]], problems: list[str], flavour: str | None) -> dict[str, Any]:
+    """The proof host by host: its ranks, the settings each of them saw (the variables of the
+    flag set and the NCCL set, and the binding), and whether no problem names one of its ranks.
+    Open MPI's record of the parameters it registered is rank 0's (its host's); on every other
+    host a flag set is proven by the OMPI_MCA_ variables each rank saw."""
+    names = [*point.nccl_env, *(f"OMPI_MCA_{name}" if flavour == "openmpi" else name for name in point.mpi_flags)]
+    if point.binding != DEFAULT_PLACEMENT:
+        names.append(f"binding {point.binding}")
+    found: dict[str, Any] = {}
+    for rank in ranks:
+        host = found.setdefault(str(rank.get("host")), {"ranks": [], "settings": names, "verified": True})
+        host["ranks"].append(rank.get("rank"))
+        where = f"rank {rank.get('rank')} on {rank.get('host')}"
+        if any(f"{where} " in f"{problem} " for problem in problems):
+            host["verified"] = False
+    return found
 
 
 # How many of each object a rank bound to `binding` may span (per thread of the rank for

@@ -32,7 +32,7 @@ from ..model.metrics import WALLTIME_USED
 from ..model.order import order_record
 from ..model.paths import LAUNCH_SCRIPT, METRICS, REPO_ROOT, STDOUT, Layout
 from ..model.point import Point
-from ..model.rank_probe import die_with_parent
+from ..model.rank_probe import LAUNCH_TMPDIR_PREFIX, die_with_parent
 from ..model.record import DEFINITION, definition
 from ..model.units import gib_in_gb
 from ..results import retry
@@ -402,10 +402,11 @@ def launcher_dies_with_runner() -> None:
 # start", exit 213 (seen in CI; reproduced by handing a new mpirun a dead one's pid). So each
 # Open MPI launch gets a TMPDIR of its own, removed when it ends: nothing it leaves meets a
 # later one. (PMIx 5 meets over TCP: a long TMPDIR is no socket-path limit; 155 characters
-# ran.) Open MPI passes a rank only the variables it is told to (-x), so ranks on other nodes
-# keep their own TMPDIR; MPICH's Hydra passes every variable to every node, where this
-# directory does not exist, so its launches keep the job's.
-LAUNCH_TMPDIR_PREFIX = "scalestudy-launch-"
+# ran.) It is made on the first node only, whose ranks use it too; a rank on another node gets
+# its own node's TMPDIR (model.rank_probe.node_tmpdir: the one its node's daemon got; where that
+# is this folder, missing there, as srun starting Open MPI's daemons with the launcher's
+# environment gives it, the job's TMPDIR it was made in). MPICH's Hydra passes every variable
+# to every node: its launches keep the job's TMPDIR.
 
 
 @contextlib.contextmanager

@@ -12,9 +12,10 @@ OMPI_*/NCCL_*/... variables it was given, and the CPUs it may run on (its affini
 how many cores, sockets and NUMA nodes they span) beside those of the process that started
 it (the launcher's daemon, which no binding restricts): the record of which hosts ran, the
 proof that a flag set's variables reached every rank, and of the binding each rank got.
-Then it exec()s the command, so the app keeps this process (same pid, same environment)
-and nothing else changes, except that the rank now dies with the process that started it
-(`die_with_parent`): a launcher or daemon killed outright takes its ranks with it.
+Then it exec()s the command, so the app keeps this process (same pid, same environment
+but the Slurm step's variables, `without_slurm_step`) and nothing else changes, except that
+the rank now dies with the process that started it (`die_with_parent`): a launcher or daemon
+killed outright takes its ranks with it.
 A stand-alone script (standard library only) run by path: it needs nothing on
 PYTHONPATH on the compute nodes. `rank_lines` reads the lines back (provenance, apps).
 """
@@ -30,6 +31,9 @@ import socket
 import sys
 
 RANK_PREFIX = "scalestudy-rank"
+# The line rank 0 of a torch.distributed app prints with the address its ranks meet at
+# (init_method): across nodes, the first node's host name, never localhost.
+RENDEZVOUS_PREFIX = "scalestudy-rendezvous"
 # Variables that show which MPI/NCCL settings reached the rank and where it ran.
 ENV_PREFIXES = (
     "OMPI_MCA_",
@@ -46,6 +50,19 @@ ENV_PREFIXES = (
     "PBS_JOBID",
     "OMP_NUM_THREADS",
     "CUDA_VISIBLE_DEVICES",
+    # The rank's own scratch directory: a node's own TMPDIR on every node, not the first node's.
+    "TMPDIR",
+)
+# The Slurm variables a rank keeps: the job's identity (those Snakemake's Slurm job step keeps
+# too) and where Slurm's configuration is. Every other SLURM_* a rank has describes the Slurm
+# step its launcher's daemon was started in (Open MPI's and Hydra's `srun` per remote node:
+# SLURM_PROCID=0, SLURM_NNODES=1 on each), not the point, and an app that takes them for its
+# own goes wrong (Lightning picks its SLURM environment on such a rank only: "You set
+# num_nodes=2 in Lightning, but the number of nodes configured in SLURM --nodes=1 does not
+# match"); the launcher's MPI variables say the rank and world.
+SLURM_KEPT = (
+    *("SLURM_JOB_ID", "SLURM_JOBID", "SLURM_CLUSTER_NAME", "SLURM_SUBMIT_DIR", "SLURM_SUBMIT_HOST"),
+    "SLURM_CONF",
 )
 # Open MPI bookkeeping that says nothing about the user's settings.
 ENV_NOISE = ("OMPI_MCA_PREFIXES",)
@@ -143,6 +160,16 @@ def report(also: tuple[str, ...] = ()) -> dict:
     }
 
 
+def without_slurm_step(environ: dict[str, str]) -> dict[str, str]:
+    """The environment the rank's command gets: `environ` without the Slurm step's variables
+    (SLURM_KEPT and job arrays' SLURM_ARRAY_* stay)."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if not name.startswith("SLURM_") or name in SLURM_KEPT or name.startswith("SLURM_ARRAY_")
+    }
+
+
 def rank_lines(log_text: str) -> list[dict]:
     """Every rank's `scalestudy-rank {...}` line (rank, host, pid, the environment it saw)."""
     found = []
@@ -154,6 +181,36 @@ def rank_lines(log_text: str) -> list[dict]:
             except json.JSONDecodeError:
                 continue  # a line cut off (the log was truncated) is not evidence
     return sorted(found, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
+
+
+# The prefix of the TMPDIR of a launch of its own (launch.runner.launch_tmpdir), made on the
+# first node only, for the launcher's session files.
+LAUNCH_TMPDIR_PREFIX = "scalestudy-launch-"
+
+
+def parent_environment(pid: int) -> dict[str, str] | None:
+    """The environment process `pid` started with (/proc), or None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            entries = handle.read().split(b"\0")
+    except OSError:
+        return None
+    return dict(e.decode(errors="replace").split("=", 1) for e in entries if b"=" in e)
+
+
+def node_tmpdir(environ, daemon: dict[str, str] | None) -> str | None:
+    """This rank's TMPDIR: the one its node's daemon (the process that started the rank: Open
+    MPI's prted, Hydra's proxy, started on that node with the node's own environment; on the
+    first node the launcher itself) was given, else its own. Where that is the launch's own
+    folder (launch.runner.launch_tmpdir, made on the first node) and no folder here (another
+    node, whose daemon a launcher that passes on every variable started: srun under Slurm), the
+    job's TMPDIR it was made in. On the first node the ranks keep the launch's folder: whatever
+    they leave there (torch's rendezvous file named after the launch) goes with it. None where
+    that is no folder on this node (TMPDIR is left as it is)."""
+    found = (daemon or {}).get("TMPDIR") or environ.get("TMPDIR")
+    if found and not os.path.isdir(found) and os.path.basename(found.rstrip("/")).startswith(LAUNCH_TMPDIR_PREFIX):
+        found = os.path.dirname(found.rstrip("/"))
+    return found if found and os.path.isdir(found) else None
 
 
 # prctl(2): the signal the kernel sends this process when its parent (the thread that
@@ -189,13 +246,17 @@ def main(argv: list[str]) -> int:
     if not argv:
         print(f"usage: python {sys.argv[0]} [--also NAME,...] [--] COMMAND [ARGS...]", file=sys.stderr)
         return 2
+    # The node's own scratch folder, not the first node's (a launcher may pass on every variable).
+    tmpdir = node_tmpdir(os.environ, parent_environment(os.getppid()))
+    if tmpdir:
+        os.environ["TMPDIR"] = tmpdir
     # One write, so that lines of ranks sharing the launcher's output do not interleave.
     sys.stdout.write(f"{RANK_PREFIX} {json.dumps(report(also), sort_keys=True)}\n")
     sys.stdout.flush()
     # A rank outlives no launcher: Open MPI's ranks spin on after prterun is killed outright.
     die_with_parent(signal.SIGKILL)
     try:
-        os.execvp(argv[0], argv)
+        os.execvpe(argv[0], argv, without_slurm_step(dict(os.environ)))
     except OSError as error:
         print(f"{RANK_PREFIX}: cannot run {argv[0]}: {error}", flush=True)
         return 127

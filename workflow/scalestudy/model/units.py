@@ -10,7 +10,8 @@ a comment naming the foreign unit:
   the site's request numbers and are written to the scheduler as they are
   (config.clusters: `Cluster.device_memory` converts them for the memory check);
 - the kernel counts bytes (sysconf) or KiB (getrusage's ru_maxrss, /proc), Snakemake's
-  mem_mb MB (10^6 bytes).
+  mem_mb MB (10^6 bytes); Snakemake's Slurm plugin writes mem_mb as `sbatch --mem N`, which
+  Slurm reads as MiB (2^20 bytes): the run rules give it in MiB (plan.point_resources).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ GB = 10**9  # bytes
 GIB = 2**30  # bytes: a batch system's (and a cluster file's) "GB"
 KIB = 2**10  # bytes: getrusage's ru_maxrss on Linux
 MB = 10**6  # bytes: Snakemake's mem_mb
+MIB = 2**20  # bytes: Slurm's "M", the unit of `sbatch --mem N` (which the Slurm plugin writes mem_mb as)
 
 # How every memory figure's unit is spelt (model.metrics.declare, table headers).
 MEMORY_UNIT = "GB (10^9 bytes)"

