@@ -19,7 +19,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -65,16 +64,10 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
-def versions() -> dict[str, str]:
+def versions() -> dict[str, str | None]:
     """Versions of the packages every app declares (App.packages), so that runs of all apps compare."""
-    found = {}
     packages = dict.fromkeys([*BASE_PACKAGES, *(name for app in APPS.values() for name in app.packages)])
-    for package in packages:
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            continue
-    return found
+    return evidence.installed_versions(packages)
 
 
 def git_commit() -> str | None:
