@@ -213,6 +213,8 @@ def run_row(metrics: dict, path: Path | None = None) -> dict:
     row["status"] = metrics.get("status", "failed")
     row["reason"] = metrics.get("reason") or ""
     row["category"] = metrics.get("category") or ""
+    # An ok run whose launch failed after its complete result: the failure's category.
+    row["exit_failure"] = (metrics.get("exit_failure") or {}).get("category") or ""
     for name, value in (metrics.get("figures") or {}).items():
         if isinstance(value, int | float) and not isinstance(value, bool):
             row[name] = value
