@@ -207,7 +207,8 @@ class Plan:
         jobs to submit may cost (on a cluster; not for a report, which submits none)."""
         forced = self.forced_points(forcing)
         report_only = self.asks_report_only(forcing)
-        lines = [history.summary_line(self.survey, report_only, len(forced))]
+        excluded = sum(self.study.sweep.excluded.values())
+        lines = [history.summary_line(self.survey, report_only, len(forced), excluded)]
         if self.packs and not report_only:
             packed = sum(len(pack.points) for pack in self.packs)
             names = ", ".join(pack.name for pack in self.packs)

@@ -233,11 +233,14 @@ def newer_input(paths: Sequence[str], since: float, mtimes: dict[str, float | No
     return False
 
 
-def summary_line(found: Survey, report_only: bool = False, forced: int = 0) -> str:
+def summary_line(found: Survey, report_only: bool = False, forced: int = 0, excluded: int = 0) -> str:
     """One line before Snakemake's own output: points per study and in total, and how many
     run jobs (batch jobs on a cluster) the invocation submits, and why. `forced`: finished
-    points Snakemake was told to run again (--forceall, --forcerun, --force)."""
+    points Snakemake was told to run again (--forceall, --forcerun, --force); `excluded`:
+    points the studies' `exclude` and `zip` left out of their cross products."""
     studies = ", ".join(f"{name} {n}" for name, n in found.points.items())
+    if excluded:
+        studies += f"; {excluded} left out by exclude/zip"
     counts = [f"{found.counts[reason]} {text}" for reason, text in REASONS.items() if found.counts[reason]]
     if forced and not report_only:
         counts.append(f"{forced} {FORCED}")
