@@ -171,3 +171,22 @@ def test_budget_su_total_must_be_a_positive_number(shipped, budget):
 def test_no_budget_no_refusal():
     result = forecast([], clusters.load("gadi"))
     assert budget_problems(result, None) == [] and forecast_lines(result) == []
+
+
+def test_the_opening_line_forecast_and_budget_count_what_the_targets_run(shipped, tmp_path):
+    """`snakemake ... -- <results>/hoomd-wca/runs.csv` under budget_su_total 3000: the sweep would
+    cost 16,122 SU, hoomd-wca alone 2,352 SU; the line and the forecast name hoomd-wca's 18 jobs."""
+    plan = gadi_plan(shipped, tmp_path, budget_su_total=3000)
+    assert plan.budget_problems(Forcing()) != []  # the whole sweep
+    runs_csv = Forcing(targets=frozenset({str(tmp_path / "results/hoomd-wca/runs.csv")}))
+    assert plan.budget_problems(runs_csv) == []
+    line, *forecast_line = plan.summary_lines(runs_csv)
+    assert line.startswith("scalestudy: 18 points (hoomd-wca 18; 18 left out by exclude/zip); 18 run jobs to submit")
+    assert "hoomd-wca 2,352.0 SU (18 jobs); total 2,352.0 SU" in forecast_line[0]
+    two = Forcing(targets=frozenset({str(tmp_path / f"results/{s}/runs.csv") for s in ("hoomd-wca", "collectives")}))
+    assert plan.summary_lines(two)[0].startswith("scalestudy: 36 points (hoomd-wca 18, collectives 18;")
+    point = next(p for p in plan.study.points if p.study == "lammps-wca")
+    one = Forcing(targets=frozenset({plan.layout.metrics(point.study, point.id)}))
+    assert plan.summary_lines(one)[0].startswith("scalestudy: 1 points (lammps-wca 1;")
+    # The report, or anything else, needs every point.
+    assert plan.summary_lines(Forcing(targets=frozenset({"all"})))[0].startswith("scalestudy: 151 points")
