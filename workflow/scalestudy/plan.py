@@ -242,8 +242,8 @@ class Plan:
         not for a report, which submits none)."""
         forced = self.forced_points(forcing)
         report_only = self.asks_report_only(forcing)
-        excluded = sum(self.study.sweep.excluded.values())
         survey, _, _, packs = self.narrowed(forcing)
+        excluded = sum(n for study, n in self.study.sweep.excluded.items() if study in survey.points)
         lines = [history.summary_line(survey, report_only, len(forced), excluded)]
         if packs and not report_only:
             packed = sum(len(pack.points) for pack in packs)
