@@ -9,12 +9,21 @@
     number of jobs. Target: <= 1.3. Both quiet (`-q`: the job counts only) unless
     --listing (every job printed, as a plain `snakemake -n` does); --profile runs
     scalestudy's side through profiles/local (what users type).
+(c) runner overhead per run job: the CPU time (user + system, the runner and everything it
+    starts) of `python -m scalestudy run-point` on a 2-rank ping-pong point, less that of its
+    launch (mpirun and its ranks: the runner's children's CPU time when the launcher was reaped
+    less when it started): what the runner costs from its start to the launcher's start and
+    from the launcher's end to the record written (imports, probes, parsing, the record). Wall
+    time the same way. This checkout against
+    another revision (--before, default 25b3435: every app module imported at start, torch
+    with them), side by side, alternating, median of --runs pairs. Target: <= 0.3 s of CPU.
 
 Run from the repository root with the venv active:
     python benchmarks/overhead.py            # both
     python benchmarks/overhead.py --only b   # only the dry-run ratio
     python benchmarks/overhead.py --only b --points 100000 --repeats 1 --profile --listing
     python benchmarks/overhead.py --only b --points 200 --repeats 1   # a smoke run (the tests do this)
+    python benchmarks/overhead.py --only c --runs 5  # runner overhead, this checkout against 25b3435
 Each figure is printed with its ratio and target.
 """
 
@@ -22,7 +31,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -143,21 +154,116 @@ def dry_run_ratio(workdir: Path, repeats: int, points: int, profile: bool = Fals
         )
 
 
+# Runs `python -m scalestudy ...` with the launcher's Popen watched: the CPU time the runner's
+# children had used when the launcher started and when it was reaped, and the wall time
+# between. The launch (mpirun and its ranks) is what those differences hold; everything else
+# the process and its other children (probes) used is the runner's own cost.
+WATCHED_RUNNER = """
+import json, os, resource, runpy, subprocess, sys, time
+def cpu(who):
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+marks = {}
+class Watched(subprocess.Popen):
+    def __init__(self, args, *rest, **kwargs):
+        self.launch = any("rank_probe" in str(word) for word in args) and "launch_cpu_start" not in marks
+        if self.launch:
+            marks["launch_cpu_start"], marks["launch_wall_start"] = cpu(resource.RUSAGE_CHILDREN), time.perf_counter()
+        super().__init__(args, *rest, **kwargs)
+    def _handle_exitstatus(self, *args, **kwargs):
+        super()._handle_exitstatus(*args, **kwargs)
+        if self.launch and "launch_cpu_end" not in marks:
+            marks["launch_cpu_end"], marks["launch_wall_end"] = cpu(resource.RUSAGE_CHILDREN), time.perf_counter()
+subprocess.Popen = Watched
+sys.argv = ["scalestudy", *sys.argv[1:]]
+try:
+    runpy.run_module("scalestudy", run_name="__main__", alter_sys=True)
+except SystemExit:
+    pass
+marks["cpu_end"] = cpu(resource.RUSAGE_SELF) + cpu(resource.RUSAGE_CHILDREN)
+marks["wall_end"] = time.perf_counter()
+with open(os.environ["SCALESTUDY_BENCH_MARKS"], "w") as out:
+    json.dump(marks, out)
+"""
+
+
+def checkout_of(revision: str, folder: Path) -> Path:
+    """The package and config of `revision` (git archive), in `folder`."""
+    folder.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", revision, "workflow", "config"],
+                             check=True, capture_output=True).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
+
+
+def runner_overhead(workdir: Path, before: str, runs: int) -> None:
+    sys.path.insert(0, str(REPO / "workflow"))
+    from scalestudy.study import load
+
+    study = {"app": "pingpong", "nodes": [1], "ranks_per_node": [2],
+             "params": {"iterations": 50, "warmup": 5, "max_bytes": 4096}}  # fmt: skip
+    point = load({"cluster": "local", "results_dir": str(workdir), "studies": {"s": study}}).sweep.points[0]
+    trees = {"this checkout": REPO, before: checkout_of(before, workdir / "before")}
+    figures: dict[str, list[tuple[float, float]]] = {label: [] for label in trees}
+    # Round 0 is a warm-up, not counted: the first run of each tree writes its bytecode.
+    for round_ in range(runs + 1):
+        for label, tree in trees.items():
+            run_dir = workdir / f"run-{round_}-{label.replace(' ', '-')}"
+            env = {**os.environ, "PYTHONPATH": str(tree / "workflow")}
+            # As Python runs by default (a site's install has its bytecode): not recompiled per job.
+            for name in ("SCALESTUDY_CLUSTERS_DIR", "PYTHONDONTWRITEBYTECODE"):
+                env.pop(name, None)
+            command = [sys.executable, "-c", WATCHED_RUNNER, "run-point", "--point", point.to_json(),
+                       "--walltime-s", "300", "--cluster", "local", "--metrics", str(run_dir / "metrics.json"),
+                       "--results-dir", str(workdir)]  # fmt: skip
+            marks = workdir / "marks.json"
+            env["SCALESTUDY_BENCH_MARKS"] = str(marks)
+            start = time.perf_counter()
+            subprocess.run(command, check=True, env=env, cwd=workdir, stdout=subprocess.DEVNULL)
+            wall = time.perf_counter() - start
+            status = json.loads((run_dir / "metrics.json").read_text())["status"]
+            assert status == "ok", (label, (run_dir / "stdout.log").read_text()[-2000:])
+            seen = json.loads(marks.read_text())
+            launch_cpu = seen["launch_cpu_end"] - seen["launch_cpu_start"]
+            launch_wall = seen["launch_wall_end"] - seen["launch_wall_start"]
+            if round_:
+                figures[label].append((wall - launch_wall, seen["cpu_end"] - launch_cpu))
+            shutil.rmtree(run_dir)
+    load_1 = os.getloadavg()[0]
+    for kind, name in ((1, "CPU"), (0, "wall")):
+        medians = {label: statistics.median(run[kind] for run in pairs) for label, pairs in figures.items()}
+        for label, pairs in figures.items():
+            print(f"(c) runner {name} overhead per run job, {label}: median {medians[label]:.2f} s "
+                  f"({', '.join(f'{run[kind]:.2f}' for run in pairs)}; n={runs})")  # fmt: skip
+        now, then = medians["this checkout"], medians[before]
+        ratio = f"{now / then:.3f}" if then > 0 else "n/a"
+        target = "  (target <= 0.3 s)" if kind == 1 else ""
+        print(f"(c) {name}: this checkout / {before} = {ratio}{target}")
+    print(
+        f"(c) definition: run-point's time (the process and all it started, from the interpreter's start to the "
+        f"record written) less the launch's (mpirun and its ranks); load average {load_1:.1f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["a", "b"])
+    parser.add_argument("--only", choices=["a", "b", "c"])
     parser.add_argument("--max-steps", type=int, default=70, help="(a) steps per point; 70 gives >= 30 s points")
     parser.add_argument("--repeats", type=int, default=5, help="(b) dry runs of each; the best is used")
     parser.add_argument("--points", type=int, default=10_000, help="(b) points of the generated sweep")
     parser.add_argument("--profile", action="store_true", help="(b) scalestudy's dry run through profiles/local")
     parser.add_argument("--listing", action="store_true", help="(b) list every job (no -q), on both sides")
+    parser.add_argument("--runs", type=int, default=5, help="(c) run jobs of each side; the median is used")
+    parser.add_argument("--before", default="25b3435", help="(c) the revision compared with this checkout")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="scalestudy-bench-") as tmp:
-        for part in ("b", "a"):
+        for part in ("b", "a", "c"):
             if args.only in (None, part):
                 (Path(tmp) / part).mkdir()
         if args.only in (None, "b"):
             dry_run_ratio(Path(tmp) / "b", args.repeats, args.points, args.profile, args.listing)
+        if args.only in (None, "c"):
+            runner_overhead(Path(tmp) / "c", args.before, args.runs)
         if args.only in (None, "a"):
             study_overhead(Path(tmp) / "a", args.max_steps)
 

@@ -69,9 +69,12 @@ def study(tmp_path_factory, request):
                 "repeats": 1,
                 "params": {"model": ["mlp"], "strategy": ["ddp", "pipeline"], "epochs": 2, "samples": 64},
             },
-            # allreduce through mpi and gloo, default and ring, up to 2 MiB (every size band)
+            # allreduce through mpi and gloo, default and ring, up to 2 MiB (every size band); the
+            # ring set acts on MPI's allreduce only: not planned for gloo (the shipped exclude
+            # names alltoall and recursive doubling, which this overlay leaves out, so its own)
             "collectives": {
                 "mpi_flags": ["default", "allreduce-ring"],
+                "exclude": [{"backend": "gloo", "mpi_flags": "allreduce-ring"}],
                 "params": {"operation": ["allreduce"], "max_bytes": 2097152},
             },  # fmt: skip
         },
@@ -114,7 +117,7 @@ def test_dry_run_lists_one_job_per_point(study):
     assert counts["run_litgpt"] == "6"
     assert counts["run_lammps"] == "6"  # lammps-wca 2, lammps-placement 2 bindings x 2 repeats
     assert counts["run_hoomd"] == "4"
-    assert counts["run_collectives"] == "8"  # 2 backends x 2 flag sets x 2 repeats
+    assert counts["run_collectives"] == "6"  # 2 backends x 2 flag sets x 2 repeats, less gloo with ring
     # The initial states (N = 1000 strong, 500 and 1000 weak) only where jobs can import hoomd.
     assert counts.get("hoomd_initial_state", "0") == ("2" if HOOMD else "0")
     assert counts["litgpt_tiny_assets"] == "1"
@@ -272,7 +275,7 @@ def test_the_placement_study_records_each_ranks_cpus_and_has_a_verdict(study):
 def test_collectives_curves_over_message_size_and_their_verdicts_per_band(study):
     results = study["results"]
     runs = pd.read_csv(results / "collectives/runs.csv")
-    assert sorted(runs["status"]) == ["ok"] * 8, runs["reason"].tolist()
+    assert sorted(runs["status"]) == ["ok"] * 6, runs["reason"].tolist()
     sizes = [row["size_bytes"] for row in json.loads(runs["size_table"].iloc[0])]
     assert sizes == [4 << k for k in range(20)]  # 4 B ... 2 MiB
     page = (results / "report/index.md").read_text()

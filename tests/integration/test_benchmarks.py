@@ -20,6 +20,19 @@ def test_planning_overhead_runs_and_prints_its_ratio():
     assert "(b) wall ratio " in run.stdout and "(b) CPU ratio " in run.stdout
 
 
+def test_runner_overhead_runs_and_prints_its_ratio():
+    run = benchmark("overhead.py", "--only", "c", "--runs", "1")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "(c) runner CPU overhead per run job, this checkout: median" in run.stdout
+    assert "(c) CPU: this checkout / 25b3435 = " in run.stdout
+
+
+def test_exit_abort_runs_and_prints_its_counts():
+    run = benchmark("exit_abort.py", "--launches", "1", "--busy", "1")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "this checkout: 1 launches, 0 aborts after the result" in run.stdout and "load average" in run.stdout
+
+
 def test_qstat_per_round_runs_and_prints_its_ratio():
     run = benchmark("qstat_per_round.py", "--jobs", "5", "--rounds", "2", "--seconds-between-rounds", "2.5")
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]

@@ -185,6 +185,8 @@ def test_pingpong_and_lammps_at_2_ranks_per_node_end_ok_with_one_qstat_per_round
     assert {r["resources"]["charge_rate"] for r in done.values()} == {
         yaml.safe_load((workdir / "site" / f"{cluster}.yaml").read_text())["queues"]["normal"]["charge_rate"]
     }
+    if cluster == "gadi":
+        assert charged_as_qstat_says(workdir) == 4
     registry = workdir / ".snakemake/scalestudy-pbs/jobs.jsonl"
     job_ids = {json.loads(line)["id"] for line in registry.read_text().splitlines()}
     rounds = qstat_rounds(started, job_ids)
@@ -199,6 +201,28 @@ def test_pingpong_and_lammps_at_2_ranks_per_node_end_ok_with_one_qstat_per_round
 def qstat_json(job_id: str) -> dict:
     out = subprocess.run([PBS_BIN / "qstat", "-x", "-f", "-F", "json", job_id], capture_output=True, text=True)
     return json.loads(out.stdout)["Jobs"][job_id]
+
+
+def charged_as_qstat_says(workdir: Path) -> int:
+    """Every batch job's points are charged, together, the resources_used.walltime that
+    `qstat -x -f` reports for the job (within 1 s) x the site's rate x the job's ncpus; returns
+    how many jobs were checked."""
+    from scalestudy.model.timefmt import hms_seconds
+
+    rate = yaml.safe_load((workdir / "site/gadi.yaml").read_text())["queues"]["normal"]["charge_rate"]
+    registry = workdir / ".snakemake/scalestudy-pbs/jobs.jsonl"
+    jobs = [json.loads(line) for line in registry.read_text().splitlines()]
+    for job in jobs:
+        said = qstat_json(job["id"])
+        walltime = float(hms_seconds(said["resources_used"]["walltime"]))
+        ncpus = int(said["Resource_List"]["ncpus"])
+        paths = [entry["metrics"] for entry in job["pack"]] if job.get("pack") else [job["metrics"]]
+        used = [json.loads(Path(path).read_text())["resources"] for path in paths]
+        assert sum(u.get("batch_walltime_used_s", 0.0) for u in used) == pytest.approx(walltime, abs=1.0), used
+        assert sum(u["service_units"] for u in used) == pytest.approx(
+            rate * ncpus * walltime / 3600, abs=rate * ncpus / 3600
+        )
+    return len(jobs)
 
 
 def test_ctrl_c_with_queued_jobs_then_a_rerun_runs_the_interrupted_points(openpbs, workdir):
@@ -261,6 +285,7 @@ def test_a_packed_study_runs_in_one_batch_job_interleaved_one_point_after_anothe
     assert all(a["finished"] <= b["started"] for a, b in zip(order, order[1:], strict=False))
     page = (workdir / "results/report/index.md").read_text()
     assert f"batch job {order[0]['provenance']['job_id']}: " in page
+    assert charged_as_qstat_says(workdir) == 1
 
 
 def rank_pids(workdir: Path) -> list[int]:
@@ -317,13 +342,14 @@ def test_a_walltime_kill_by_pbs_leaves_no_rank_and_records_the_point(openpbs, wo
     for record in done:
         if record.get("stop_signal"):
             assert record["stop_signal"] == "SIGTERM" and record["category"] == "walltime", record
-            assert record["resources"]["service_units_source"] == "estimated", record
+            assert record["resources"]["service_units_source"] == "scheduler", record
         elif "ended before this point wrote metrics.json" in record["reason"]:
             # PBS's kill came as the point's runner started, before it could write a record: the
             # status command writes it from PBS's Exit_status, with the time the job ran.
             assert record["category"] == "walltime" and "Exit_status -29" in record["reason"], record
         else:
             assert "stopped by scalestudy" in record["reason"] or "never started" in record["reason"], record
+    assert charged_as_qstat_says(workdir) == 1
 
 
 def test_qdel_of_a_running_job_leaves_no_rank(openpbs, workdir):
@@ -352,3 +378,5 @@ def test_qdel_of_a_running_job_leaves_no_rank(openpbs, workdir):
     assert ranks_running(pids) == [], "ranks outlived the deleted job"
     (record,) = records(workdir).values()
     assert record["status"] == "failed" and record["category"] == "scheduler_error", output[-2000:]
+    assert "Exit_status 271: deleted (qdel) or ended by SIGTERM" in record["reason"], record["reason"]
+    assert charged_as_qstat_says(workdir) == 1

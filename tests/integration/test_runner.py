@@ -128,3 +128,41 @@ def test_any_other_bug_still_leaves_metrics(tmp_path, monkeypatch):
     metrics = metrics_of(tmp_path / "run")
     assert metrics["status"] == "failed" and metrics["reason"] == "scalestudy error: RuntimeError('cannot build')"
     assert metrics["category"] == "scalestudy_error"
+
+
+def torch_parallel_point():
+    params = {"model": "mlp", "strategy": "ddp", "mode": "throughput", "device": "cpu", "batch_size": 16}
+    return point(app="torch-parallel", gpus_per_node=0, ranks_per_node=2, nodes=1, params=params, mpi_flags={},
+                 nccl_env={})  # fmt: skip
+
+
+def test_a_rank_that_dies_at_exit_after_the_complete_result_keeps_the_figures(tmp_path, data_dir):
+    """The local study's torch-parallel abort: the result printed, then a rank's teardown hit
+    std::terminate (SIGABRT, Open MPI's 'exited on signal 6'): the run's figures stand, with
+    the exit failure beside them."""
+    log = data_dir / "torch-parallel-mlp-ddp-throughput-2ranks.log"
+    body = f"""
+    print(open({str(log)!r}).read())
+    print("terminate called without an active exception")
+    print("prterun noticed that process rank 1 with PID 123 on node vm exited on signal 6 (Aborted).")
+    raise SystemExit(134)
+    """
+    run_point(torch_parallel_point(), tmp_path / "run", cluster_with(fake_launcher(tmp_path, body)))
+    metrics = metrics_of(tmp_path / "run")
+    assert metrics["status"] == "ok" and metrics["category"] is None, metrics["reason"]
+    assert metrics["figures"]["samples_per_s"] > 0
+    assert metrics["exit_code"] == 134 and metrics["exit_failure"]["category"] == "mpi_abort"
+    assert metrics["reason"].startswith("result complete, then failed at exit: MPI job aborted or lost a rank")
+
+
+def test_a_rank_that_dies_before_the_result_fails_the_run(tmp_path, data_dir):
+    log = data_dir / "torch-parallel-mlp-ddp-throughput-2ranks.log"
+    body = f"""
+    text = open({str(log)!r}).read()
+    print("\\n".join(line for line in text.splitlines() if not line.startswith("scalestudy-torch-result")))
+    print("prterun noticed that process rank 1 with PID 123 on node vm exited on signal 6 (Aborted).")
+    raise SystemExit(134)
+    """
+    run_point(torch_parallel_point(), tmp_path / "run", cluster_with(fake_launcher(tmp_path, body)))
+    metrics = metrics_of(tmp_path / "run")
+    assert metrics["status"] == "failed" and metrics["category"] == "mpi_abort" and "exit_failure" not in metrics

@@ -102,12 +102,13 @@ def test_dry_mode_prints_the_exact_qsub_line_of_every_point(tmp_path):
     forecast, *lines = plan.stdout.splitlines()
     # The sweep's cost forecast first, as a shell comment (the output stays a script).
     assert (
-        forecast.startswith("# scalestudy: cost forecast for the sweep (169 points) on gadi")
-        and "16,140.0 SU" in forecast
+        forecast.startswith("# scalestudy: cost forecast for the sweep (151 points) on gadi")
+        and "16,122.0 SU" in forecast
     )
     # LitGPT 2 x 8, HOOMD strong 18 and weak 9, LAMMPS 18 (nodes x flag sets x repeats),
-    # torch-parallel 72 (3 models x 4 strategies x 2 nodes x 3 repeats).
-    assert len(lines) == 16 + 18 + 9 + 18 + 72 + 36
+    # torch-parallel 72 (3 models x 4 strategies x 2 nodes x 3 repeats), collectives 18 (36 less
+    # the allreduce algorithms' sets with gloo or alltoall, which the study excludes).
+    assert len(lines) == 16 + 18 + 9 + 18 + 72 + 18
     assert lines[0] == (
         "qsub -P ab12 -q gpuvolta -l ncpus=48,ngpus=4,mem=382GB,walltime=01:05:00,jobfs=10GB,"
         "storage=scratch/ab12+gdata/ab12 -N litgpt-full.n1g4.d.d.r1 -j oe "
@@ -200,7 +201,7 @@ def test_the_budget_refuses_the_jobs_to_submit_and_never_the_report(tmp_path):
     assert dry.returncode != 0
     (line,) = [line for line in sweep_lines(dry) if line.startswith("sweep error")]
     assert line.startswith(
-        "sweep error: budget_su_total: the 169 run jobs to submit may cost up to 16,140.0 SU on gadi"
+        "sweep error: budget_su_total: the 151 run jobs to submit may cost up to 16,122.0 SU on gadi"
     )
     report = profile_dry_run(tmp_path, "gadi", *files, targets=("report",))
     assert report.returncode == 0, report.stderr[-2000:]

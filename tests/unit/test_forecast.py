@@ -41,13 +41,14 @@ def test_the_shipped_sweep_on_gadi_per_study_and_in_total(shipped):
     assert result.maximum["hoomd-wca"] == pytest.approx(6 * 2 * (48 + 96 + 192) * 35 / 60)
     # torch-parallel on gpuvolta: 12 model x strategy points x 3 repeats at 1 and 2 nodes of 48 cores, 25 min.
     assert result.maximum["torch-parallel"] == pytest.approx(36 * 3 * (48 + 96) * 25 / 60)
-    # collectives on normal: 2 operations x 2 backends x 3 flag sets x 3 repeats, 2 cores, rate 2, 15 min.
-    assert result.maximum["collectives"] == pytest.approx(36 * 2 * 2 * 15 / 60)
-    assert result.total == pytest.approx(sum(result.maximum.values())) == pytest.approx(16140.0)
+    # collectives on normal: 2 operations x 2 backends x 3 flag sets x 3 repeats less the allreduce
+    # algorithms' sets with gloo or alltoall (exclude: 6 x 3), 2 cores, rate 2, 15 min.
+    assert result.maximum["collectives"] == pytest.approx(18 * 2 * 2 * 15 / 60)
+    assert result.total == pytest.approx(sum(result.maximum.values())) == pytest.approx(16122.0)
     assert result.jobs["hoomd-wca"] == 18 and result.expected_points == 0
     (line,) = forecast_lines(result)
     assert line.startswith("scalestudy: cost forecast for the sweep on gadi, at most (request x (walltime + margin)")
-    assert "hoomd-wca 2,352.0 SU (18 jobs)" in line and line.endswith("total 16,140.0 SU")
+    assert "hoomd-wca 2,352.0 SU (18 jobs)" in line and line.endswith("total 16,122.0 SU")
 
 
 def test_a_points_maximum_is_its_request_at_the_batch_walltime(shipped):
@@ -75,7 +76,7 @@ def test_expected_units_come_from_the_measured_walltime_of_earlier_runs(shipped,
     # The other two repeats of that scale and variant: 48 cores x rate 2 x 10 minutes each.
     assert result.expected_points == 2 and result.expected == pytest.approx(2 * 2 * 48 * 600 / 3600)
     assert forecast_lines(result)[1] == (
-        "scalestudy: expected from the measured walltime of earlier runs of the same points: 32.0 SU for 2 of 168 jobs"
+        "scalestudy: expected from the measured walltime of earlier runs of the same points: 32.0 SU for 2 of 150 jobs"
     )
 
 
@@ -105,12 +106,12 @@ def gadi_plan(shipped, tmp_path, **settings) -> Plan:
 def test_jobs_to_submit_over_the_budget_are_refused_naming_the_costliest_studies(shipped, tmp_path):
     plan = gadi_plan(shipped, tmp_path, budget_su_total=5000)
     assert plan.budget_problems() == [
-        "budget_su_total: the 169 run jobs to submit may cost up to 16,140.0 SU on gadi (request x (walltime + "
+        "budget_su_total: the 151 run jobs to submit may cost up to 16,122.0 SU on gadi (request x (walltime + "
         "margin) x charge rate), over the budget of 5,000.0 SU; costliest: torch-parallel 6,480.0 SU, hoomd-wca "
         "2,352.0 SU, lammps-wca 2,352.0 SU (fewer repeats, scales or variants, shorter walltimes, or a larger "
         "budget_su_total)"
     ]
-    assert gadi_plan(shipped, tmp_path, budget_su_total=16140).budget_problems() == []
+    assert gadi_plan(shipped, tmp_path, budget_su_total=16122).budget_problems() == []
 
 
 def test_the_budget_never_blocks_a_report_and_a_report_prints_no_forecast(shipped, tmp_path):
@@ -118,7 +119,7 @@ def test_the_budget_never_blocks_a_report_and_a_report_prints_no_forecast(shippe
     plan = gadi_plan(shipped, tmp_path, budget_su_total=1)
     assert plan.budget_problems(REPORT) == []
     assert not any("cost forecast" in line for line in plan.summary_lines(REPORT))
-    assert any("cost forecast for the 169 run jobs to submit" in line for line in plan.summary_lines())
+    assert any("cost forecast for the 151 run jobs to submit" in line for line in plan.summary_lines())
     # A batch job's own Snakemake submits nothing.
     inside = Plan.load({**shipped, "cluster": "gadi", "budget_su_total": 1}, main_process=False)
     assert inside.budget_problems() == []
@@ -136,13 +137,13 @@ def test_finished_points_are_not_priced(shipped, tmp_path):
     plan = gadi_plan(shipped, tmp_path)
     torch_points = [p for p in plan.study.points if p.study == "torch-parallel"]
     finish(plan, torch_points)
-    again = gadi_plan(shipped, tmp_path, budget_su_total=16140 - 6480)
-    assert len(again.to_submit) == 169 - 72 and "torch-parallel" not in again.submit_forecast().maximum
-    assert again.submit_forecast().total == pytest.approx(16140 - 6480)
+    again = gadi_plan(shipped, tmp_path, budget_su_total=16122 - 6480)
+    assert len(again.to_submit) == 151 - 72 and "torch-parallel" not in again.submit_forecast().maximum
+    assert again.submit_forecast().total == pytest.approx(16122 - 6480)
     assert again.budget_problems() == []
-    over = gadi_plan(shipped, tmp_path, budget_su_total=16140 - 6480 - 1)
+    over = gadi_plan(shipped, tmp_path, budget_su_total=16122 - 6480 - 1)
     assert over.budget_problems()[0].startswith(
-        "budget_su_total: the 97 run jobs to submit may cost up to 9,660.0 SU on gadi"
+        "budget_su_total: the 79 run jobs to submit may cost up to 9,642.0 SU on gadi"
     )
 
 
@@ -170,3 +171,24 @@ def test_budget_su_total_must_be_a_positive_number(shipped, budget):
 def test_no_budget_no_refusal():
     result = forecast([], clusters.load("gadi"))
     assert budget_problems(result, None) == [] and forecast_lines(result) == []
+
+
+def test_the_opening_line_forecast_and_budget_count_what_the_targets_run(shipped, tmp_path):
+    """`snakemake ... -- <results>/hoomd-wca/runs.csv` under budget_su_total 3000: the sweep would
+    cost 16,122 SU, hoomd-wca alone 2,352 SU; the line and the forecast name hoomd-wca's 18 jobs."""
+    plan = gadi_plan(shipped, tmp_path, budget_su_total=3000)
+    assert plan.budget_problems(Forcing()) != []  # the whole sweep
+    runs_csv = Forcing(targets=frozenset({str(tmp_path / "results/hoomd-wca/runs.csv")}))
+    assert plan.budget_problems(runs_csv) == []
+    line, *forecast_line = plan.summary_lines(runs_csv)
+    assert line.startswith("scalestudy: 18 points (hoomd-wca 18); 18 run jobs to submit")
+    assert "hoomd-wca 2,352.0 SU (18 jobs); total 2,352.0 SU" in forecast_line[0]
+    two = Forcing(targets=frozenset({str(tmp_path / f"results/{s}/runs.csv") for s in ("hoomd-wca", "collectives")}))
+    assert plan.summary_lines(two)[0].startswith(
+        "scalestudy: 36 points (hoomd-wca 18, collectives 18; 18 left out by exclude/zip)"
+    )
+    point = next(p for p in plan.study.points if p.study == "lammps-wca")
+    one = Forcing(targets=frozenset({plan.layout.metrics(point.study, point.id)}))
+    assert plan.summary_lines(one)[0].startswith("scalestudy: 1 points (lammps-wca 1); 1 run jobs to submit")
+    # The report, or anything else, needs every point.
+    assert plan.summary_lines(Forcing(targets=frozenset({"all"})))[0].startswith("scalestudy: 151 points")

@@ -386,7 +386,9 @@ def test_forced_points_are_counted_in_the_summary(tmp_path):
         expected = (
             f"{n} run jobs to submit ({n} {forced}); `report` alone submits none" if n else "0 run jobs to submit"
         )
-        assert plan.summary_lines(forcing)[0] == f"scalestudy: 2 points (pp 2); {expected}", forcing
+        # A point's metrics.json as the target: that point is all the line counts.
+        points = "1 points (pp 1)" if forcing.targets else "2 points (pp 2)"
+        assert plan.summary_lines(forcing)[0] == f"scalestudy: {points}; {expected}", forcing
     # The report alone runs no point, forced or not.
     report = Forcing(targets=frozenset({"report"}), everything=True)
     only = "scalestudy: 2 points (pp 2); report from the finished runs only: 0 run jobs"

@@ -153,8 +153,8 @@ def test_a_job_deleted_while_queued_never_ran(recorded):
     running = status.states_from_json((recorded / "qstat-x-f-F-json-deleted-while-running.json").read_text())["6.vm"]
     assert not running.never_ran and running.verdict() == (
         "failed",
-        "Exit_status 271: killed by signal 15 (Job run at Mon Nov 23 at 07:19 on (vm:ncpus=96:mem=1048576kb) "
-        "and terminated by scaleuser@localhost)",
+        "Exit_status 271: deleted (qdel) or ended by SIGTERM (Job run at Mon Nov 23 at 07:19 on "
+        "(vm:ncpus=96:mem=1048576kb) and terminated by scaleuser@localhost)",
     )
     text = status.states_from_text((recorded / "qstat-x-f-4ids.txt").read_text())
     assert text["7.vm"].never_ran and not text["6.vm"].never_ran
@@ -290,8 +290,77 @@ def test_a_job_pbs_killed_records_its_cost_from_the_request_and_the_time_it_ran(
     assert record["category"] == "walltime" and "Exit_status -29" in record["reason"]
     used = record["resources"]
     # Gadi's normal queue: 2 SU per core-hour x 2 cores (the request) x the 38 s qstat says it ran.
-    assert used["walltime_used_s"] == 38.0 and used["service_units_source"] == "estimated"
+    assert used["walltime_used_s"] == 38.0 and used["service_units_source"] == "scheduler"
+    assert used["batch_walltime_used_s"] == 38.0 and "service_units_launch" not in used  # nothing was launched
     assert used["service_units"] == pytest.approx(2 * 2 * 38 / 3600, abs=1e-6)
+
+
+def launched_record(path, wall_s, point=None, status="ok"):
+    """A record as the runner writes it: the launch's own time and its estimate (Gadi's normal
+    queue, 2 SU per core-hour x 2 cores)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    used = {"walltime_used_s": wall_s, "service_units": 2 * 2 * wall_s / 3600, "service_units_source": "estimated"}
+    path.write_text(json.dumps({"status": status, "figures": {"t": 1.0}, "resources": used}))
+
+
+def test_a_point_that_wrote_its_record_is_charged_pbs_walltime_with_the_launch_beside_it(
+    recorded, tmp_path, monkeypatch
+):
+    """8.vm ran 38 s by qstat; the launch inside it took 30 s: the cost is the 38 s PBS charges."""
+    cache, directory = walltime_kill(recorded, monkeypatch, tmp_path)
+    metrics = tmp_path / "run" / "metrics.json"
+    launched_record(metrics, 30.0)
+    cache.register(directory, "8.vm", metrics=str(metrics), point=two_rank_point().to_json(), walltime_s=240,
+                   cluster="gadi")  # fmt: skip
+    assert status.status("8.vm", directory, log=lambda _: None) == "success"
+    used = record_of(metrics)["resources"]
+    assert used["batch_walltime_used_s"] == 38.0 and used["walltime_used_s"] == 30.0
+    assert used["service_units"] == pytest.approx(2 * 2 * 38 / 3600, abs=1e-6)
+    assert used["service_units_source"] == "scheduler"
+    assert used["service_units_launch"] == pytest.approx(2 * 2 * 30 / 3600, abs=1e-9)
+    assert record_of(metrics)["figures"] == {"t": 1.0}
+
+
+def test_a_qdeled_point_is_charged_the_16_s_pbs_says_and_271_reads_as_qdel(recorded, tmp_path, monkeypatch):
+    """6.vm: deleted while running (the real server's record: Exit_status 271, walltime 00:00:16,
+    96 cores on the normal queue); the runner's own record says 11.4 s."""
+    from scalestudy.scheduler.pbs import cache
+
+    answer = (recorded / "qstat-x-f-F-json-deleted-while-running.json").read_text()
+    monkeypatch.setattr(status.subprocess, "run", lambda argv, **_: subprocess.CompletedProcess(argv, 0, answer, ""))
+    directory = tmp_path / "cache"
+    metrics = tmp_path / "run" / "metrics.json"
+    metrics.parent.mkdir()
+    stopped = failures.stopped_from_outside("SIGTERM", 11.4)
+    written = {"status": "failed", "category": stopped.category, "reason": stopped.reason, "stop_signal": "SIGTERM",
+               "resources": {"walltime_used_s": 11.4}}  # fmt: skip
+    metrics.write_text(json.dumps(written))
+    point = two_rank_point(ranks_per_node=96)
+    cache.register(directory, "6.vm", metrics=str(metrics), point=point.to_json(), walltime_s=300, cluster="gadi")
+    assert status.status("6.vm", directory, log=lambda _: None) == "success"
+    record = record_of(metrics)
+    assert "the scheduler says: Exit_status 271: deleted (qdel) or ended by SIGTERM" in record["reason"]
+    used = record["resources"]
+    assert used["batch_walltime_used_s"] == 16.0 and used["walltime_used_s"] == 11.4
+    assert used["service_units"] == pytest.approx(2 * 96 * 16 / 3600, abs=1e-6)
+
+
+def test_a_packs_time_is_split_between_its_points_by_their_share(recorded, tmp_path, monkeypatch):
+    """A pack of three that all finished inside 8.vm (38 s by qstat) in 10, 12 and 8 s of launch:
+    each is charged its share of the 38 s, and the shares add up to the pack's."""
+    cache, directory = walltime_kill(recorded, monkeypatch, tmp_path)
+    points = [two_rank_point(repeat=n) for n in (1, 2, 3)]
+    pack = [{"metrics": str(tmp_path / f"p{n}" / "metrics.json"), "point": p.to_json(), "walltime_s": 240,
+             "queue": None} for n, p in enumerate(points, 1)]  # fmt: skip
+    cache.register(directory, "8.vm", pack=pack, cluster="gadi")
+    for n, wall in zip((1, 2, 3), (10.0, 12.0, 8.0), strict=True):
+        launched_record(tmp_path / f"p{n}" / "metrics.json", wall)
+    assert status.status("8.vm", directory, log=lambda _: None) == "success"
+    used = [record_of(tmp_path / f"p{n}" / "metrics.json")["resources"] for n in (1, 2, 3)]
+    assert [u["batch_walltime_used_s"] for u in used] == pytest.approx([38 * 10 / 30, 38 * 12 / 30, 38 * 8 / 30])
+    assert sum(u["batch_walltime_used_s"] for u in used) == pytest.approx(38.0)
+    assert sum(u["service_units"] for u in used) == pytest.approx(2 * 2 * 38 / 3600, abs=1e-6)
+    assert [u["walltime_used_s"] for u in used] == [10.0, 12.0, 8.0]
 
 
 def test_a_record_the_runner_wrote_when_stopped_takes_pbs_walltime_as_its_category(recorded, tmp_path, monkeypatch):

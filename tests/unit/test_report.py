@@ -171,3 +171,20 @@ def test_memory_table_puts_the_prediction_beside_the_measured_peak_with_n():
     assert table.rows[1][-1] == "1"  # the failed run is not counted
     assert "the memory model's tensor bytes" in note.text
     assert memory_blocks(runs.drop(columns="predicted_memory_gb")) == []
+
+
+def test_a_run_that_failed_at_exit_after_its_result_is_listed_with_its_figures_kept():
+    from pages import md_runs
+    from scalestudy import analysis, report
+    from scalestudy.page import to_html
+
+    runs = md_runs()
+    reason = "result complete, then failed at exit: MPI job aborted or lost a rank (exit code 134 (SIGABRT)): ..."
+    record = {"status": "ok", "reason": reason, "exit_failure": {"category": "mpi_abort", "reason": "..."}}
+    row = analysis.run_row({**record, "point": {"study": "md"}, "figures": {"t": 1.0}})
+    assert row["status"] == "ok" and row["exit_failure"] == "mpi_abort" and row["t"] == 1.0
+    runs["exit_failure"] = ""
+    runs.loc[1, ["reason", "exit_failure"]] = [reason, "mpi_abort"]
+    page = to_html(report.run_blocks(runs))
+    assert "Runs that failed at exit after their complete result (1): their figures are kept" in page
+    assert reason in page and "Failed runs" not in page

@@ -39,8 +39,8 @@ def two_cores_no_gpu(monkeypatch):
 
 STUDY_KEYS = (
     "app, scaling, nodes, ranks_per_node, gpus_per_node, threads_per_rank, mpi_flags, nccl_env, hyperthreads, "
-    "binding, mapping, repeats, walltime, estimator, budget_su, efficiency_threshold, predict_up_to, queue, pack, "
-    "command, figures, mpi, primary, params"
+    "binding, mapping, repeats, exclude, zip, walltime, estimator, budget_su, efficiency_threshold, predict_up_to, "
+    "queue, pack, command, figures, mpi, primary, params"
 )
 TOP_KEYS = (
     "cluster, results_dir, retry_failed, budget_su_total, order_seed, partial, predict_from, compare_baseline, assets, "

@@ -42,6 +42,7 @@ if not RUN.configfiles_given:
 # With a sidecar (the PBS profiles), "Nothing to be done" would otherwise wait forever.
 if RUN.main_process:
     RUN.end_executor_wait_at_exit()
+    RUN.end_status_wait_at_shutdown()  # exit when the last job has ended, not a polling interval later
 
 try:
     PLAN = Plan.load(config, files=RUN.configfiles, main_process=RUN.main_process)

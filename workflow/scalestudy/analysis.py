@@ -143,7 +143,7 @@ DEFINITIONS = {
     " warm-up steps, less MKL's own GEMM buffers, not RSS; GPU: CUDA max allocated) / the memory model's tensor"
     " bytes (weights + gradients + optimizer + activations + transient; the CUDA context left out)",
     "service_units": "SU per run: the job's own record where the site prints one, else charge rate × cores ×"
-    " walltime used (marked estimated)",
+    " the job's walltime as the scheduler reports it, else × the launch's walltime (marked estimated)",
     "su_per_million": "SU per million units of a rate metric: SU per job-hour × 10⁶ / rate / 3600",
     "size_bands": "message sizes (nccl-tests' size: the bytes of a rank's whole buffer): small < 8 KiB ≤ medium"
     " ≤ 1 MiB < large",
@@ -228,6 +228,8 @@ def run_row(metrics: dict, path: Path | None = None) -> dict:
     row["status"] = metrics.get("status", "failed")
     row["reason"] = metrics.get("reason") or ""
     row["category"] = metrics.get("category") or ""
+    # An ok run whose launch failed after its complete result: the failure's category.
+    row["exit_failure"] = (metrics.get("exit_failure") or {}).get("category") or ""
     for name, value in (metrics.get("figures") or {}).items():
         if isinstance(value, int | float) and not isinstance(value, bool):
             row[name] = value

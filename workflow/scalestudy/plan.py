@@ -36,6 +36,7 @@ from .config import forecast, packing
 from .config.requests import job_request
 from .model import order
 from .model.errors import SweepError
+from .model.paths import RUNS_SEGMENT
 from .model.point import Point, first_repeats
 from .model.units import GIB, MIB
 from .results import history, locking, repeats, retry
@@ -214,39 +215,77 @@ class Plan:
         (`forcing` None: no DAG is being set up, e.g. --lint)."""
         return self.report_only(forcing.targets) if forcing is not None else self.study.partial
 
+    def asked(self, forcing: Forcing | None) -> Callable[[Point], bool] | None:
+        """Which points the given targets need, where every target is a study's file
+        (`<results>/<study>/runs.csv`, its plots...: that study's points) or a point's
+        (`<results>/<study>/runs/<id>/...`: that point); None where all of them are (no target,
+        the report, a rule's name, anything else)."""
+        if forcing is None or not forcing.targets:
+            return None
+        results = os.path.abspath(self.layout.results)
+        studies, points = set(), set()
+        for target in forcing.targets:
+            relative = os.path.relpath(os.path.abspath(target), results).split(os.sep)
+            if relative[0] not in self.sweep.studies:
+                return None
+            if len(relative) > 2 and relative[1] == RUNS_SEGMENT:
+                points.add((relative[0], "/".join(relative[2:-1])))
+            else:
+                studies.add(relative[0])
+        return lambda point: point.study in studies or (point.study, point.id) in points
+
+    def narrowed(self, forcing: Forcing | None) -> tuple[history.Survey, list[Point], list[Point], list]:
+        """(the survey, the points to submit, the later repeats, the packs) of what the given
+        targets need: what the opening line, the forecast and the budget count."""
+        keep = self.asked(forcing)
+        if keep is None:
+            return self.survey, self.to_submit, self.later_repeats, self.packs
+        packs = [pack for pack in self.packs if any(keep(point) for point in pack.points)]
+        return (
+            self.survey.only(p for p in self.study.points if keep(p)),
+            [p for p in self.to_submit if keep(p)],
+            [p for p in self.later_repeats if keep(p)],
+            packs,
+        )
+
     def summary_lines(self, forcing: Forcing | None = None) -> list[str]:
         """Printed once, before Snakemake's own output: the points per study and the run jobs to
-        submit and why (`forcing`: what Snakemake was told to run again); the packs; what the
-        jobs to submit may cost (on a cluster; not for a report, which submits none)."""
+        submit and why (`forcing`: what Snakemake was told to run again, and the targets: only
+        what they need is counted); the packs; what the jobs to submit may cost (on a cluster;
+        not for a report, which submits none)."""
         forced = self.forced_points(forcing)
         report_only = self.asks_report_only(forcing)
-        lines = [history.summary_line(self.survey, report_only, len(forced))]
-        if self.packs and not report_only:
-            packed = sum(len(pack.points) for pack in self.packs)
-            names = ", ".join(pack.name for pack in self.packs)
-            lines.append(f"scalestudy: packed {packed} points into {len(self.packs)} batch jobs ({names})")
+        survey, _, _, packs = self.narrowed(forcing)
+        excluded = sum(n for study, n in self.study.sweep.excluded.items() if study in survey.points)
+        lines = [history.summary_line(survey, report_only, len(forced), excluded)]
+        if packs and not report_only:
+            packed = sum(len(pack.points) for pack in packs)
+            names = ", ".join(pack.name for pack in packs)
+            lines.append(f"scalestudy: packed {packed} points into {len(packs)} batch jobs ({names})")
         if forcing is not None and forcing.incomplete and not self.report_only(forcing.targets):
             lines.append(
                 "scalestudy: --rerun-incomplete: points an interrupted run left incomplete run again too; "
                 "the count is given when the run starts"
             )
-        to_run = self.survey.to_run + len(forced)
+        to_run = survey.to_run + len(forced)
         if self.cluster.scheduler != "none" and not self.asks_report_only(forcing) and to_run:
-            lines += forecast.forecast_lines(self.submit_forecast(forced), self.submit_words(to_run))
+            lines += forecast.forecast_lines(self.submit_forecast(forced, forcing), self.submit_words(to_run, forcing))
         return lines
 
-    def submit_forecast(self, forced: Sequence[Point] = ()) -> forecast.Forecast:
-        """What the batch jobs this invocation submits may cost: the points to submit (none
-        that finished, unless forced), a pack priced as one job, and the repeats up to a
-        study's `repeats: {max: ...}` that later invocations may add (the most it may cost)."""
-        points = [*self.to_submit, *forced, *self.later_repeats]
-        return forecast.forecast(points, self.cluster, self.survey.measured(), self.packs)
+    def submit_forecast(self, forced: Sequence[Point] = (), forcing: Forcing | None = None) -> forecast.Forecast:
+        """What the batch jobs this invocation submits may cost: the points to submit that the
+        targets need (none that finished, unless forced), a pack priced as one job, and the
+        repeats up to a study's `repeats: {max: ...}` that later invocations may add (the most
+        it may cost)."""
+        survey, to_submit, later, packs = self.narrowed(forcing)
+        return forecast.forecast([*to_submit, *forced, *later], self.cluster, survey.measured(), packs)
 
-    def submit_words(self, to_run: int) -> str:
+    def submit_words(self, to_run: int, forcing: Forcing | None = None) -> str:
         """What a forecast of this invocation prices, in words."""
         words = forecast.to_submit_words(to_run)
-        if self.later_repeats:
-            words += f" and the {len(self.later_repeats)} repeats up to max that later invocations may add"
+        later = self.narrowed(forcing)[2]
+        if later:
+            words += f" and the {len(later)} repeats up to max that later invocations may add"
         return words
 
     def budget_problems(self, forcing: Forcing | None = None) -> list[str]:
@@ -255,10 +294,12 @@ class Plan:
         never refused; a batch job's own Snakemake submits nothing either."""
         budget = self.study.budget_su_total
         forced = self.forced_points(forcing)
-        to_run = self.survey.to_run + len(forced)
+        to_run = self.narrowed(forcing)[0].to_run + len(forced)
         if budget is None or self.asks_report_only(forcing) or not self.main_process or not to_run:
             return []
-        return forecast.budget_problems(self.submit_forecast(forced), budget, self.submit_words(to_run))
+        return forecast.budget_problems(
+            self.submit_forecast(forced, forcing), budget, self.submit_words(to_run, forcing)
+        )
 
     def rerun_line(self, reruns: Mapping[str, str], forcing: Forcing | None) -> str | None:
         """At the start of a run, once Snakemake's DAG exists: when it runs run jobs the summary

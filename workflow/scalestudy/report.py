@@ -568,6 +568,11 @@ def run_blocks(runs: pd.DataFrame, provenance_link: str | None = None) -> list:
     if not failed.empty:
         blocks.append(Heading(3, f"Failed runs ({len(failed)}): excluded from the figures, shown as x in the plots"))
         blocks.append(failure_table(failed))
+    if "exit_failure" in runs.columns:
+        late = runs[(runs["status"] == "ok") & runs["exit_failure"].fillna("").astype(bool)]
+        if not late.empty:
+            title = f"Runs that failed at exit after their complete result ({len(late)}): their figures are kept"
+            blocks.extend([Heading(3, title), failure_table(late)])
     pending = runs[runs["status"] == STATUS_PENDING]
     if not pending.empty:
         blocks.append(Heading(3, f"Not run yet ({len(pending)})"))

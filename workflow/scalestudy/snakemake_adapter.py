@@ -184,6 +184,38 @@ class SnakemakeRun:
 
         threading._register_atexit(end_wait)  # the only hook that runs before non-daemon threads are joined
 
+    @staticmethod
+    def end_status_wait_at_shutdown() -> None:
+        """Let Snakemake exit as soon as its last batch job is known to have ended, not one
+        status polling interval later (30 s on the PBS profiles).
+
+        A remote executor's status thread checks its jobs, then sleeps the polling interval
+        (`RemoteExecutor.sleep`); its `shutdown` sets `wait` False and joins that thread, so it
+        waits out the sleep the thread has just begun. Here the sleep is taken in steps of
+        STATUS_WAIT_STEP_S and ends when `wait` turns False; while jobs run, the checks are as
+        far apart as before (`snakemake_interface_executor_plugins.executors.remote`)."""
+        try:
+            from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
+        except ImportError:
+            return
+        if getattr(RemoteExecutor.sleep, "ends_at_shutdown", False):
+            return
+
+        async def sleep(self) -> None:
+            import asyncio
+            import time
+
+            deadline = time.monotonic() + self.next_seconds_between_status_checks
+            while self.wait and (left := deadline - time.monotonic()) > 0:
+                await asyncio.sleep(min(left, STATUS_WAIT_STEP_S))
+
+        sleep.ends_at_shutdown = True
+        RemoteExecutor.sleep = sleep
+
+
+# How often a status thread's sleep looks whether Snakemake is shutting down.
+STATUS_WAIT_STEP_S = 0.5
+
 
 def dag_settings_being_set_up() -> Any:
     """The DAG settings of the Snakemake run whose Snakefile is being read, or None. Snakemake

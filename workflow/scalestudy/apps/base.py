@@ -210,6 +210,12 @@ class App:
     def cleanup(self, point: Point, run_dir: Path) -> None:
         """Remove bulky outputs the study does not need (they would eat the user's quota)."""
 
+    def result_complete(self, log_text: str) -> bool:
+        """Whether the output holds the result every rank finished measuring, so that a failure
+        after it (a rank dying at exit) leaves the figures standing. False unless the app says
+        how its output shows that (a result line printed after every rank took part)."""
+        return False
+
     def metric(self, name: str) -> Metric:
         return next(m for m in self.metrics if m.name == name)
 

@@ -464,3 +464,8 @@ class TorchParallel(App):
 
     def parse(self, log_text: str, run_dir: Path) -> dict[str, Any]:
         return parse_torch_parallel(log_text)
+
+    def result_complete(self, log_text: str) -> bool:
+        """Rank 0 prints the result line after gathering every rank's figures (each rank's step
+        times, peaks, breakdown: collectives all of them joined after their timed steps)."""
+        return any(line.startswith(RESULT_PREFIX + " ") for line in log_text.splitlines())

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -269,7 +270,85 @@ def set_problems(config: Mapping[str, Any]) -> list[str]:
                         )
                 if len(set(map(str, value))) != len(value):
                     problems.append(f"{where}.params.{param}: a value is listed twice: {value}")
+        problems += combination_problems(where, study)
     return problems
+
+
+# ---------------------------------------------------------------- exclude and zip
+
+# The axes a study varies besides its list-valued params (the per-node one is ranks_per_node
+# or gpus_per_node, whichever the study gives).
+BUILTIN_AXES = (
+    "nodes",
+    "ranks_per_node",
+    "gpus_per_node",
+    "mpi_flags",
+    "nccl_env",
+    "hyperthreads",
+    "binding",
+    "mapping",
+)
+
+
+def study_axes(study: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """Every axis of a study and its values: the built-in ones and its list-valued params."""
+    axes = {key: list(study[key]) for key in BUILTIN_AXES if isinstance(study.get(key), list)}
+    axes.update({key: value for key, value in study.get("params", {}).items() if isinstance(value, list)})
+    return axes
+
+
+def as_values(value: Any) -> list[Any]:
+    """An exclude entry's value: one value, or a list matching any of its values."""
+    return value if isinstance(value, list) else [value]
+
+
+def combination_problems(where: str, study: Mapping[str, Any]) -> list[str]:
+    """`exclude` entries naming an axis the study does not vary or a value it does not take,
+    and `zip` groups of unknown axes, of unequal lengths, or sharing an axis."""
+    axes = study_axes(study)
+    allowed = ", ".join(axes)
+    problems = []
+    for i, entry in enumerate(study.get("exclude", [])):
+        for axis, value in entry.items():
+            at = f"{where}.exclude[{i}].{axis}"
+            if axis not in axes:
+                problems.append(f"{at}: unknown axis {axis!r}; the study's axes: {allowed}{did_you_mean(axis, axes)}")
+                continue
+            for item in as_values(value):
+                if item not in axes[axis]:
+                    values = ", ".join(map(str, axes[axis]))
+                    problems.append(f"{at}: unknown value {item!r}; {axis} takes: {values}")
+    zipped: set[str] = set()
+    for i, group in enumerate(study.get("zip", [])):
+        at = f"{where}.zip[{i}]"
+        unknown = next((axis for axis in group if axis not in axes), None)
+        if unknown is not None:
+            problems.append(f"{at}: unknown axis {unknown!r}; the study's axes: {allowed}{did_you_mean(unknown, axes)}")
+            continue
+        lengths = {axis: len(axes[axis]) for axis in group}
+        if len(set(lengths.values())) > 1:
+            each = ", ".join(f"{axis} has {n}" for axis, n in lengths.items())
+            problems.append(f"{at}: zipped axes vary together value by value, so need as many values each; {each}")
+        for axis in group:
+            if axis in zipped or group.count(axis) > 1:
+                problems.append(f"{at}: axis {axis!r} is zipped twice; an axis may be in one zip group once")
+            zipped.add(axis)
+    return problems
+
+
+def kept_combination(study: Mapping[str, Any], axes: Mapping[str, list[Any]]):
+    """A test of one combination of axis values (axis name -> value): False where an `exclude`
+    entry matches every key of it, or where zipped axes are not at the same position."""
+    excluded = [{axis: as_values(value) for axis, value in entry.items()} for entry in study.get("exclude", [])]
+    groups = [list(group) for group in study.get("zip", [])]
+
+    def kept(values: Mapping[str, Any]) -> bool:
+        for group in groups:
+            if len({axes[axis].index(values[axis]) for axis in group}) > 1:
+                return False
+        return not any(all(values[axis] in allowed for axis, allowed in entry.items()) for entry in excluded)
+
+    return kept
 
 
 def flag_set_flavour(flag_set: Mapping[str, Any]) -> str:
@@ -333,10 +412,17 @@ def expand_study(name: str, study: Mapping[str, Any], config: Mapping[str, Any])
     nccl_env = {name: {k: str(v) for k, v in config["nccl_env_sets"][name].items()} for name in study["nccl_env"]}
     placements = list(itertools.product(study["hyperthreads"], study["binding"], study["mapping"]))
     program = program_of(study)
+    kept = kept_combination(study, study_axes(study))
+    per_node_axis = "gpus_per_node" if gpus else "ranks_per_node"
     points = []
     for combo, nodes, per_node, mpi_set, nccl_set, (hyperthreads, binding, mapping) in itertools.product(
         resolved_params, study["nodes"], per_node_values, study["mpi_flags"], study["nccl_env"], placements
     ):
+        values = {"nodes": nodes, per_node_axis: per_node, "mpi_flags": mpi_set, "nccl_env": nccl_set,
+                  "hyperthreads": hyperthreads, "binding": binding, "mapping": mapping,
+                  **dict(zip(axes, combo, strict=True))}  # fmt: skip
+        if not kept(values):
+            continue
         resolved = resolved_params[combo]
         for repeat in range(1, repeat_limits(study["repeats"]).max + 1):
             points.append(
@@ -373,12 +459,18 @@ def load(config: Mapping[str, Any]) -> Sweep:
 
 def expand(config: Mapping[str, Any]) -> Sweep:
     """A validated config (see `validate`) as its points."""
-    points = []
+    points, excluded = [], {}
     for name, study in config["studies"].items():
-        points += expand_study(name, study, config)
+        planned = expand_study(name, study, config)
+        product = math.prod(len(values) for values in study_axes(study).values())
+        left_out = product * repeat_limits(study["repeats"]).max - len(planned)
+        if left_out:
+            excluded[name] = left_out
+        points += planned
     return Sweep(
         studies=config["studies"],
         mpi_flag_sets=config["mpi_flag_sets"],
         nccl_env_sets=config["nccl_env_sets"],
         points=tuple(points),
+        excluded=excluded,
     )

@@ -10,7 +10,11 @@ Snakemake's Slurm executor reports a batch job failed (TIMEOUT, CANCELLED, NODE_
   wrote never started (scheduler_error, charged nothing), the one it was running is charged
   the time the job ran beyond its finished points;
 - a record the runner wrote when its job was ended from outside (`stop_signal`) takes the
-  scheduler's reason, and its category where the scheduler names one (walltime, memory).
+  scheduler's reason, and its category where the scheduler names one (walltime, memory);
+- every point's cost is what the scheduler charges (`with_scheduler_charge`): the job's
+  resources_used.walltime x the charge rate of its request, the launch's own time and estimate
+  kept beside it; a pack's time is split between the points it ran by their share of it
+  (`pack_shares`), so that the points' times add up to the pack's.
 """
 
 from __future__ import annotations
@@ -19,11 +23,20 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..config import clusters
+from ..model.errors import SweepError
 from ..model.metrics import WALLTIME_USED
 from ..model.paths import STDOUT
+from ..model.point import Point
 from ..model.timefmt import hms_seconds
 from .failures import scheduler_category
-from .runner import record_lost_job, write_metrics
+from .runner import record_lost_job, resources, write_metrics
+
+# The source of a cost priced from the scheduler's own record of the job's time.
+SCHEDULER_SOURCE = "scheduler"
+# Where the charged time goes in a record's resources (the key accounting.site_resources
+# gives the site's own usage block).
+BATCH_WALLTIME = "batch_walltime_used_s"
 
 
 def ran_s(walltime_used: str | None) -> float | None:
@@ -37,19 +50,68 @@ def ran_s(walltime_used: str | None) -> float | None:
 def with_scheduler_word(metrics_path: Path, why: str) -> bool:
     """A record the runner wrote when its job was ended from outside (`stop_signal`, category
     scheduler_error: the runner cannot tell a walltime kill from a qdel) takes the scheduler's
-    word for why when that names a category (PBS Exit_status -29: walltime; -26/-27: memory).
-    True when the record changed."""
+    word for why in its reason (PBS Exit_status 271: deleted or SIGTERM), and its category where
+    that names one (PBS Exit_status -29: walltime; -26/-27: memory). True when it changed."""
     try:
         metrics = json.loads(Path(metrics_path).read_text())
     except (OSError, ValueError):
         return False
-    category = scheduler_category(why)
-    if not metrics.get("stop_signal") or metrics.get("category") != "scheduler_error" or category == "scheduler_error":
+    said = "; the scheduler says: "
+    if not metrics.get("stop_signal") or metrics.get("category") != "scheduler_error" or said in metrics["reason"]:
         return False
-    metrics["category"] = category
-    metrics["reason"] = f"{metrics['reason']}; the scheduler says: {why}"
+    # The category where PBS names one; PBS's word in the reason whatever it is (271: qdel).
+    metrics["category"] = scheduler_category(why)
+    metrics["reason"] = f"{metrics['reason']}{said}{why}"
     write_metrics(Path(metrics_path).parent, metrics)
     return True
+
+
+def charged(point_json: str | None, walltime_s: int | None, queue: str | None, cluster: str | None, wall: float):
+    """`resources` keys of what the scheduler charges for `wall` seconds of the point's request:
+    the job's time, and its service units where the cluster file prices the queue."""
+    found: dict[str, Any] = {BATCH_WALLTIME: round(wall, 6)}
+    if not (point_json and cluster):
+        return found
+    try:
+        point = Point.from_json(point_json, int(walltime_s or 0), queue or None)
+        priced = resources(point, clusters.load(cluster), wall)
+    except (SweepError, ValueError, KeyError, TypeError):
+        return found  # the cluster file changed or went: the time is still the scheduler's
+    if "service_units" in priced:
+        found.update(service_units=priced["service_units"], service_units_source=SCHEDULER_SOURCE)
+    return found
+
+
+def with_scheduler_charge(metrics_path: Path, facts: dict[str, Any], wall: float, launched: bool = True) -> bool:
+    """The point's record priced at what the scheduler charges for `wall` seconds of its
+    request (`charged`); the launch's own estimate stays beside it (service_units_launch) where
+    the point `launched` (a record written for a lost point has none). `facts`: the point's
+    registry entry (point, walltime_s, queue, cluster). Idempotent; True when it changed."""
+    path = Path(metrics_path)
+    try:
+        metrics = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    used = metrics.setdefault("resources", {}) or {}
+    found = charged(facts.get("point"), facts.get("walltime_s"), facts.get("queue"), facts.get("cluster"), wall)
+    if all(used.get(key) == value for key, value in found.items()):
+        return False
+    if launched and used.get("service_units_source") != SCHEDULER_SOURCE and "service_units" in used:
+        used["service_units_launch"] = used["service_units"]
+    used.update(found)
+    metrics["resources"] = used
+    write_metrics(path.parent, metrics)
+    return True
+
+
+def pack_shares(walls: dict[str, float], ran: float) -> dict[str, float]:
+    """The pack's time (`ran`, the scheduler's) split between the points it ran in proportion to
+    each one's own time (`walls`): they add up to `ran`. Points that took no time share it
+    equally where none did."""
+    total = sum(walls.values())
+    if total > 0:
+        return {key: ran * wall / total for key, wall in walls.items()}
+    return {key: ran / len(walls) for key in walls} if walls else {}
 
 
 def lost_point(job_id: str, job: dict[str, Any], why: str, walltime_used: str | None) -> None:
@@ -63,6 +125,15 @@ def lost_point(job_id: str, job: dict[str, Any], why: str, walltime_used: str | 
         queue=job.get("queue"),
         wall_s=ran_s(walltime_used),
     )
+    ran = ran_s(walltime_used)
+    if ran is not None:
+        with_scheduler_charge(Path(job["metrics"]), job, ran, launched=False)
+
+
+def ended_job(job: dict[str, Any], walltime_used: str | None) -> bool:
+    """A single point's job that ended with the point's own record: priced at the job's time."""
+    ran = ran_s(walltime_used)
+    return ran is not None and with_scheduler_charge(Path(job["metrics"]), job, ran)
 
 
 def ended_pack(job_id: str, job: dict[str, Any], why: str, walltime_used: str | None) -> int:
@@ -78,15 +149,18 @@ def ended_pack(job_id: str, job: dict[str, Any], why: str, walltime_used: str | 
 
     lost = [entry for entry in pack if not Path(entry["metrics"]).exists()]
     spent = 0.0
+    walls: dict[str, float] = {}  # the launch's own time of each point this job ran
     for entry in pack:
         metrics = Path(entry["metrics"])
         if entry in lost or not this_job_wrote(metrics):
             continue
         with_scheduler_word(metrics, why)
         try:
-            spent += float(json.loads(metrics.read_text()).get("resources", {}).get(WALLTIME_USED.name) or 0.0)
+            wall = float(json.loads(metrics.read_text()).get("resources", {}).get(WALLTIME_USED.name) or 0.0)
         except (OSError, ValueError, TypeError, AttributeError):
-            continue
+            wall = 0.0
+        walls[entry["metrics"]] = wall
+        spent += wall
     ran = ran_s(walltime_used)
     for entry in lost:
         metrics = Path(entry["metrics"])
@@ -97,12 +171,20 @@ def ended_pack(job_id: str, job: dict[str, Any], why: str, walltime_used: str | 
             )
             wall = None if ran is None else max(0.0, ran - spent)
             record_lost_job(metrics, entry.get("point"), entry.get("walltime_s"), reason, wall_s=wall, **facts)
+            if wall is not None:
+                walls[entry["metrics"]] = wall
         else:
             reason = f"never started: batch job {job_id} (a pack of {len(pack)} points) ended before its turn: {why}"
             record_lost_job(
                 metrics, entry.get("point"), entry.get("walltime_s"), reason,
                 category="scheduler_error", wall_s=0.0, **facts,
             )  # fmt: skip
+    if ran is not None:
+        by_path = {entry["metrics"]: entry for entry in pack}
+        lost_paths = {entry["metrics"] for entry in lost}
+        for path, share in pack_shares(walls, ran).items():
+            facts = {**by_path[path], "cluster": job.get("cluster")}
+            with_scheduler_charge(Path(path), facts, share, launched=path not in lost_paths)
     return len(lost)
 
 

@@ -19,7 +19,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -65,16 +64,10 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
-def versions() -> dict[str, str]:
+def versions() -> dict[str, str | None]:
     """Versions of the packages every app declares (App.packages), so that runs of all apps compare."""
-    found = {}
     packages = dict.fromkeys([*BASE_PACKAGES, *(name for app in APPS.values() for name in app.packages)])
-    for package in packages:
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            continue
-    return found
+    return evidence.installed_versions(packages)
 
 
 def git_commit() -> str | None:
@@ -256,6 +249,12 @@ def measure(
             # Ended from outside: the job's end is the cause, whatever the ranks said as they went.
             failure = stopped_from_outside(execution.stopped_by, wall_s)
             metrics["stop_signal"] = execution.stopped_by
+        if failure and failed_at_exit(failure, execution, app, log_text):
+            # Every rank finished its measurement and the result was printed; a rank died after
+            # it (e.g. at the interpreter's teardown): the figures stand, the failure beside them.
+            metrics["exit_failure"] = {"category": failure.category, "reason": failure.reason}
+            metrics["reason"] = f"{EXIT_FAILURE_PREFIX}{failure.reason}"
+            failure = None
         if failure:
             metrics["category"], metrics["reason"] = failure.category, failure.reason
         else:
@@ -274,6 +273,21 @@ def measure(
     metrics["resources"] = resources(point, cluster, wall_s)
     write_metrics(run_dir, metrics)
     return metrics
+
+
+# The reason of an ok run whose launch failed after its complete result (its figures kept).
+EXIT_FAILURE_PREFIX = "result complete, then failed at exit: "
+# Failures that can happen after a complete result without making it doubtful: a rank lost or
+# exiting non-zero. Not a limit (walltime, memory), nor a communication error (NCCL).
+EXIT_FAILURE_CATEGORIES = ("mpi_abort", "app_error")
+
+
+def failed_at_exit(failure, execution: Execution, app, log_text: str) -> bool:
+    """The launch failed, but by itself (not stopped by us or from outside) and only after the
+    app's complete result (App.result_complete)."""
+    if execution.killed_for or execution.stopped_by or failure.category not in EXIT_FAILURE_CATEGORIES:
+        return False
+    return app.result_complete(log_text)
 
 
 def predicted_memory(app, point: Point, figures: dict) -> dict:

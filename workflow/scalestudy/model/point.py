@@ -232,6 +232,8 @@ class Sweep:
     mpi_flag_sets: Mapping[str, Mapping[str, str]]
     nccl_env_sets: Mapping[str, Mapping[str, str]]
     points: tuple[Point, ...]
+    # Points each study's `exclude` and `zip` leave out of its cross product (not planned).
+    excluded: Mapping[str, int] = field(default_factory=dict)
 
     def points_of(self, study: str) -> list[Point]:
         return [p for p in self.points if p.study == study]

@@ -41,7 +41,7 @@ import os
 import shutil
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +101,17 @@ class Survey:
     @property
     def to_run(self) -> int:
         return sum(self.counts.values())
+
+    def only(self, points: Iterable[Point]) -> Survey:
+        """This survey narrowed to `points` (those the given targets need): their counts per
+        study and per reason; what was read of the others stays (measured walltimes, states)."""
+        narrowed = replace(self, points=Counter(), counts=Counter())
+        for point in points:
+            narrowed.points[point.study] += 1
+            reason = NEW if point.study in self.fresh else self.state(point.study, point.id).reason
+            if reason:
+                narrowed.counts[reason] += 1
+        return narrowed
 
 
 FINISHED = PointState()
@@ -233,11 +244,14 @@ def newer_input(paths: Sequence[str], since: float, mtimes: dict[str, float | No
     return False
 
 
-def summary_line(found: Survey, report_only: bool = False, forced: int = 0) -> str:
+def summary_line(found: Survey, report_only: bool = False, forced: int = 0, excluded: int = 0) -> str:
     """One line before Snakemake's own output: points per study and in total, and how many
     run jobs (batch jobs on a cluster) the invocation submits, and why. `forced`: finished
-    points Snakemake was told to run again (--forceall, --forcerun, --force)."""
+    points Snakemake was told to run again (--forceall, --forcerun, --force); `excluded`:
+    points the studies' `exclude` and `zip` left out of their cross products."""
     studies = ", ".join(f"{name} {n}" for name, n in found.points.items())
+    if excluded:
+        studies += f"; {excluded} left out by exclude/zip"
     counts = [f"{found.counts[reason]} {text}" for reason, text in REASONS.items() if found.counts[reason]]
     if forced and not report_only:
         counts.append(f"{forced} {FORCED}")

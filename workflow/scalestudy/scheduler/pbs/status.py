@@ -65,7 +65,7 @@ class JobState:
             # PBS itself ended the job (e.g. -29 walltime, -27 memory) or could not start it.
             why = PBS_EXIT_CODES.get(self.exit_status, "killed or not started by PBS")
         elif self.exit_status > 256:
-            why = f"killed by signal {self.exit_status - 256}"
+            why = PBS_SIGNAL_EXITS.get(self.exit_status, f"killed by signal {self.exit_status - 256}")
         else:
             why = "the job script failed"
         return "failed", f"Exit_status {self.exit_status}: {why}" + (f" ({self.comment})" if self.comment else "")
@@ -102,6 +102,15 @@ PBS_EXIT_CODES = {
     -28: "killed: cput over the limit (JOB_EXEC_KILL_CPUT)",
     -29: "killed: walltime over the limit (JOB_EXEC_KILL_WALLTIME)",
     -30: "job did not run: join job error (JOB_EXEC_JOINJOB)",
+}
+
+
+# A job PBS ended by a signal exits 256 + its number (OpenPBS: "the job was killed with a
+# signal", Exit_status = 256 + signal). qdel of a running job sends SIGTERM, then SIGKILL after
+# the queue's kill_delay; PBS's walltime and resource limits have their own codes (-29, -27).
+PBS_SIGNAL_EXITS = {
+    271: "deleted (qdel) or ended by SIGTERM",
+    265: "ended by SIGKILL (qdel after its kill_delay, or qdel -W force)",
 }
 
 
@@ -301,8 +310,13 @@ def answer(job_id: str, entry: dict[str, Any] | None, job: dict[str, Any] | None
         return verdict
     if metrics.exists():
         # The point wrote its own record (ok or failed): that is the result, whatever the job's
-        # exit; one the runner wrote when the job was ended from outside takes PBS's reason.
+        # exit; one the runner wrote when the job was ended from outside takes PBS's reason,
+        # and every one the cost PBS charges (the job's resources_used.walltime, not the launch's).
         take_scheduler_word(metrics, why)
+        if entry.get("walltime_used"):
+            from ...launch.ended import ended_job
+
+            ended_job(job, entry["walltime_used"])
         return "success"
     # The job ended without a record (killed by PBS, node lost, job script error): the point
     # becomes failed data instead of a lost result, with what the site charges for the job.

@@ -1,0 +1,59 @@
+"""The runner, the status command and planning load no app's heavy library: a run job starts in
+an environment holding only its app's packages (envs/<name>.yaml: no torch where the app is
+LAMMPS), and pays no import it does not use. Heavy packages are imported inside the functions
+that need them, except in the rank-only modules (apps.RANK_ONLY, loaded inside a rank) and the
+report side (the analysis and what presents it: rules that run in the workflow's own
+environment, which holds numpy, pandas and matplotlib)."""
+
+import ast
+from pathlib import Path
+
+from scalestudy.apps import RANK_ONLY
+
+PACKAGE = Path(__file__).resolve().parents[2] / "workflow/scalestudy"
+HEAVY = {"torch", "lightning", "litgpt", "hoomd", "gsd", "lammps", "mpi4py", "numpy", "pandas", "scipy", "matplotlib"}
+REPORT_SIDE = {
+    "analysis", "breakdown", "sizes", "plots", "published", "page", "report", "compare", "published_page",
+    "scaling_models", "scaling_models_page", "planned_predictions",  # the rules and commands import them inside
+    "model/pmnf",  # the scaling models' fitter: imported by scaling_models alone
+}  # fmt: skip
+
+
+def checked_modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if (
+            parts[0] in REPORT_SIDE
+            or "/".join(parts) in REPORT_SIDE
+            or (parts[0] == "apps" and len(parts) > 1 and parts[1] in RANK_ONLY)
+        ):
+            continue
+        yield path
+
+
+def top_level_imports(tree: ast.Module):
+    """Imports run when the module loads: at its top, or in an if/try block there (not in a def or class body)."""
+    pending = list(reversed(tree.body))
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            yield node.lineno, node.module or ""
+        elif isinstance(node, ast.If | ast.Try | ast.With):
+            pending.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def test_no_module_outside_the_ranks_and_the_report_imports_a_heavy_package_at_its_top():
+    found = [
+        f"{path.relative_to(PACKAGE)}:{line}: {name}"
+        for path in checked_modules()
+        for line, name in top_level_imports(ast.parse(path.read_text()))
+        if name.split(".")[0] in HEAVY
+    ]
+    assert not found, found
+
+
+def test_the_check_sees_a_heavy_import_at_the_top_and_not_inside_a_function():
+    tree = ast.parse("import os\ntry:\n    import torch\nexcept ImportError:\n    pass\ndef f():\n    import numpy\n")
+    assert [name for _, name in top_level_imports(tree)] == ["os", "torch"]
