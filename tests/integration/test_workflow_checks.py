@@ -139,8 +139,8 @@ def test_a_misspelt_key_and_a_key_given_twice_stop_before_any_job(tmp_path):
     dry = snakemake(tmp_path, overlay.replace("    repeats: 5\n", ""), "-n", profile="local")
     assert sweep_lines(dry) == [
         "sweep error: top level: unknown key 'clsuter'; did you mean 'cluster'? allowed: cluster, results_dir, "
-        "retry_failed, budget_su_total, order_seed, partial, compare_baseline, assets, mpi_flag_sets, nccl_env_sets, "
-        "studies"
+        "retry_failed, budget_su_total, order_seed, partial, predict_from, compare_baseline, assets, mpi_flag_sets, "
+        "nccl_env_sets, studies"
     ]
 
 

@@ -569,7 +569,8 @@ def run_blocks(runs: pd.DataFrame, provenance_link: str | None = None) -> list:
         blocks.append(Heading(3, f"Failed runs ({len(failed)}): excluded from the figures, shown as x in the plots"))
         blocks.append(failure_table(failed))
     if "exit_failure" in runs.columns:
-        late = runs[(runs["status"] == "ok") & runs["exit_failure"].fillna("").astype(bool)]
+        said = runs["exit_failure"].notna() & (runs["exit_failure"].astype(str) != "")  # an all-empty column is float
+        late = runs[(runs["status"] == "ok") & said]
         if not late.empty:
             title = f"Runs that failed at exit after their complete result ({len(late)}): their figures are kept"
             blocks.extend([Heading(3, title), failure_table(late)])
