@@ -116,6 +116,7 @@ def pack_shares(walls: dict[str, float], ran: float) -> dict[str, float]:
 
 def lost_point(job_id: str, job: dict[str, Any], why: str, walltime_used: str | None) -> None:
     """The failed record of a single point's job that ended without metrics.json."""
+    ran = ran_s(walltime_used)
     record_lost_job(
         Path(job["metrics"]),
         job.get("point"),
@@ -123,9 +124,8 @@ def lost_point(job_id: str, job: dict[str, Any], why: str, walltime_used: str | 
         f"batch job {job_id} ended without metrics.json: {why}",
         cluster=job.get("cluster"),
         queue=job.get("queue"),
-        wall_s=ran_s(walltime_used),
+        wall_s=ran,
     )
-    ran = ran_s(walltime_used)
     if ran is not None:
         with_scheduler_charge(Path(job["metrics"]), job, ran, launched=False)
 
