@@ -293,6 +293,18 @@ def test_only_the_uncontended_runs_are_compared_where_each_side_has_two():
     assert row["justification"].startswith("n = 2 / 2: the two runs of a side agree within 10% (")
 
 
+def test_runs_measured_together_are_counted_before_the_contended_are_left_out():
+    # The grown sweep of the A/A test: the baseline's first 4 ran alone an hour before; 4 and 4 ran
+    # together after the repeats were raised, 2 of each contended. 4 / 4 were measured together,
+    # 2 / 2 of those are compared.
+    early = runs_table([12.0, 12.1, 11.9, 12.2], [], start_other=0)
+    together = at_hour(runs_table([10.0, 10.2, 9.9, 10.1], [10.1, 10.0, 10.2, 9.9]), 11)
+    together["repeat"] += 4
+    row = verdict_of(contended_runs(pd.concat([early, together], ignore_index=True), [5, 6]))
+    assert row["runs_compared"] == "4 / 4 measured together; 2 / 2 uncontended"
+    assert (row["contended_runs"], row["contended_runs_baseline"]) == (2, 2)
+
+
 def test_two_runs_a_side_far_apart_wait_for_more_repeats():
     # The README's numbers, with no conditions recorded: Welch's CI on n = 2 excludes 1.
     row = verdict_of(runs_table([5759.0, 1430.0], [1.9, 3.8]))

@@ -840,7 +840,8 @@ def comparison(variant: Mapping, baseline: Mapping, kind: str, runs: pd.DataFram
                              for row, v in zip((variant, baseline), values, strict=True))  # fmt: skip
     result = speed_ratio(variant, baseline, kind) if method == WELCH else rank_ratio(values[0], values[1], kind)
     out = {**result, "method": METHOD_NAMES[method], "statistical_verdict": result["verdict"]}
-    out["runs_compared"] = f"{len(values[0])} / {len(values[1])} measured together" if together else ""
+    # How many were measured together is counted before the contended ones are left out (their own count below).
+    out["runs_compared"] = f"{len(measured[0])} / {len(measured[1])} measured together" if together else ""
     for column in ("other_cpu_share", "steal_share"):
         out[column] = mean_condition(sides[0], column)
         out[column + "_baseline"] = mean_condition(sides[1], column)
