@@ -775,7 +775,9 @@ def measured_together(variant: pd.DataFrame, baseline: pd.DataFrame) -> tuple[pd
         "started": pd.concat(starts, ignore_index=True),
         "repeat": np.concatenate([pd.to_numeric(side["repeat"], errors="coerce") if "repeat" in side
                                   else np.full(len(side), np.nan) for side in sides]),
-    }).sort_values(["started", "side"], kind="stable")  # fmt: skip
+    # Records say when a run started to the second: runs in the same second go in their round's
+    # order (repeat), as they ran, not one side before the other (which made 3 of a side "alone").
+    }).sort_values(["started", "repeat", "side"], kind="stable")  # fmt: skip
     stretch = merged["side"].ne(merged["side"].shift()).cumsum().to_numpy()
     size = pd.Series(stretch).map(pd.Series(stretch).value_counts()).to_numpy()
     alone = size >= ALONE_RUNS
@@ -859,6 +861,10 @@ def comparison(variant: Mapping, baseline: Mapping, kind: str, runs: pd.DataFram
     reasons = [reason for reason in [*held_back, out["contended"], waits] if reason]
     if reasons and out["verdict"] in VERDICTS:
         out["verdict"] = "; ".join(reasons)
+    elif any(held_back):
+        # No verdict from the method either (too few repeats for ranks): the sides' times or
+        # conditions come first, since more repeats alone would not make them comparable.
+        out["verdict"] = "; ".join([*filter(None, held_back), out["verdict"]])
     return out
 
 
