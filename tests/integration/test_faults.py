@@ -67,8 +67,10 @@ def test_a_rank_killed_mid_run_is_mpi_abort(tmp_path):
     os.kill(next(r["pid"] for r in ranks if r["rank"] == 1), signal.SIGKILL)
     worker.join(timeout=90)
     assert result["status"] == "failed" and result["category"] == "mpi_abort", result["reason"]
-    # Either prterun reports the killed rank, or the survivor reports its peer gone first.
-    assert "exited on signal 9" in result["reason"] or "unexpectedly disconnected" in result["reason"]
+    # Either prterun reports the killed rank, or the survivor reports its peer gone first (its own
+    # words, or prterun's that it called abort): which line comes first is a race.
+    said = ("exited on signal 9", "unexpectedly disconnected", 'calling "abort"')
+    assert any(words in result["reason"] for words in said), result["reason"]
     assert result["resources"]["walltime_used_s"] < 50
 
 
