@@ -211,6 +211,27 @@ def test_a_set_added_later_is_compared_on_neither_side_s_runs_measured_alone():
     assert 0.97 < row["ratio"] < 1.03
 
 
+def test_runs_that_started_in_the_same_second_keep_their_rounds_order():
+    # The A/A test's grown sweep as recorded (starts to the second): each side's first 4 alone, then
+    # rounds 5-8 interleaved, two runs of a round or of two rounds starting in the same second.
+    runs = runs_table([12.0, 12.1, 11.9, 12.2, 10.0, 10.2, 9.9, 10.1], [8.0, 8.1, 7.9, 8.2, 10.1, 10.0, 10.2, 9.9])
+    second = {"default": [18, 19, 20, 20, 32, 34, 35, 35], "x": [25, 26, 27, 27, 31, 33, 34, 36]}
+    for side, seconds in second.items():
+        rows = runs["mpi_flag_set"] == side
+        runs.loc[rows, "started"] = [f"2026-11-26T15:17:{s:02d}+00:00" for s in seconds]
+        runs.loc[rows, "finished"] = [f"2026-11-26T15:17:{s:02d}+00:00" for s in seconds]
+    row = verdict_of(runs)
+    assert row["runs_compared"] == "4 / 4 measured together"
+    assert row["interleaved"] and row["verdict"] == "no measurable difference"
+
+
+def test_sides_measured_apart_say_so_also_where_the_method_gives_no_verdict():
+    row = verdict_of(runs_table([10.0, 10.1, 3.0], [8.0, 8.1, 7.9], start_other=30))
+    assert row["method"] == analysis.METHOD_NAMES["ranks"] and row["statistical_verdict"] == analysis.TOO_FEW_FOR_RANKS
+    assert row["verdict"].startswith("not interleaved: the baseline ran 2026-11-25 10:00")
+    assert row["verdict"].endswith(f"; {analysis.TOO_FEW_FOR_RANKS}")
+
+
 def test_interleaved_rounds_whose_shuffle_puts_a_side_twice_in_a_row_are_all_compared():
     runs = runs_table([10.0, 10.2, 9.9, 10.1], [10.1, 10.0, 10.2, 9.9])
     # Rounds shuffled: default x | x default | default x | x default: "x x" and "default default" meet.

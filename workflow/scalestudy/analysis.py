@@ -769,14 +769,14 @@ def measured_together(variant: pd.DataFrame, baseline: pd.DataFrame) -> tuple[pd
               for side in sides]  # fmt: skip
     if any(when is None or when.isna().any() or len(when) < 2 for when in starts):
         return None
+    # Records say when a run started to the second: runs in the same second go in their round's
+    # order (repeat), as they ran, not one side before the other (which made 3 of a side "alone").
     merged = pd.DataFrame({
         "side": np.repeat([0, 1], [len(when) for when in starts]),
         "position": np.concatenate([np.arange(len(when)) for when in starts]),
         "started": pd.concat(starts, ignore_index=True),
         "repeat": np.concatenate([pd.to_numeric(side["repeat"], errors="coerce") if "repeat" in side
                                   else np.full(len(side), np.nan) for side in sides]),
-    # Records say when a run started to the second: runs in the same second go in their round's
-    # order (repeat), as they ran, not one side before the other (which made 3 of a side "alone").
     }).sort_values(["started", "repeat", "side"], kind="stable")  # fmt: skip
     stretch = merged["side"].ne(merged["side"].shift()).cumsum().to_numpy()
     size = pd.Series(stretch).map(pd.Series(stretch).value_counts()).to_numpy()
