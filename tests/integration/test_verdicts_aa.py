@@ -94,22 +94,34 @@ def test_a_set_added_after_its_baseline_ran_under_load_is_not_compared_across_in
     assert primary["verdict"] not in ("faster", "slower"), primary.to_dict()
 
 
-def test_repeats_until_clear_plan_one_more_per_invocation_until_max(tmp_path):
-    # A CI of ±0.01% is never reached on a shared machine: each invocation adds one repeat up to max.
+def test_repeats_until_clear_go_round_by_round_in_one_invocation(tmp_path):
+    # Two studies of known spread (tests/sweeps/repeats-rounds.yaml): `steady` prints the same
+    # figure (CI ±0%: stops at min 2), `noisy` a uniform draw (CI far above ±1%: runs to max 4).
+    # One invocation runs every round; the next has nothing to do.
     results = tmp_path / "results"
-    config = sweep("lammps-tiny", results_dir=str(results))
-    config["studies"]["md"]["repeats"] = {"min": 2, "max": 3, "ci": "0.01%"}
-    sweep_file = write(config, tmp_path / "sweep.yaml")
-    command = [sys.executable, "-m", "snakemake", "--profile", "profiles/local", "--configfile", str(sweep_file),
-               "--", str(results / "md" / "variants.csv")]  # fmt: skip
-    runs_dir = results / "md" / "runs" / "nodes1-rpn1" / "mpi-default" / "nccl-default"
-    seen = []
-    for _ in range(3):
-        done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)
-        assert done.returncode == 0, done.stderr[-3000:]
-        seen.append(sorted(p.name for p in runs_dir.iterdir()))
-    assert seen == [["rep1", "rep2"], ["rep1", "rep2", "rep3"], ["rep1", "rep2", "rep3"]]
-    assert "Nothing to be done" in done.stdout + done.stderr
-    table = pd.read_csv(results / "md" / "scaling.csv")
-    row = table[table["primary"]].iloc[0]
-    assert row["repeats_run"] == 3 and row["repeats_stop"].startswith("max 3 reached")
+    sweep_file = write(sweep("repeats-rounds", results_dir=str(results)), tmp_path / "sweep.yaml")
+    command = [sys.executable, "-m", "snakemake", "--profile", "profiles/local", "--configfile", str(sweep_file)]
+
+    dry = subprocess.run([*command, "-n"], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    dry_out = dry.stdout + dry.stderr
+    assert "later rounds may add up to 4 repeats (up to max)" in dry_out, dry_out[-3000:]
+    assert "repeats_round" in dry_out and "rep3" not in dry_out, dry_out[-3000:]
+
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-3000:]
+    point_dir = Path("runs", "nodes1-rpn1", "mpi-default", "nccl-default")
+    reps = {study: sorted(p.name for p in (results / study / point_dir).iterdir()) for study in ("steady", "noisy")}
+    assert reps == {"steady": ["rep1", "rep2"], "noisy": ["rep1", "rep2", "rep3", "rep4"]}, reps
+    rounds = "noisy: round 2 done; round 3 runs 1 more repeat (CI still wider than the target)"
+    assert rounds in done.stderr, done.stderr[-3000:]
+    assert "steady: round 1 done; every point has stopped (1 at their CI target, 0 at max)" in done.stderr
+    for study, run, stop in (("steady", 2, "CI ±0.0% ≤ ±1%"), ("noisy", 4, "max 4 reached")):
+        row = pd.read_csv(results / study / "scaling.csv").iloc[0]
+        assert row["repeats_run"] == run and row["repeats_stop"].startswith(stop), row.to_dict()
+        assert len(pd.read_csv(results / study / "runs.csv")) == run
+    assert (results / "report" / "index.html").exists()
+
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Nothing to be done" in again.stdout + again.stderr, (again.stdout + again.stderr)[-3000:]

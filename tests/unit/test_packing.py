@@ -166,4 +166,4 @@ def test_the_dry_modes_budget_refusal_is_the_snakefiles_word_for_word(shipped, r
         dry_plan.plan(profile, [str(sweep)])
     snakefiles = Plan.load(dry_plan.workflow_config(profile, [str(sweep)]), files=[str(sweep)]).budget_problems()
     assert refused.value.problems == snakefiles
-    assert "and the 18 repeats up to max that later invocations may add" in snakefiles[0]
+    assert "and the 18 repeats up to max that later rounds may add" in snakefiles[0]

@@ -252,3 +252,50 @@ def test_repeats_until_clear_plan_min_first_and_the_forecast_prices_max(tmp_path
     assert min(priority("hoomd-wca", p.id) for p in plan.to_submit if p.repeat == 1) > max(
         priority("hoomd-wca", p.id) for p in plan.to_submit if p.repeat == 2
     )
+
+
+def test_repeats_until_clear_go_round_by_round_and_the_table_waits_for_the_round_that_adds_none(
+    tmp_path, repo, monkeypatch
+):
+    monkeypatch.setenv("PROJECT", "ab12")
+    shipped = yaml.safe_load((repo / "config/sweep.yaml").read_text())
+    config = {**shipped, "cluster": "gadi", "results_dir": str(tmp_path / "results")}
+    study = {**shipped["studies"]["hoomd-wca"], "nodes": [1], "mpi_flags": ["default"]}
+    config["studies"] = {"hoomd-wca": {**study, "repeats": {"min": 2, "max": 4, "ci": "5%"}}}
+    plan = Plan.load(config)
+    assert plan.rounds == {"hoomd-wca"}
+    round_one = plan.round_inputs("hoomd-wca", 1, round_output=None)
+    assert [path.split("/")[-2] for path in round_one] == ["rep1", "rep2"]
+
+    decisions = {}
+
+    def round_output(n):  # Snakemake's checkpoint: raises until the round has run
+        if n not in decisions:
+            raise LookupError(f"round {n} not run")
+        return decisions[n]
+
+    def run_round(n, values):
+        inputs = plan.round_inputs("hoomd-wca", n, round_output) if n > 1 else round_one
+        for path, value in zip([p for p in inputs if p.endswith("metrics.json")], values, strict=True):
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(json.dumps({"status": "ok", "figures": {"steps_per_s": value}}))
+        decisions[n] = plan.layout.round_file("hoomd-wca", n)
+        return plan.write_next_round("hoomd-wca", n, decisions[n])
+
+    with pytest.raises(LookupError, match="round 1"):
+        plan.aggregate_inputs("hoomd-wca", False, round_output)
+    assert "round 2 runs 1 more repeat" in run_round(1, [100.0, 150.0])[0]
+    with pytest.raises(LookupError, match="round 2"):  # the table waits for round 2's decision
+        plan.aggregate_inputs("hoomd-wca", False, round_output)
+    assert [p.split("/")[-2] for p in plan.round_inputs("hoomd-wca", 2, round_output)[1:]] == ["rep3"]
+    # rep3 does not settle it (the CI of 100, 150, 125 is ±50%): round 3 runs rep4, the last (max 4).
+    assert "round 3 runs 1 more repeat" in run_round(2, [125.0])[0]
+    assert run_round(3, [125.0])[0].endswith("every point has stopped (0 at their CI target, 1 at max)")
+    tables = plan.aggregate_inputs("hoomd-wca", False, round_output)
+    assert [p.split("/")[-2] for p in tables] == ["rep1", "rep2", "rep3", "rep4"]
+    assert [record["repeat"] for record, _ in plan.expected_runs("hoomd-wca")] == [1, 2, 3, 4]
+    # A fixed number of repeats has no rounds: the table waits for the records alone.
+    config["studies"] = {"hoomd-wca": {**study, "repeats": 2}}
+    fixed = Plan.load({**config, "results_dir": str(tmp_path / "fixed")})
+    assert fixed.rounds == set()
+    assert len(fixed.aggregate_inputs("hoomd-wca", False, round_output)) == 2

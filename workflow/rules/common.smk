@@ -112,7 +112,20 @@ def of_study(method, *args):
     return lambda wildcards: method(wildcards.study, *(arg() if callable(arg) else arg for arg in args))
 
 
-aggregate_inputs = of_study(PLAN.aggregate_inputs, report_only)
+def round_output(study):
+    """Round n's decision of `study` (rule repeats_round); raises until that round has run,
+    which is how Snakemake puts the round into the DAG (a checkpoint)."""
+    return lambda n: checkpoints.repeats_round.get(study=study, round=str(n)).output[0]
+
+
+def aggregate_inputs(wildcards):
+    return PLAN.aggregate_inputs(wildcards.study, report_only(), round_output(wildcards.study))
+
+
+def round_inputs(wildcards):
+    return PLAN.round_inputs(wildcards.study, int(wildcards.round), round_output(wildcards.study))
+
+
 finished_fingerprint = of_study(PLAN.finished_fingerprint, report_only)
 
 

@@ -67,3 +67,21 @@ for APP in APPS.values():
             **resources_of_wildcards(PLAN.run_resources(APP)),
         shell:
             RUN_POINT_SHELL
+
+
+checkpoint repeats_round:
+    # Repeats until clear, in one invocation (`repeats: {min, max, ci}`): after each round of a
+    # study's points, the next round is decided from the records made so far; the study's
+    # table waits for the round that adds none (Plan.aggregate_inputs, Plan.write_next_round).
+    input:
+        round_inputs,
+    output:
+        LAYOUT.round_file("{study}", "{round}"),
+    wildcard_constraints:
+        round="[1-9][0-9]*",
+    localrule: True
+    resources:
+        **LOCAL_STEP,
+    run:
+        for line in PLAN.write_next_round(wildcards.study, int(wildcards.round), output[0]):
+            print(f"scalestudy: {line}", file=sys.stderr)

@@ -38,6 +38,7 @@ from .model import order
 from .model.errors import SweepError
 from .model.paths import RUNS_SEGMENT
 from .model.point import Point, first_repeats
+from .model.repeats import stopped_at_max
 from .model.units import GIB, MIB
 from .results import history, locking, repeats, retry
 from .scheduler import site
@@ -118,6 +119,11 @@ class Forcing:
     incomplete: bool = False
 
 
+def round_points(decision: str) -> list[str]:
+    """The point ids a round's decision (Layout.round_file, Plan.write_next_round) runs next."""
+    return json.loads(Path(decision).read_text())["next"]
+
+
 class Plan:
     """The plan of one Snakemake invocation (see the module's docstring)."""
 
@@ -125,6 +131,8 @@ class Plan:
         # Repeats until the answer is clear: only those needed now are planned (results/repeats.py);
         # the others up to max are priced by the forecast all the same.
         self.later_repeats: list[Point] = []
+        # Every point of the sweep, planned now or not: a later round's points are looked up here.
+        self.all_points = study.points_by_id
         if main_process:
             planned = repeats.in_play(study.points, study.sweep.studies, study.layout)
             if len(planned) < len(study.points):
@@ -161,6 +169,11 @@ class Plan:
         # The order the points to submit run in (model.order: round by round, seeded shuffle
         # within): Snakemake starts the ready job of highest priority first.
         self.priority_of = order.priorities(self.to_submit, study.order_seed)
+        # The studies whose repeats go on round by round in this invocation (a checkpoint per
+        # round, rule repeats_round): an adaptive study with a point to run now. A study whose
+        # every point has stopped has no rounds, so a finished study plans nothing.
+        adaptive = repeats.adaptive_studies(self.sweep.studies)
+        self.rounds = {p.study for p in self.to_submit if p.study in adaptive}
 
     @classmethod
     def load(cls, config: Mapping[str, Any], files: Iterable[str | os.PathLike[str]] = (), main_process: bool = True):
@@ -270,13 +283,18 @@ class Plan:
         to_run = survey.to_run + len(forced)
         if self.cluster.scheduler != "none" and not self.asks_report_only(forcing) and to_run:
             lines += forecast.forecast_lines(self.submit_forecast(forced, forcing), self.submit_words(to_run, forcing))
+        elif to_run and not report_only and self.narrowed(forcing)[2]:
+            lines.append(
+                f"scalestudy: later rounds may add up to {len(self.narrowed(forcing)[2])} repeats (up to max), "
+                "while a point's CI is wider than its target"
+            )
         return lines
 
     def submit_forecast(self, forced: Sequence[Point] = (), forcing: Forcing | None = None) -> forecast.Forecast:
         """What the batch jobs this invocation submits may cost: the points to submit that the
         targets need (none that finished, unless forced), a pack priced as one job, and the
-        repeats up to a study's `repeats: {max: ...}` that later invocations may add (the most
-        it may cost)."""
+        repeats up to a study's `repeats: {max: ...}` that later rounds may add (the most it may
+        cost)."""
         survey, to_submit, later, packs = self.narrowed(forcing)
         return forecast.forecast([*to_submit, *forced, *later], self.cluster, survey.measured(), packs)
 
@@ -285,7 +303,7 @@ class Plan:
         words = forecast.to_submit_words(to_run)
         later = self.narrowed(forcing)[2]
         if later:
-            words += f" and the {len(later)} repeats up to max that later invocations may add"
+            words += f" and the {len(later)} repeats up to max that later rounds may add"
         return words
 
     def budget_problems(self, forcing: Forcing | None = None) -> list[str]:
@@ -369,7 +387,7 @@ class Plan:
     # ------------------------------------------------------------------ targets and run rules
 
     def point(self, study: str, point_id: str) -> Point:
-        return self.study.point(study, point_id)
+        return self.all_points[(study, point_id)]
 
     def targets(self, report_only: bool) -> list[str]:
         """The default target: the report, after every point not run yet and every record to keep.
@@ -521,16 +539,60 @@ class Plan:
     def run_metrics(self, study: str) -> list[str]:
         return [self.layout.metrics(p.study, p.id) for p in self.sweep.points_of(study)]
 
+    def points_now(self, study: str) -> list[Point]:
+        """The points of `study` as the records on disk leave it: every point, or for repeats
+        until clear those needed so far (results.repeats.in_play), after the last round too."""
+        points = [p for p in self.all_points.values() if p.study == study]
+        return repeats.in_play(points, {study: self.sweep.studies[study]}, self.layout)
+
     def expected_runs(self, study: str) -> list[tuple[dict[str, Any], str]]:
         """(point record, metrics.json path) of every point of `study`, finished or not."""
-        return [(p.as_record(), self.layout.metrics(p.study, p.id)) for p in self.sweep.points_of(study)]
+        return [(p.as_record(), self.layout.metrics(p.study, p.id)) for p in self.points_now(study)]
 
-    def aggregate_inputs(self, study: str, report_only: bool) -> list[str]:
+    def aggregate_inputs(
+        self, study: str, report_only: bool, round_output: Callable[[int], str] | None = None
+    ) -> list[str]:
         """The study's records, except for a report from what has finished: then none (no run job
         enters the DAG) and `finished_fingerprint` rebuilds the tables as results come in. A
         table job run in a process of its own does not know the targets; it reads the records
-        itself, and the main process has planned them."""
-        return [] if report_only or not self.main_process else self.run_metrics(study)
+        itself, and the main process has planned them. A study with rounds waits for the round
+        that adds none: `round_output(n)` is round n's decision, and raises (Snakemake's
+        checkpoint) until that round has run, which puts the round in the DAG."""
+        if report_only or not self.main_process:
+            return []
+        if study in self.rounds and round_output is not None:
+            round_number = 1
+            while round_points(round_output(round_number)):
+                round_number += 1
+            return [self.layout.metrics(p.study, p.id) for p in self.points_now(study)]
+        return self.run_metrics(study)
+
+    def round_inputs(self, study: str, round_number: int, round_output: Callable[[int], str]) -> list[str]:
+        """What round `round_number` of a study's repeats waits for: round 1, the points planned
+        at load; a later round, the points the round before it chose (and its decision). A
+        round's job run in a process of its own reads the records itself (as a table's does)."""
+        if not self.main_process:
+            return []
+        if round_number == 1:
+            return self.run_metrics(study)
+        previous = round_output(round_number - 1)
+        return [previous, *(self.layout.metrics(study, point_id) for point_id in round_points(previous))]
+
+    def write_next_round(self, study: str, round_number: int, path: str) -> list[str]:
+        """Decide round `round_number + 1` from the records made so far (results.repeats.next_round)
+        and write it to `path`: the ids of its points (none: every point has stopped) and why
+        each point goes on or stops. Returns the lines that say so."""
+        points = [p for p in self.all_points.values() if p.study == study]
+        chosen, why = repeats.next_round(points, {study: self.sweep.studies[study]}, self.layout)
+        ids = [p.id for p in chosen]
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps({"study": study, "round": round_number, "next": ids, "why": why}, indent=1))
+        done = f"{study}: round {round_number} done"
+        if ids:
+            more = f"{len(ids)} more repeat{'s' if len(ids) > 1 else ''}"
+            return [f"{done}; round {round_number + 1} runs {more} (CI still wider than the target)"]
+        at_max = sum(map(stopped_at_max, why.values()))
+        return [f"{done}; every point has stopped ({len(why) - at_max} at their CI target, {at_max} at max)"]
 
     def finished_fingerprint(self, study: str, report_only: bool) -> str | list[str]:
         """Report only: which metrics.json exist, and when written (a change rebuilds the tables)."""
@@ -547,8 +609,9 @@ class Plan:
     def points_digest(self, study: str) -> str:
         """The study's set of points in one short text: a param of its table, so that the tables
         and the report (`report` alone too) are rebuilt when the set changes (more repeats, a
-        new axis value) before any new result has finished."""
-        ids = sorted(p.id for p in self.sweep.points_of(study))
+        new axis value) before any new result has finished. Every point of the sweep, up to a
+        `repeats: {max}`: which of those have run is told by the records, the table's inputs."""
+        ids = sorted(p.id for p in self.all_points.values() if p.study == study)
         digest = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
         return f"{len(ids)} points, sha256 {digest}"
 

@@ -117,6 +117,11 @@ class Layout:
     def study_log(self, study: str, step: str) -> str:
         return f"{self.results}/{study}/logs/{step}.log"
 
+    def round_file(self, study: str, round_number: str | int) -> str:
+        """What a round of a study's repeats-until-clear decided (results.repeats.next_round):
+        the points of the next round, none when every point has stopped."""
+        return f"{self.results}/{study}/rounds/round-{round_number}.json"
+
     @property
     def report_dir(self) -> str:
         return f"{self.results}/report"

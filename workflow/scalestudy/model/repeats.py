@@ -3,8 +3,8 @@
 `repeats: 3` runs every point three times. `repeats: {min: 3, max: 10, ci: 5%}` runs min
 repeats first, then one more per point while the 95% confidence interval of the mean of its
 primary figure is wider than ± ci of the mean and max is not reached: a quiet machine spends
-less, a noisy one more. Snakemake plans a DAG once, so the decision is made per invocation
-from the repeats that have finished (`needed`): rerunning the same command converges. Every
+less, a noisy one more. The decision is made round by round from the repeats that have
+finished (`needed`; results.repeats, a checkpoint per round in the workflow). Every
 repeat up to max is a point of the sweep (its id never changes), so the forecast and
 budget_su_total count max.
 """
@@ -73,6 +73,14 @@ def relative_ci(values: Iterable[float]) -> float:
     return t_half_width(std, len(x)) / abs(mean) if mean else math.inf
 
 
+MAX_REACHED = "max"  # how `needed` says a point stopped at max, not at its CI target
+
+
+def stopped_at_max(reason: str) -> bool:
+    """Did `needed`'s reason say the point stopped at max (not at its CI target)?"""
+    return reason.startswith(f"{MAX_REACHED} ")
+
+
 def needed(repeats: Repeats, recorded: int, values: Iterable[float]) -> tuple[int, str]:
     """How many repeats of a point are to exist after this invocation, and why it stops there:
     `recorded` repeats (1..recorded) have a record, `values` the primary figure of the ok ones."""
@@ -85,5 +93,5 @@ def needed(repeats: Repeats, recorded: int, values: Iterable[float]) -> tuple[in
     if width <= repeats.ci:
         return recorded, f"{shown} ≤ ±{repeats.ci:.0%}"
     if recorded >= repeats.max:
-        return recorded, f"max {repeats.max} reached ({shown})"
+        return recorded, f"{MAX_REACHED} {repeats.max} reached ({shown})"
     return recorded + 1, f"{shown} > ±{repeats.ci:.0%}: one more"
