@@ -12,7 +12,7 @@ from scalestudy.apps import APPS, ParseError
 from scalestudy.apps.torch_parallel import parse_torch_parallel
 from scalestudy.apps.torch_parallel_rank import __main__ as rank_program
 from scalestudy.apps.torch_parallel_rank import models
-from scalestudy.apps.torch_parallel_spec import IMPLEMENTATIONS, MODELS, RESULT_PREFIX
+from scalestudy.apps.torch_parallel_spec import IMPLEMENTATIONS, MODELS, RESULT_PREFIX, split_points
 from scalestudy.model.errors import SweepError
 from scalestudy.model.metrics import metric
 from scalestudy.model.point import Point
@@ -148,7 +148,7 @@ def test_every_model_has_enough_blocks_for_two_stages_and_the_app_counts_them(mo
     size = (MODELS[model].width, MODELS[model].depth)
     blocks = models.blocks(model, *size, vocab=64, seq_len=16, heads=4)
     assert len(blocks) == APP.blocks(tp_point(model=model)) >= 2
-    cuts = models.split_points([sum(p.numel() for p in b.parameters()) for b in blocks], 2)
+    cuts = split_points([sum(p.numel() for p in b.parameters()) for b in blocks], 2)
     assert cuts[0] == 0 and cuts[-1] == len(blocks) and len(cuts) == 3 and cuts[0] < cuts[1] < cuts[2]
 
 

@@ -13,7 +13,6 @@ fsdp: every rank is a replica; pipeline and tensor: one; hybrid: ranks / group_s
 
 from __future__ import annotations
 
-import functools
 import json
 import statistics
 import sys
@@ -28,6 +27,7 @@ from ..model.paths import Layout
 from ..model.point import Point
 from ..model.units import GB, MEMORY_UNIT
 from .base import App, Param, ParseError
+from .saved_bytes import kept_on_disk
 from .torch_parallel_spec import (
     EPOCH_PREFIX,
     IMAGE,
@@ -40,9 +40,13 @@ from .torch_parallel_spec import (
     STRATEGIES,
     TENSOR_MODELS,
     TRAINING_PRECISIONS,
+    Counted,
     Data,
     model_setting,
 )
+
+# The rank program's model code: a change to it (or to the counting) counts again (kept_on_disk).
+RANK_MODELS = Path(__file__).with_name("torch_parallel_rank") / "models.py"
 
 # What the parts of the breakdown add up to, and how they are measured (torch_parallel_spec.PARTS).
 STEP_WHOLE = (
@@ -195,10 +199,14 @@ def breakdown_figures(breakdown: Mapping[str, Any] | None) -> dict[str, Any]:
     return figures
 
 
-@functools.lru_cache(maxsize=1024)
+@kept_on_disk(
+    Counted, RANK_MODELS, *(Path(__file__).with_name(name) for name in ("saved_bytes.py", "torch_parallel_spec.py"))
+)
 def counted(model: str, width: int, depth: int, vocab: int, seq_len: int, heads: int, batch: int, dtype: str):
     """The rank program's own model counted on torch's meta device at a batch and dtype
-    (models.counted_training; torch is imported here, when a prediction is asked)."""
+    (models.counted_training; torch is imported here, when a shape not counted before is
+    asked). Kept on disk: the check at load counts each shape once, and a run job (whose
+    record carries the prediction) reads it without importing torch (seconds of every job)."""
     from .torch_parallel_rank import models
 
     return models.counted_training(model, width, depth, vocab, seq_len, heads, batch, dtype)

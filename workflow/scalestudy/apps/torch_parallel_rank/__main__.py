@@ -58,6 +58,7 @@ from ..torch_parallel_spec import (
     RESULT_PREFIX,
     TRAINING_PRECISIONS,
     model_setting,
+    split_points,
 )
 from . import models
 from .breakdown import no_region, profiled_parts
@@ -234,7 +235,7 @@ class Trainer:
     def setup_pipeline(self, blocks: list[nn.Module]) -> None:
         from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
 
-        cuts = models.split_points([sum(p.numel() for p in b.parameters()) for b in blocks], self.world)
+        cuts = split_points([sum(p.numel() for p in b.parameters()) for b in blocks], self.world)
         first, last = cuts[self.rank], cuts[self.rank + 1]
         self.model = Stage(blocks[first:last]).to_empty(device=self.device)
         for i in range(first, last):

@@ -21,13 +21,11 @@ Tasks:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..torch_parallel_spec import IMAGE, MODELS, Data, Task
+from ..torch_parallel_spec import IMAGE, MODELS, Counted, Data, Task
 
 CLASSES = 10
 FEATURES = 32
@@ -421,31 +419,6 @@ def tensor_sharded(block: nn.Module) -> int:
     return split
 
 
-@dataclass(frozen=True)
-class Counted:
-    """The rank program's model as the memory model needs it: parameters, bytes autograd saves
-    at the batch counted, the largest saved storage, each block's parameters, the largest
-    parameter tensor, and the parameters a tensor-parallel plan splits."""
-
-    parameters: int
-    saved: int
-    largest: int
-    block_parameters: tuple[int, ...]
-    largest_tensor: int
-    tensor_sharded: int
-
-    def share(self, strategy: str, ranks: int) -> float:
-        """The fraction of the parameters the busiest of `ranks` holds: pipeline, the largest
-        stage (split_points); tensor, the replicated parameters and its part of the split ones."""
-        if strategy == "pipeline":
-            cuts = split_points(list(self.block_parameters), ranks)
-            stages = [sum(self.block_parameters[a:b]) for a, b in zip(cuts, cuts[1:], strict=False)]
-            return max(stages) / max(self.parameters, 1)
-        if strategy in ("tensor", "hybrid"):
-            return (self.parameters - self.tensor_sharded * (1 - 1 / ranks)) / max(self.parameters, 1)
-        return 1.0
-
-
 def sample_batch(name: str, batch: int, vocab: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """A batch of the model's input shape (zeros: only shapes matter)."""
     data = MODELS[name].data
@@ -456,18 +429,3 @@ def sample_batch(name: str, batch: int, vocab: int, seq_len: int) -> tuple[torch
     if data == Data.REVERSAL:
         return torch.zeros((batch, 2 * seq_len), dtype=torch.long), torch.zeros((batch, seq_len), dtype=torch.long)
     return torch.zeros((batch, seq_len), dtype=torch.long), torch.zeros(batch, dtype=torch.long)
-
-
-def split_points(sizes: list[int], stages: int) -> list[int]:
-    """Where to cut blocks of `sizes` parameters into `stages` contiguous runs of about equal
-    size, each at least one block (needs len(sizes) >= stages): each stage's first block,
-    then len(sizes)."""
-    total, cuts, running = sum(sizes) or 1, [0], 0
-    for i, size in enumerate(sizes[:-1]):
-        needed = stages - len(cuts)
-        if needed == 0:
-            break
-        running += size
-        if running >= total * len(cuts) / stages or len(sizes) - (i + 1) == needed:
-            cuts.append(i + 1)
-    return [*cuts, len(sizes)]
