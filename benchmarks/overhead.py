@@ -18,12 +18,19 @@
     another revision (--before, default 25b3435: every app module imported at start, torch
     with them), side by side, alternating, median of --runs pairs. Target: <= 0.3 s of CPU.
 
+(d) the local study as the README's first command runs it (`snakemake --profile profiles/local`,
+    into a fresh results directory): Snakemake's wall time over the sum of its runs' wall times
+    (metrics.json resources.walltime_used_s; HOOMD-blue's points, where it is not installed,
+    count 0 s). Target: <= 1.15 on an idle machine. --study-before REV runs the same on another
+    revision first (each side takes minutes: one run a side).
+
 Run from the repository root with the venv active:
     python benchmarks/overhead.py            # both
     python benchmarks/overhead.py --only b   # only the dry-run ratio
     python benchmarks/overhead.py --only b --points 100000 --repeats 1 --profile --listing
     python benchmarks/overhead.py --only b --points 200 --repeats 1   # a smoke run (the tests do this)
     python benchmarks/overhead.py --only c --runs 5  # runner overhead, this checkout against 25b3435
+    python benchmarks/overhead.py --only d [--study-before REV]  # the local study's time ratio
 Each figure is printed with its ratio and target.
 """
 
@@ -93,6 +100,25 @@ def study_overhead(workdir: Path, max_steps: int) -> None:
     print(f"(a) points: {len(runs)}, app wall times: {', '.join(f'{w:.1f}' for w in sorted(app_walls))} s")
     print(f"(a) study wall time {wall:.1f} s / sum of app wall times {total:.1f} s = {wall / total:.3f}"
           f"  (target <= 1.05; shortest point {min(app_walls):.1f} s)")  # fmt: skip
+
+
+def local_study_ratio(workdir: Path, checkout: Path, label: str) -> None:
+    results = workdir / "results"
+    command = [sys.executable, "-m", "snakemake", "--profile", "profiles/local", "--config", f"results_dir={results}"]
+    start = time.perf_counter()
+    subprocess.run(command, check=True, cwd=checkout, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   env={**os.environ, "PYTHONPATH": str(checkout / "workflow")})  # fmt: skip
+    wall = time.perf_counter() - start
+    runs = [json.loads(p.read_text()) for p in results.glob("*/runs/**/metrics.json")]
+    by_app: dict[str, float] = {}
+    for run in runs:
+        by_app[run["point"]["app"]] = by_app.get(run["point"]["app"], 0.0) + run["resources"]["walltime_used_s"]
+    total = sum(by_app.values())
+    ok = sum(run["status"] == "ok" for run in runs)
+    apps = ", ".join(f"{app} {seconds:.0f}" for app, seconds in sorted(by_app.items()))
+    print(f"(d) {label}: {len(runs)} runs ({ok} ok), their wall times in s: {apps}")
+    print(f"(d) {label}: Snakemake {wall:.1f} s / sum of the runs' wall times {total:.1f} s = {wall / total:.3f}"
+          f"  (target <= 1.15 idle; load average {os.getloadavg()[0]:.1f} at the end)")  # fmt: skip
 
 
 def bare_snakefile(workdir: Path, points: int) -> Path:
@@ -247,7 +273,7 @@ def runner_overhead(workdir: Path, before: str, runs: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["a", "b", "c"])
+    parser.add_argument("--only", choices=["a", "b", "c", "d"])
     parser.add_argument("--max-steps", type=int, default=70, help="(a) steps per point; 70 gives >= 30 s points")
     parser.add_argument("--repeats", type=int, default=5, help="(b) dry runs of each; the best is used")
     parser.add_argument("--points", type=int, default=10_000, help="(b) points of the generated sweep")
@@ -255,9 +281,10 @@ def main() -> None:
     parser.add_argument("--listing", action="store_true", help="(b) list every job (no -q), on both sides")
     parser.add_argument("--runs", type=int, default=5, help="(c) run jobs of each side; the median is used")
     parser.add_argument("--before", default="25b3435", help="(c) the revision compared with this checkout")
+    parser.add_argument("--study-before", help="(d) a revision whose local study runs first, for comparison")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="scalestudy-bench-") as tmp:
-        for part in ("b", "a", "c"):
+        for part in ("b", "a", "c", "d"):
             if args.only in (None, part):
                 (Path(tmp) / part).mkdir()
         if args.only in (None, "b"):
@@ -266,6 +293,12 @@ def main() -> None:
             runner_overhead(Path(tmp) / "c", args.before, args.runs)
         if args.only in (None, "a"):
             study_overhead(Path(tmp) / "a", args.max_steps)
+        if args.only == "d":  # minutes a side: asked for by name
+            if args.study_before:
+                (Path(tmp) / "d-before").mkdir()
+                before = checkout_of(args.study_before, Path(tmp) / "d-before-checkout")
+                local_study_ratio(Path(tmp) / "d-before", before, args.study_before)
+            local_study_ratio(Path(tmp) / "d", REPO, "this checkout")
 
 
 if __name__ == "__main__":
