@@ -303,3 +303,23 @@ def test_points_whose_slurm_job_is_cancelled_or_times_out_keep_their_records_and
     assert (tmp_path / "results/report/index.html").exists()
     left = subprocess.run(["pgrep", "-f", str(tmp_path / "results")], capture_output=True, text=True).stdout.split()
     assert not left, subprocess.run(["ps", "-o", "args", "-p", ",".join(left)], capture_output=True, text=True).stdout
+
+
+def test_slurm_repeats_until_clear_go_round_by_round_in_one_invocation(slurm, tmp_path, repo):
+    """`repeats: {min: 2, max: 3, ci: 0.01%}` through profiles/slurm (a CI of ±0.01% is never
+    met): round 1 (min 2, packed) is one sbatch job, round 3's repeat a batch job of its own,
+    submitted by the same invocation; the next invocation has nothing to do."""
+    cluster = {"name": "slurm-test", "scheduler": "slurm", **CLUSTER}
+    study = {**PINGPONG, "nodes": [1], "repeats": {"min": 2, "max": 3, "ci": "0.01%"}, "pack": "scale",
+             "params": QUICK}  # fmt: skip
+    command, env = slurm_workflow(slurm, tmp_path, repo, cluster, {"pingpong-rounds": study})
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    metrics = metrics_of(tmp_path / "results", "pingpong-rounds")
+    assert sorted(metrics) == [f"nodes1-rpn2/mpi-default/nccl-default/rep{r}" for r in (1, 2, 3)], sorted(metrics)
+    assert {m["status"] for m in metrics.values()} == {"ok"}
+    jobs = [m["provenance"]["job_id"] for _, m in sorted(metrics.items())]
+    assert jobs[0] == jobs[1] != jobs[2], jobs
+    assert "pingpong-rounds: round 2 done; every point has stopped (0 at their CI target, 1 at max)" in run.stderr
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr, again.stderr[-3000:]
