@@ -77,11 +77,12 @@ checkpoint repeats_round:
         round_inputs,
     output:
         LAYOUT.round_file("{study}", "{round}"),
+    log:
+        LAYOUT.study_log("{study}", "round-{round}"),
     wildcard_constraints:
         round="[1-9][0-9]*",
     localrule: True
     resources:
         **LOCAL_STEP,
     run:
-        for line in PLAN.write_next_round(wildcards.study, int(wildcards.round), output[0]):
-            print(f"scalestudy: {line}", file=sys.stderr)
+        PLAN.write_next_round(wildcards.study, int(wildcards.round), output[0], log[0])

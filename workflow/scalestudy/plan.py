@@ -24,6 +24,7 @@ import json
 import os
 import re
 import shlex
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -578,10 +579,19 @@ class Plan:
         previous = round_output(round_number - 1)
         return [previous, *(self.layout.metrics(study, point_id) for point_id in round_points(previous))]
 
-    def write_next_round(self, study: str, round_number: int, path: str) -> list[str]:
+    def write_next_round(self, study: str, round_number: int, path: str, log: str | None = None) -> list[str]:
         """Decide round `round_number + 1` from the records made so far (results.repeats.next_round)
         and write it to `path`: the ids of its points (none: every point has stopped) and why
-        each point goes on or stops. Returns the lines that say so."""
+        each point goes on or stops. The line that says so goes to stderr and `log`, and is
+        returned."""
+        lines = self.next_round_lines(study, round_number, path)
+        if log is not None:
+            Path(log).parent.mkdir(parents=True, exist_ok=True)
+            Path(log).write_text("".join(f"scalestudy: {line}\n" for line in lines))
+            print("\n".join(f"scalestudy: {line}" for line in lines), file=sys.stderr)
+        return lines
+
+    def next_round_lines(self, study: str, round_number: int, path: str) -> list[str]:
         points = [p for p in self.all_points.values() if p.study == study]
         chosen, why = repeats.next_round(points, {study: self.sweep.studies[study]}, self.layout)
         ids = [p.id for p in chosen]
