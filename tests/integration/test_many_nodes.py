@@ -30,6 +30,8 @@ def test_the_bed_is_two_hosts_each_with_its_name_address_tmpdir_and_cpu(hosts):
     first, second = hosts[0], hosts[1]
     seen = on(hosts, 0, f"{hosts.ssh} {second.name} 'hostname; echo $TMPDIR; grep Cpus_allowed_list /proc/self/status'")
     assert seen.returncode == 0, seen.stderr
+    # ssh logs at its default level and knows every host's key: it says nothing on a good session.
+    assert seen.stderr == ""
     name, tmpdir, cpus = seen.stdout.splitlines()
     assert name == second.name and tmpdir == str(second.tmpdir)
     assert on(hosts, 0, "hostname").stdout.strip() == first.name
@@ -153,17 +155,24 @@ def test_a_command_study_runs_its_program_on_every_host(hosts, tmp_path):
     assert all(f"on {name}" in said for name in hosts.names)
 
 
-@pytest.mark.parametrize("ranks_per_node", [1, 2])
-def test_lammps_runs_under_hydra_across_the_hosts(hosts, tmp_path, ranks_per_node):
+# MPICH's UCX would meet over shared memory (one kernel); a cluster's nodes meet over the network.
+HYDRA_TCP = {"UCX_TLS": "tcp,self"}
+
+
+def lammps_point(ranks_per_node: int, benchmark_steps: int = 100, walltime: str = "00:02:00") -> Point:
+    """A 2-node LAMMPS point (MPICH's Hydra across the hosts); skips where there is no LAMMPS venv."""
     if not (REPO / ".venv-lammps/bin/mpiexec").exists():
         pytest.skip("no LAMMPS venv (.venv-lammps, scripts/setup.sh makes it)")
-    lammps = point(app="lammps", study="md", nodes=2, ranks_per_node=ranks_per_node, gpus_per_node=0,
-                   walltime="00:02:00", mpi_flag_set="mpich", mpi_flags={"MPIR_CVAR_ASYNC_PROGRESS": "0"},
-                   nccl_env_set="default", nccl_env={},
-                   params={"N": 500, "warmup_steps": 10, "benchmark_steps": 100,
-                           "executable": ".venv-lammps/bin/lmp"})  # fmt: skip
-    # MPICH's UCX would meet over shared memory (one kernel); a cluster's nodes meet over the network.
-    metrics = run_on_hosts(hosts, lammps, tmp_path, env={"UCX_TLS": "tcp,self"})
+    return point(app="lammps", study="md", nodes=2, ranks_per_node=ranks_per_node, gpus_per_node=0,
+                 walltime=walltime, mpi_flag_set="mpich", mpi_flags={"MPIR_CVAR_ASYNC_PROGRESS": "0"},
+                 nccl_env_set="default", nccl_env={},
+                 params={"N": 500, "warmup_steps": 10, "benchmark_steps": benchmark_steps,
+                         "executable": ".venv-lammps/bin/lmp"})  # fmt: skip
+
+
+@pytest.mark.parametrize("ranks_per_node", [1, 2])
+def test_lammps_runs_under_hydra_across_the_hosts(hosts, tmp_path, ranks_per_node):
+    metrics = run_on_hosts(hosts, lammps_point(ranks_per_node), tmp_path, env=HYDRA_TCP)
     proven = assert_ran_on_every_host(hosts, metrics, ranks_per_node)
     assert all("MPIR_CVAR_ASYNC_PROGRESS" in h["settings"] for h in proven.values())
     assert "-hosts" in (tmp_path / "launch.sh").read_text()
@@ -226,7 +235,9 @@ def test_litgpt_fine_tunes_on_two_nodes(hosts, tmp_path, litgpt_tiny, method):
 # The longest a point may take to end once a node is gone: its processes killed, it ends as soon
 # as the launcher's link to the node's daemon closes (under 2 s here); its link down, as soon as
 # the ssh session to it gives up (the bed's ServerAliveInterval 2 s x ServerAliveCountMax 3, as a
-# site's ssh keepalive or its scheduler's node check would), plus the runner's poll.
+# site's ssh keepalive or its scheduler's node check would), plus the runner's poll. A launcher
+# that hangs after ssh's words (MPICH's Hydra, link down) is ended by the runner: their 6-8 s,
+# NODE_LOST_GRACE_S (5 s), a poll (1 s), the stop grace (5 s) and the record, under 20 s.
 LOST_NODE_BOUND_S = 30
 
 
@@ -243,41 +254,58 @@ def bed(tmp_path):
     made.stop()
 
 
-def start_on_hosts(bed, point, run_dir: Path) -> subprocess.Popen:
+def start_on_hosts(bed, point, run_dir: Path, env: dict | None = None) -> subprocess.Popen:
     run_dir.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "scalestudy", "run-point", "--point", point.to_json(), "--cluster", "local",
             "--walltime-s", str(point.walltime_seconds), "--metrics", str(run_dir / "metrics.json")]  # fmt: skip
-    environ = {**os.environ, "PYTHONPATH": str(REPO / "workflow"), **bed.launch_env()}
+    environ = {**os.environ, "PYTHONPATH": str(REPO / "workflow"), **bed.launch_env(), **(env or {})}
     return subprocess.Popen(bed.command(0, argv), env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
-def wait_for_ranks(run_dir: Path, ranks: int, timeout_s: float = 60) -> None:
+def wait_for_ranks(run_dir: Path, ranks: int, timeout_s: float = 60, running: str | None = None) -> None:
+    """Until every rank started (and the app printed `running`, where given), then a second more."""
     deadline = time.monotonic() + timeout_s
     log = run_dir / "stdout.log"
-    while not (log.exists() and log.read_text(errors="replace").count("scalestudy-rank ") >= ranks):
+
+    def started() -> bool:
+        said = log.read_text(errors="replace") if log.exists() else ""
+        return said.count("scalestudy-rank ") >= ranks and (running is None or running in said)
+
+    while not started():
         assert time.monotonic() < deadline, "the ranks never started"
         time.sleep(0.2)
     time.sleep(1.0)  # past MPI_Init: timing
 
 
-@pytest.mark.parametrize("how", ["processes killed", "link down"])
-@pytest.mark.parametrize("app", ["pingpong", "collectives"])
-def test_a_node_lost_mid_run_ends_the_point_naming_it_and_a_rerun_runs_it_again(bed, tmp_path, how, app):
+def lost_node_case(app: str) -> tuple[Point, Point, dict, str, str | None]:
+    """A 2-node point of `app` (1 rank per node) that runs for minutes, the same point short, the
+    environment it runs in, a word of its rank's command line, and what its log says once it runs."""
     if app == "pingpong":
         long = pingpong_point(nodes=2, ranks_per_node=1, walltime="00:05:00",
                               params={"iterations": 10**6, "warmup": 1, "max_bytes": 8})  # fmt: skip
-    else:
+    elif app == "collectives":
         long = dataclasses.replace(collectives_point("mpi", 1), walltime="00:05:00",
                                    params={"operation": "allreduce", "iterations": 10**6, "max_bytes": 8})  # fmt: skip
-    finished = run_on_hosts(bed, dataclasses.replace(long, params={**long.params, "iterations": 5}), tmp_path / "done")
+    else:  # MPICH's Hydra: it hangs after ssh gave up on a silent node, and the runner ends it
+        long = lammps_point(1, benchmark_steps=10**8, walltime="00:05:00")
+        short = lammps_point(1, benchmark_steps=100, walltime="00:05:00")
+        return long, short, HYDRA_TCP, "bin/lmp", "scalestudy: timed run"
+    return long, dataclasses.replace(long, params={**long.params, "iterations": 5}), {}, "_rank.py", None
+
+
+@pytest.mark.parametrize("how", ["processes killed", "link down"])
+@pytest.mark.parametrize("app", ["pingpong", "collectives", "lammps"])
+def test_a_node_lost_mid_run_ends_the_point_naming_it_and_a_rerun_runs_it_again(bed, tmp_path, how, app):
+    long, short, env, rank_word, running = lost_node_case(app)
+    finished = run_on_hosts(bed, short, tmp_path / "done", env=env)
     assert finished["status"] == "ok", finished["reason"]
     kept = (tmp_path / "done/metrics.json").read_bytes()
 
-    run = start_on_hosts(bed, long, tmp_path / "run")
+    run = start_on_hosts(bed, long, tmp_path / "run", env=env)
     try:
-        wait_for_ranks(tmp_path / "run", 2)
+        wait_for_ranks(tmp_path / "run", 2, running=running)
         lost = bed[1]
-        assert any("_rank.py" in p for p in lost.processes())  # its rank runs there
+        assert any(rank_word in p for p in lost.processes())  # its rank runs there
         started = time.monotonic()
         lost.kill_all() if how == "processes killed" else lost.link(False)
         run.wait(timeout=LOST_NODE_BOUND_S + 60)
@@ -294,16 +322,18 @@ def test_a_node_lost_mid_run_ends_the_point_naming_it_and_a_rerun_runs_it_again(
     assert (tmp_path / "done/metrics.json").read_bytes() == kept
 
     lost.revive()
-    again = run_on_hosts(bed, dataclasses.replace(long, params={**long.params, "iterations": 5}), tmp_path / "run")
+    again = run_on_hosts(bed, short, tmp_path / "run", env=env)
     assert_ran_on_every_host(bed, again, 1)
 
 
-def test_a_host_unreachable_at_launch_fails_at_once_naming_it(bed, tmp_path):
+@pytest.mark.parametrize("app", ["pingpong", "lammps"])
+def test_a_host_unreachable_at_launch_fails_at_once_naming_it(bed, tmp_path, app):
+    launched = (lammps_point(1), HYDRA_TCP) if app == "lammps" else (pingpong_point(nodes=2, ranks_per_node=1), {})
     bed[1].link(False)
     started = time.monotonic()
-    metrics = run_on_hosts(bed, pingpong_point(nodes=2, ranks_per_node=1), tmp_path)
+    metrics = run_on_hosts(bed, launched[0], tmp_path, env=launched[1])
     took = time.monotonic() - started
-    print(f"unreachable at launch: failed after {took:.1f} s; {metrics['reason']}")
+    print(f"{app}, unreachable at launch: failed after {took:.1f} s; {metrics['reason']}")
     assert metrics["category"] == "node_failure" and f"node {bed[1].name} " in metrics["reason"]
     assert "\n" not in metrics["reason"] and took < LOST_NODE_BOUND_S
 

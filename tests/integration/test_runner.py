@@ -59,6 +59,42 @@ def test_a_launcher_hung_after_a_fatal_mpi_error_is_killed_early(tmp_path, monke
     assert metrics["resources"]["walltime_used_s"] < 30
 
 
+def test_a_launcher_hung_after_a_node_was_lost_is_killed_and_the_node_named(tmp_path, monkeypatch):
+    # MPICH's Hydra after its ssh session to a silent node gave up: ssh's words, then nothing, for ever.
+    monkeypatch.setattr(runner, "NODE_LOST_GRACE_S", 1.0)
+    launcher = fake_launcher(
+        tmp_path,
+        """
+        import sys, time
+        sys.stderr.write('Timeout, server n2 not responding.\\r\\n'); sys.stderr.flush()
+        time.sleep(600)
+    """,
+    )
+    run_point(point(walltime="00:01:00"), tmp_path / "run", cluster_with(launcher))
+    metrics = metrics_of(tmp_path / "run")
+    assert metrics["status"] == "failed" and metrics["category"] == "node_failure", metrics["reason"]
+    said = "Timeout, server n2 not responding."
+    assert metrics["reason"] == f"node n2 lost or unreachable (launcher hung after {said!r} and was killed)"
+    assert metrics["resources"]["walltime_used_s"] < 30
+
+
+def test_a_launcher_that_ends_by_itself_after_a_node_was_lost_is_not_killed(tmp_path):
+    # Open MPI: ssh's words, then its own, then it ends within the grace.
+    launcher = fake_launcher(
+        tmp_path,
+        """
+        import sys, time
+        print('Connection to n2 closed by remote host.', flush=True)
+        time.sleep(1)
+        raise SystemExit(255)
+    """,
+    )
+    run_point(point(walltime="00:10:00"), tmp_path / "run", cluster_with(launcher))
+    metrics = metrics_of(tmp_path / "run")
+    assert metrics["category"] == "node_failure" and metrics["exit_code"] == 255
+    assert metrics["reason"] == "node n2 lost or unreachable (exit code 255): Connection to n2 closed by remote host."
+
+
 def test_output_without_the_figure_is_unparseable(tmp_path):
     launcher = fake_launcher(tmp_path, "print('Epoch 1 | iter 1 step 0 | loss train: 7.0, val: n/a | iter time: 1')")
     run_point(point(), tmp_path / "run", cluster_with(launcher))

@@ -8,10 +8,12 @@ Each host is
   - its own /etc/hosts and resolv.conf (`/etc/netns/<namespace>/`, which `ip netns exec`
     mounts over /etc): every test host by name, and 127.0.0.1 as its resolver so that a
     lookup of anything else fails at once;
-  - its own sshd, listening only on its address (root, with a key made for this bed; the
-    client side is the `ssh` wrapper below, which knows no host keys and asks nothing), which
+  - its own sshd, listening only on its address (root, with a key made for this bed), which
     gives every session the host's own TMPDIR (`SetEnv TMPDIR=...`), as a cluster's node-local
-    /tmp would be;
+    /tmp would be. The client side is the `ssh` wrapper below (`SSH_CLIENT_SETTINGS`): it knows
+    every host's key by name and address (a known_hosts of the bed's), asks nothing, and logs
+    at ssh's default level as a site's ssh does, so that what a launcher's ssh says when a
+    node is lost ("Timeout, server h2 not responding.") reaches the point's log;
   - its own CPU where the machine has a cpuset cgroup (v1, or v2 with the cpuset controller):
     CPU i modulo the machine's CPUs; `shared_cpu=True` puts every host on one CPU (a slow host).
 The filesystem (home, the repository, /tmp) stays shared, as a cluster's home is.
@@ -48,6 +50,21 @@ SSHD_RUN = Path("/run/sshd")
 TOOLS = ("ip", "unshare", "nsenter", "ssh", "ssh-keygen")
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 UP_TIMEOUT_S = 20.0
+# The client's settings besides its key and known hosts. ssh's default LogLevel (INFO), as a
+# site's: it says where a host stopped answering. ServerAliveInterval 2 x ServerAliveCountMax 3:
+# a session to a host whose link went silent gives up 6-8 s after the last answer (a site's
+# keepalive, or its scheduler's node check, is slower; ssh's default is never). ConnectTimeout 5:
+# a host unreachable at launch is said so 5 s after.
+SSH_CLIENT_SETTINGS = (
+    "User root",
+    "IdentitiesOnly yes",
+    "StrictHostKeyChecking yes",
+    "UpdateHostKeys no",
+    "BatchMode yes",
+    "ConnectTimeout 5",
+    "ServerAliveInterval 2",
+    "ServerAliveCountMax 3",
+)
 # Beds made by this process so far (their names differ by it).
 BEDS_MADE = itertools.count()
 
@@ -202,13 +219,19 @@ class Hosts:
         for key in (self.key, self.base / "hostkey"):  # the client's, and every host's sshd's
             run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "scalestudy test bed", "-f", str(key)])
         (self.base / "authorized_keys").write_text(self.key.with_suffix(".pub").read_text())
+        # Every host's sshd has the bed's host key: known by each host's name and address, so
+        # that ssh neither asks nor warns ("Permanently added ... to the list of known hosts").
+        host_key = " ".join((self.base / "hostkey.pub").read_text().split()[:2])
+        known_hosts = self.base / "known_hosts"
+        known_hosts.write_text("".join(f"{host.name},{host.address} {host_key}\n" for host in self.hosts))
         config = self.base / "ssh_config"
-        config.write_text(
-            f"Host *\n  IdentityFile {self.key}\n  IdentitiesOnly yes\n  User root\n"
-            "  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  GlobalKnownHostsFile /dev/null\n"
-            "  BatchMode yes\n  ConnectTimeout 5\n  ServerAliveInterval 2\n  ServerAliveCountMax 3\n"
-            "  LogLevel ERROR\n"
+        settings = (
+            f"IdentityFile {self.key}",
+            f"UserKnownHostsFile {known_hosts}",
+            "GlobalKnownHostsFile /dev/null",
+            *SSH_CLIENT_SETTINGS,
         )
+        config.write_text("Host *\n" + "".join(f"  {line}\n" for line in settings))
         self.ssh.write_text(f'#!/bin/sh\nexec ssh -F {config} "$@"\n')
         self.ssh.chmod(0o755)
 

