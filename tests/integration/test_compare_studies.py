@@ -130,8 +130,11 @@ def test_without_a_threshold_it_exits_0_and_the_target_writes_the_same(studies):
     outputs = compare_outputs(layout.compare_dir)
     assert Path(outputs["html"]).is_file() and Path(outputs["csv"]).is_file()
     log = Path(layout.compare_log).read_text()
-    assert "pp mpi-fabric/nccl-default at 1 node (p = 2)" in log
-    assert studies["noisy"] or " slower: " in log
+    fabric = [line for line in log.splitlines() if line.startswith("pp mpi-fabric/nccl-default at 1 node (p = 2)")]
+    assert len(fabric) == 1, log
+    # Slower; or, where its runs were contended (a busy machine), held back saying so (as the
+    # module's first test skips then): never faster, never "no measurable difference".
+    assert studies["noisy"] or " slower: " in fabric[0] or "contended: " in fabric[0], fabric[0]
 
 
 def test_the_target_without_a_baseline_says_what_to_give(tmp_path, repo):
