@@ -19,7 +19,7 @@ from __future__ import annotations
 import resource
 import sys
 
-from ..model.rank_probe import RANK_VARIABLES, first_int
+from ..model.rank_probe import RANK_VARIABLES, end_rank, first_int
 
 # The per-rank line: "scalestudy: peak host memory rank 0: 589312 KiB" (getrusage's unit).
 PEAK_RSS_PREFIX = "scalestudy: peak host memory"
@@ -106,4 +106,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        code = main(sys.argv[1:])
+    except SystemExit as exit_:  # the CLI's own exit: its lines are printed (main's finally)
+        code = exit_.code
+    end_rank(code)  # without the interpreter's teardown (rank_probe.end_rank)

@@ -29,6 +29,7 @@ import os
 import signal
 import socket
 import sys
+from typing import NoReturn
 
 RANK_PREFIX = "scalestudy-rank"
 # The line rank 0 of a torch.distributed app prints with the address its ranks meet at
@@ -264,3 +265,25 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def end_rank(code: int | str | None) -> NoReturn:
+    """End a rank program that has finished (its lines printed) without the interpreter's
+    teardown. Seen in the local study (torch-parallel) and on the two-host Slurm (LitGPT): a rank
+    printed its whole result, then died with "terminate called without an active exception"
+    (SIGABRT) in pthread_exit. That is CPython's finalization: a daemon thread that wants the GIL
+    after it is told to exit with pthread_exit, whose forced unwind through a C++ frame that may
+    not throw (pybind11's gil_scoped_release destructor in torch's threads) calls std::terminate
+    (pybind/pybind11#2215, pytorch/pytorch#38228). Which thread gets there first is a race,
+    hence one run in many. os._exit skips finalization. Nothing is left to do but flush the
+    output and end MPI where mpi4py started it (Open MPI counts a rank that ends without
+    MPI_Finalize as failed). `code`: what sys.exit would take (a message is printed, and is 1)."""
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.Finalize()
+    os._exit(code or 0)

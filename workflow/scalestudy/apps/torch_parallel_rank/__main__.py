@@ -35,7 +35,7 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -47,6 +47,7 @@ from ...model.rank_probe import (
     RANK_VARIABLES,
     RENDEZVOUS_PREFIX,
     SIZE_VARIABLES,
+    end_rank,
     first_int,
 )
 from ...model.units import KIB
@@ -634,24 +635,5 @@ def step_breakdown(trainer: Trainer, args: argparse.Namespace, device: torch.dev
                                               for name, value in parts.items()}}  # fmt: skip
 
 
-def leave(code: int) -> NoReturn:
-    """End a rank that has finished (its lines printed, the process group destroyed) without the
-    interpreter's teardown. Seen in the local study: a rank printed its result, then died with
-    "terminate called without an active exception" (SIGABRT): std::terminate from a std::thread
-    destroyed while still joinable. The teardown is what destroys what torch.distributed left to
-    the garbage collector and to C++'s static destructors (gloo's pairs and their threads, the
-    works of the pipeline's point-to-point sends; pytorch/pytorch#190489 shows the same message
-    from gloo's threads at exit). Not reproduced here (benchmarks/exit_abort.py), so that is the
-    likely cause, not a proven one; ending with os._exit skips that teardown whatever it holds.
-    Nothing is left to do but flush the output and end MPI where mpi4py started it (Open MPI
-    counts a rank that ends without MPI_Finalize as failed)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
-        mpi.Finalize()
-    os._exit(code)
-
-
 if __name__ == "__main__":
-    leave(main(sys.argv[1:]))
+    end_rank(main(sys.argv[1:]))  # without the interpreter's teardown (rank_probe.end_rank)
