@@ -18,6 +18,11 @@ def recorded(data_dir):
     return json.loads((data_dir / RECORDED).read_text())
 
 
+@pytest.fixture(autouse=True)
+def no_command_timed_out_yet(monkeypatch):
+    monkeypatch.setattr(slurm, "timed_out", {})
+
+
 def answering(answers: dict, asked: list | None = None):
     """A subprocess.run that answers each command as the recorded Slurm did (a missing one:
     not found), keeping what it was asked and with which timeout."""
@@ -57,9 +62,15 @@ def test_the_controller_says_it_where_neither_sacct_does(recorded, case, job_id,
     assert slurm.job_elapsed(job_id, run=answering(only_scontrol)) == seconds
 
 
-def test_a_command_that_hangs_is_cut_off_and_the_next_source_asked(recorded):
+def test_a_command_that_hangs_is_cut_off_the_next_source_asked_and_it_is_skipped_a_while(recorded, monkeypatch):
+    """A hung slurmdbd: sacct times out once, and the next jobs of the round do not wait for it."""
     hung = {**recorded["completed"], "sacct": subprocess.TimeoutExpired(["sacct"], slurm.COMMAND_TIMEOUT_S)}
-    assert slurm.job_elapsed("1", run=answering(hung)) == 3.0
+    asked: list = []
+    assert slurm.job_elapsed("1", run=answering(hung, asked)) == 3.0
+    assert slurm.job_elapsed("1", run=answering(hung, asked)) == 3.0
+    assert [argv[:2] for argv, _ in asked] == [["sacct", "-j"], ["sacct", "-c"], ["sacct", "-c"]]
+    monkeypatch.setattr(slurm.time, "monotonic", lambda: slurm.timed_out[("sacct", "-j")] + slurm.SKIP_AFTER_TIMEOUT_S)
+    assert slurm.job_elapsed("1", run=answering(hung, asked)) == 3.0 and asked[3][0][:2] == ["sacct", "-j"]
 
 
 def test_a_running_or_unknown_job_has_no_elapsed_yet(recorded):

@@ -7,8 +7,10 @@ included), as PBS charges resources_used.walltime (launch.ended prices a point a
   slurmdbd (the test Slurm; there plain `sacct` fails at once: "accounting storage is disabled");
 - `scontrol show job ID` (JobState, RunTime), while the controller remembers the job (MinJobAge).
 Each command is bounded in time; a failure, a timeout or an answer that does not show the job
-ended moves on to the next source. Called from Snakemake's status thread (snakemake_adapter):
-it must not hold it long, so the worst case is the three timeouts.
+ended moves on to the next source. Called from Snakemake's status thread (snakemake_adapter),
+once per ended job: it must not hold it long. The worst case of one call is the three
+timeouts; a command that timed out is not asked again for SKIP_AFTER_TIMEOUT_S (a slurmdbd that
+hangs would otherwise cost every job of a status round its timeout).
 
 Standard library and the model's time parser only: it runs once per ended batch job.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import time
 from collections.abc import Callable
 
 from ..model.timefmt import slurm_seconds
@@ -29,6 +32,10 @@ ENDED_STATES = frozenset({
 })  # fmt: skip
 # Each command's bound: the status thread waits for it (and Snakemake's shutdown for that thread).
 COMMAND_TIMEOUT_S = 5.0
+# A command that timed out is skipped this long (per process: Snakemake's run).
+SKIP_AFTER_TIMEOUT_S = 300.0
+# When each command (by its first two words) last timed out, time.monotonic().
+timed_out: dict[tuple[str, ...], float] = {}
 # JobID, State, Elapsed of the job's allocation alone (-X: not its steps), parsable, no header.
 SACCT_FIELDS = ["-X", "-n", "-P", "-o", "JobID,State,Elapsed"]
 
@@ -76,8 +83,14 @@ def job_elapsed(job_id: str, run: Callable[..., subprocess.CompletedProcess] = s
     """Seconds Slurm charges for the ended job `job_id` (see the module's docstring); None when
     no source shows it ended. Never raises."""
     for argv, parse in sources(str(job_id)):
+        command = tuple(argv[:2])
+        if time.monotonic() - timed_out.get(command, -SKIP_AFTER_TIMEOUT_S) < SKIP_AFTER_TIMEOUT_S:
+            continue
         try:
             result = run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            timed_out[command] = time.monotonic()
+            continue
         except (OSError, subprocess.SubprocessError):
             continue
         if result.returncode == 0 and (seconds := parse(result.stdout, str(job_id))) is not None:
