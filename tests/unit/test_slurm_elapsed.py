@@ -69,7 +69,8 @@ def test_a_command_that_hangs_is_cut_off_the_next_source_asked_and_it_is_skipped
     assert slurm.job_elapsed("1", run=answering(hung, asked)) == 3.0
     assert slurm.job_elapsed("1", run=answering(hung, asked)) == 3.0
     assert [argv[:2] for argv, _ in asked] == [["sacct", "-j"], ["sacct", "-c"], ["sacct", "-c"]]
-    monkeypatch.setattr(slurm.time, "monotonic", lambda: slurm.timed_out[("sacct", "-j")] + slurm.SKIP_AFTER_TIMEOUT_S)
+    later = slurm.timed_out[("sacct", "-j")] + slurm.SKIP_AFTER_TIMEOUT_S + 1
+    monkeypatch.setattr(slurm.time, "monotonic", lambda: later)
     assert slurm.job_elapsed("1", run=answering(hung, asked)) == 3.0 and asked[3][0][:2] == ["sacct", "-j"]
 
 
@@ -120,9 +121,9 @@ def launched(path, wall_s, **more):
 def test_a_slurm_job_reported_done_is_charged_its_elapsed_with_the_launch_beside_it(recorded, tmp_path):
     metrics = tmp_path / "p1" / "metrics.json"
     launched(metrics, 1.2)
-    ran = slurm.job_elapsed("3", run=answering(recorded["timeout"]))
     job = {"metrics": str(metrics), "point": pingpong_point().to_json(), "walltime_s": 240, "queue": None,
            "cluster": "gadi", "submitted": 0.0}  # fmt: skip
+    ran = lambda: slurm.job_elapsed("3", run=answering(recorded["timeout"]))  # noqa: E731
     assert ended_batch_job("3", job, "the batch job ended, reported done", ran)
     used = json.loads(metrics.read_text())["resources"]
     assert used["batch_walltime_used_s"] == 87.0 and used["walltime_used_s"] == 1.2
@@ -136,7 +137,7 @@ def test_a_slurm_packs_elapsed_is_split_between_its_points_and_adds_up(tmp_path)
              "walltime_s": 240, "queue": None} for n in (1, 2)]  # fmt: skip
     launched(tmp_path / "p1" / "metrics.json", 3.0)
     launched(tmp_path / "p2" / "metrics.json", 1.0)
-    assert ended_batch_job("9", {"pack": pack, "cluster": "gadi", "submitted": 0.0}, "done", 10.0)
+    assert ended_batch_job("9", {"pack": pack, "cluster": "gadi", "submitted": 0.0}, "done", lambda: 10.0)
     used = [json.loads((tmp_path / f"p{n}" / "metrics.json").read_text())["resources"] for n in (1, 2)]
     assert [u["batch_walltime_used_s"] for u in used] == [7.5, 2.5]
     assert sum(u["service_units"] for u in used) == pytest.approx(2 * 2 * 10 / 3600, abs=1e-6)
@@ -148,5 +149,16 @@ def test_without_an_elapsed_the_launchs_estimate_stays(tmp_path):
     job = {"metrics": str(metrics), "point": pingpong_point().to_json(), "walltime_s": 240, "queue": None,
            "cluster": "gadi", "submitted": 0.0}  # fmt: skip
     before = metrics.read_text()
-    assert ended_batch_job("3", job, "the batch job ended, reported done", None)
+    assert ended_batch_job("3", job, "the batch job ended, reported done", lambda: None)
     assert metrics.read_text() == before
+
+
+def test_slurm_is_not_asked_about_a_job_none_of_whose_points_started(tmp_path):
+    """Cancelled while queued (or never submitted): nothing to price, no command run."""
+    job = {"metrics": str(tmp_path / "p1" / "metrics.json"), "point": pingpong_point().to_json(), "walltime_s": 240,
+           "queue": None, "cluster": "gadi", "submitted": 0.0}  # fmt: skip
+
+    def asked():
+        raise AssertionError("the scheduler was asked about a job that never started")
+
+    assert not ended_batch_job("5", job, "CANCELLED", asked)

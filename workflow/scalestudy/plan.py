@@ -467,7 +467,7 @@ class Plan:
                 "queue": of_point["queue"](point),
             })  # fmt: skip
         job = {"pack": entries} if len(entries) > 1 else entries[0]
-        ran = job_elapsed(job_id) if priced and self.prices_ended_batch_jobs else None
+        ran = functools.partial(job_elapsed, job_id) if priced and self.prices_ended_batch_jobs else None
         return ended_batch_job(job_id, {**job, "cluster": self.cluster.name, "submitted": since}, why, ran)
 
     def run_priority(self) -> int | OfPoint:

@@ -21,6 +21,7 @@ NODE_FAIL; `ended_batch_job`, through plan.Plan.record_ended_batch_job).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -187,15 +188,16 @@ def ended_pack(job_id: str, job: dict[str, Any], why: str, ran: float | None) ->
     return len(lost)
 
 
-def ended_batch_job(job_id: str, job: dict[str, Any], why: str, ran: float | None = None) -> bool:
+def ended_batch_job(job_id: str, job: dict[str, Any], why: str, ran: Callable[[], float | None] | None = None) -> bool:
     """The records of a batch job an executor reports ended (done or failed), as the PBS status
     command keeps them: `job` is a single point's (`metrics`, `point`, `walltime_s`, `queue`,
     `cluster`) or a pack's (`pack`: such entries; `cluster`), `submitted` the earliest time its
-    job can have written anything, `ran` the seconds the scheduler charges for it (None: not
-    known, the launch's own estimate stays). A point that wrote its record keeps it with the
-    scheduler's word; one that ran without writing it becomes a failed record; each is priced at
-    its share of `ran`. False, writing nothing, when no point of the job started (cancelled
-    while queued): the job then fails as Snakemake says, and its points run next time."""
+    job can have written anything, `ran` what asks the scheduler for the seconds it charges for
+    the job (asked only where a point started; None, or its answer None: the launch's own
+    estimate stays). A point that wrote its record keeps it with the scheduler's word; one that
+    ran without writing it becomes a failed record; each is priced at its share of the job's
+    time. False, writing nothing, when no point of the job started (cancelled while queued): the
+    job then fails as Snakemake says, and its points run next time."""
     entries = job["pack"] if job.get("pack") else [job]
     submitted = job.get("submitted", 0.0)
 
@@ -210,11 +212,12 @@ def ended_batch_job(job_id: str, job: dict[str, Any], why: str, ran: float | Non
 
     if not any(started(entry) for entry in entries):
         return False
+    seconds = ran() if ran is not None else None
     if job.get("pack"):
-        ended_pack(job_id, job, why, ran)
+        ended_pack(job_id, job, why, seconds)
     elif Path(job["metrics"]).exists():
         with_scheduler_word(Path(job["metrics"]), why)
-        ended_job(job, ran)
+        ended_job(job, seconds)
     else:
-        lost_point(job_id, job, why, ran)
+        lost_point(job_id, job, why, seconds)
     return True
