@@ -257,19 +257,49 @@ def test_a_1_rank_mpich_point_runs_under_slurm(slurm, tmp_path, repo):
     assert record["provenance"]["job_id"] and record["provenance"]["hosts"] == ["n1"]
 
 
-def test_points_whose_slurm_job_is_cancelled_or_times_out_keep_their_records_and_the_report_is_built(
+def sacct_elapsed_s(slurm, job_id: str) -> int:
+    """The Elapsed of an ended job as the test Slurm's job completion log says it (`sacct -c`:
+    no slurmdbd here), read by the test itself: HH:MM:SS."""
+    lines = slurm.run("sacct", "-c", "-j", job_id, "-X", "-n", "-P", "-o", "JobID,State,Elapsed").stdout.splitlines()
+    [elapsed] = [line.split("|")[2] for line in lines if line.split("|")[0] == job_id]
+    hours, minutes, seconds = map(int, elapsed.split(":"))
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def assert_charged_the_elapsed(records: list[dict], elapsed_s: int) -> None:
+    """The points of one batch job are charged its Elapsed: their charged times add up to it
+    (within Elapsed's second), each priced at its request's rate (1 SU per core-hour here:
+    2 cores, memory within theirs), and the source says it is the scheduler's."""
+    used = [record["resources"] for record in records]
+    # On a cost that is not Slurm's (the launch's own time, estimated) the record says so first.
+    assert all(each.get("service_units_source") == "scheduler" for each in used), (elapsed_s, used)
+    charged = [each["batch_walltime_used_s"] for each in used]
+    assert sum(charged) == pytest.approx(elapsed_s, abs=1), (charged, elapsed_s)
+    for each, seconds in zip(used, charged, strict=True):
+        rate = each["charge_rate"] * each["cores_allocated"] / 3600
+        # The record's SU are rounded to 6 decimals (launch.runner.resources).
+        assert each["service_units"] == pytest.approx(seconds * rate, abs=1e-6), each
+
+
+def test_slurm_points_done_packed_cancelled_or_timed_out_keep_their_records_and_are_charged_their_jobs_elapsed(
     slurm, tmp_path, repo
 ):
-    """A real `scancel` of one running point and a real Slurm time limit on another (lowered to
-    1 minute while it runs): Slurm ends them CANCELLED and TIMEOUT, which Snakemake's Slurm
-    executor reports failed; each point keeps a failed record (the runner's, or one written
-    for it) with its category, the report is built, and no rank is left."""
+    """One run of profiles/slurm: a 1-node point and a pack of two that end done, a real
+    `scancel` of one running point and a real Slurm time limit on another (lowered to 1 minute
+    while it runs). Slurm ends the last two CANCELLED and TIMEOUT, which Snakemake's Slurm
+    executor reports failed; each such point keeps a failed record (the runner's, or one written
+    for it) with its category, the report is built, and no rank is left. Every point is charged
+    what Slurm charges, its job's Elapsed (the job completion log's, `sacct -c`) x its request's
+    rate, not the launch's own time; the pack's points share their job's."""
     cluster = {"name": "slurm-test", "scheduler": "slurm", **CLUSTER}
     # A million round trips per size: running until Slurm ends it. One point per node.
     slow = {"max_bytes": 1 << 20, "iterations": 1_000_000, "warmup": 5}
-    study = {**PINGPONG, "nodes": [1], "mpi_flags": ["default", "tcp"], "params": slow, "walltime": "00:05:00"}
-    command, env = slurm_workflow(slurm, tmp_path, repo, cluster, {"pingpong-ended": study},
-                                  mpi_flag_sets={"tcp": {"btl": "self,tcp"}})  # fmt: skip
+    studies = {
+        "pingpong-ended": {**PINGPONG, "nodes": [1], "mpi_flags": ["default", "tcp"], "params": slow},
+        "pingpong-done": {**PINGPONG, "nodes": [1], "params": QUICK},
+        "pingpong-pack": {**PINGPONG, "nodes": [1], "mpi_flags": ["default", "tcp"], "pack": "scale", "params": QUICK},
+    }
+    command, env = slurm_workflow(slurm, tmp_path, repo, cluster, studies, mpi_flag_sets={"tcp": {"btl": "self,tcp"}})
     snakemake = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  start_new_session=True)  # fmt: skip
     try:
@@ -277,8 +307,10 @@ def test_points_whose_slurm_job_is_cancelled_or_times_out_keep_their_records_and
         deadline = time.monotonic() + 300
         logs = list((tmp_path / "results/pingpong-ended/runs").rglob("stdout.log"))
         while time.monotonic() < deadline:
-            listing = slurm.run("squeue", "-h", "-o", "%i %T", check=False).stdout.split()
-            running = [listing[i] for i in range(0, len(listing), 2) if listing[i + 1] == "RUNNING"]
+            # The slow points' jobs: the plugin's comment names the rule's wildcards (the study).
+            listing = [line.split(maxsplit=2) for line in slurm.run("squeue", "-h", "-o", "%i %T %k", check=False)
+                       .stdout.splitlines()]  # fmt: skip
+            running = [job[0] for job in listing if job[1:] and job[1] == "RUNNING" and "pingpong-ended" in job[-1]]
             logs = list((tmp_path / "results/pingpong-ended/runs").rglob("stdout.log"))
             if len(running) == 2 and len(logs) == 2 and all("scalestudy-rank" in log.read_text() for log in logs):
                 break
@@ -301,6 +333,13 @@ def test_points_whose_slurm_job_is_cancelled_or_times_out_keep_their_records_and
     assert by_job[timed_out]["category"] == "walltime", by_job[timed_out]["reason"]
     assert by_job[cancelled]["category"] == "scheduler_error", by_job[cancelled]["reason"]
     assert (tmp_path / "results/report/index.html").exists()
+    [done] = metrics_of(tmp_path / "results", "pingpong-done").values()
+    packed = list(metrics_of(tmp_path / "results", "pingpong-pack").values())
+    assert done["status"] == "ok" and [record["status"] for record in packed] == ["ok", "ok"], output[-3000:]
+    [pack_job] = {record["provenance"]["job_id"] for record in packed}
+    for job_id, job_records in [(done["provenance"]["job_id"], [done]), (pack_job, packed),
+                                (cancelled, [by_job[cancelled]]), (timed_out, [by_job[timed_out]])]:  # fmt: skip
+        assert_charged_the_elapsed(job_records, sacct_elapsed_s(slurm, job_id))
     left = subprocess.run(["pgrep", "-f", str(tmp_path / "results")], capture_output=True, text=True).stdout.split()
     assert not left, subprocess.run(["ps", "-o", "args", "-p", ",".join(left)], capture_output=True, text=True).stdout
 

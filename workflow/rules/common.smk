@@ -87,8 +87,9 @@ onstart:
         except ResultsBusy as busy:
             print(f"scalestudy: {busy}", file=sys.stderr)
             sys.exit(1)
-        # A point's record survives a batch job Slurm ended (TIMEOUT, CANCELLED).
-        RUN.keep_records_of_failed_batch_jobs(RUN_RULES, PLAN.record_ended_batch_job)
+        # A point's record survives a batch job Slurm ended (TIMEOUT, CANCELLED); under Slurm
+        # every ended job's points are priced at its Elapsed.
+        RUN.keep_records_of_failed_batch_jobs(RUN_RULES, PLAN.record_ended_batch_job, PLAN.prices_ended_batch_jobs)
 
 
 wildcard_constraints:

@@ -143,7 +143,8 @@ DEFINITIONS = {
     " warm-up steps, less MKL's own GEMM buffers, not RSS; GPU: CUDA max allocated) / the memory model's tensor"
     " bytes (weights + gradients + optimizer + activations + transient; the CUDA context left out)",
     "service_units": "SU per run: the job's own record where the site prints one, else charge rate × cores ×"
-    " the job's walltime as the scheduler reports it, else × the launch's walltime (marked estimated)",
+    " the job's walltime as the scheduler reports it (PBS: resources_used.walltime; Slurm: the job's Elapsed),"
+    " else × the launch's walltime (marked estimated)",
     "su_per_million": "SU per million units of a rate metric: SU per job-hour × 10⁶ / rate / 3600",
     "size_bands": "message sizes (nccl-tests' size: the bytes of a rank's whole buffer): small < 8 KiB ≤ medium"
     " ≤ 1 MiB < large",

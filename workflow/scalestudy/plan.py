@@ -455,13 +455,25 @@ class Plan:
         (results/retry.py); an ok point never changes."""
         return retry.with_retry(self.point(study, point_id).to_json(), self.survey.state(study, point_id).retry)
 
-    def record_ended_batch_job(self, points: Sequence[tuple[str, str]], job_id: str, why: str, since: float) -> bool:
+    @property
+    def prices_ended_batch_jobs(self) -> bool:
+        """Does the workflow price each ended batch job at what the scheduler charges? Under
+        Slurm (its executor reports each job done or failed: record_ended_batch_job); the PBS
+        profiles' status command prices theirs itself (scheduler.pbs.status)."""
+        return self.cluster.scheduler == "slurm"
+
+    def record_ended_batch_job(
+        self, points: Sequence[tuple[str, str]], job_id: str, why: str, since: float, priced: bool = True
+    ) -> bool:
         """The records of a batch job of `points` ((study, point id): one, or a pack's) that the
-        executor reports failed (Slurm: TIMEOUT, CANCELLED, ...): kept, or written as failed,
-        as the PBS status command does (launch.ended.ended_batch_job). True when the job's
-        points have their records (Snakemake then takes the job as done and keeps them), False
-        when none of them started after `since` (this run's start)."""
+        executor reports ended, done or failed (Slurm: COMPLETED; TIMEOUT, CANCELLED, ...):
+        kept, or written as failed, and priced at the job's Elapsed (scheduler.slurm; where
+        `priced` and prices_ended_batch_jobs), as the PBS status command does
+        (launch.ended.ended_batch_job). True when the job's points have their records
+        (Snakemake then takes a failed job as done and keeps them), False when none of them
+        started after `since` (this run's start)."""
         from .launch.ended import ended_batch_job
+        from .scheduler.slurm import job_elapsed
 
         of_point = self.point_resources
         entries = []
@@ -474,7 +486,8 @@ class Plan:
                 "queue": of_point["queue"](point),
             })  # fmt: skip
         job = {"pack": entries} if len(entries) > 1 else entries[0]
-        return ended_batch_job(job_id, {**job, "cluster": self.cluster.name, "submitted": since}, why)
+        ran = functools.partial(job_elapsed, job_id) if priced and self.prices_ended_batch_jobs else None
+        return ended_batch_job(job_id, {**job, "cluster": self.cluster.name, "submitted": since}, why, ran)
 
     def run_priority(self) -> int | OfPoint:
         """The run rules' `priority:`: each point's place in the run order, the first the

@@ -127,41 +127,82 @@ class SnakemakeRun:
         self.workflow.parent_groupids.update(dict.fromkeys(groups, name))
 
     def keep_records_of_failed_batch_jobs(
-        self, rules: Iterable[str], record: Callable[[list[tuple[str, str]], str, str, float], bool]
+        self,
+        rules: Iterable[str],
+        record: Callable[[list[tuple[str, str]], str, str, float, bool], bool],
+        done_too: bool = False,
     ) -> None:
         """A batch job of `rules` that the executor reports failed is handed to `record` ((study,
-        point) of each of its jobs, the batch job id, the executor's words, this run's start);
-        where `record` answers True the job is reported done instead, so that Snakemake keeps
-        the records the points wrote (or `record` wrote for them) and goes on to the report.
+        point) of each of its jobs, the batch job id, the executor's words, this run's start,
+        whether to price it); where `record` answers True the job is reported done instead, so
+        that Snakemake keeps the records the points wrote (or `record` wrote for them) and goes
+        on to the report. With `done_too`, a job reported done is handed to `record` first as
+        well (Slurm: its points priced at the job's Elapsed before Snakemake, and the report,
+        read them).
 
         Snakemake's Slurm executor reports a job that Slurm ended TIMEOUT or CANCELLED as
         failed, whatever the job wrote, and Snakemake then removes the job's outputs ("Removing
         output files of failed job ... since they might be corrupted"): the record the runner
         wrote when the job was stopped would be lost, and the report not built. The PBS
         profiles need none of this (their status command answers `success` for a job that
-        left records). Wraps the remote executor's `report_job_error`, through which every
-        executor plugin reports a failed job (`workflow.scheduler._executor`, made before the
-        onstart hook runs); a local run (no batch jobs) is left as it is."""
+        left records, and prices it). Wraps the remote executor's `report_job_error` and
+        `report_job_success`, through which every executor plugin reports an ended job, from
+        its status thread (`workflow.scheduler._executor`, made before the onstart hook runs);
+        a local run (no batch jobs) is left as it is.
+
+        Snakemake's shutdown joins that status thread, so nothing here may hold it long: once
+        Snakemake is cancelling its jobs (Ctrl-C: the executor's `cancel`, wrapped to say so) or
+        shutting down (`executor.wait` False), a job reported done is passed on at once and a
+        failed one is kept unpriced (`record`'s last argument False: no scheduler command); an
+        error in `record` is printed and the report passed on as the executor made it."""
         import time
 
         scheduler = getattr(self.workflow, "scheduler", None)
         executor = getattr(scheduler, "_executor", None)
         if executor is None or self.workflow.local_exec:
             return
-        rules, since, report_error = set(rules), time.time(), executor.report_job_error
+        rules, since = set(rules), time.time()
+        report_error, report_success, cancel = executor.report_job_error, executor.report_job_success, executor.cancel
+        cancelling = threading.Event()
 
-        def report_job_error(job_info: Any, msg: str | None = None, **kwargs: Any) -> None:
+        def stopping() -> bool:
+            return cancelling.is_set() or not getattr(executor, "wait", True)
+
+        def recorded(job_info: Any, why: str) -> bool:
+            """`record` of the job's points, if they are all of `rules`; False where not, or on an error."""
             job = job_info.job
             jobs = list(job.jobs) if job.is_group() else [job]
-            if jobs and all(each.rule.name in rules for each in jobs):
-                points = [(each.wildcards.study, each.wildcards.point) for each in jobs]
-                if record(points, str(job_info.external_jobid), msg or "the batch job failed", since):
-                    print(f"scalestudy: {msg}: kept as the record of {len(points)} point(s)", file=sys.stderr)
-                    executor.report_job_success(job_info)
-                    return
+            if not jobs or not all(each.rule.name in rules for each in jobs):
+                return False
+            points = [(each.wildcards.study, each.wildcards.point) for each in jobs]
+            try:
+                return record(points, str(job_info.external_jobid), why, since, not stopping())
+            except Exception as error:  # a record not written must not stop the workflow
+                print(f"scalestudy: batch job {job_info.external_jobid}: {why}: not recorded: {error!r}",
+                      file=sys.stderr)  # fmt: skip
+                return False
+
+        def report_job_error(job_info: Any, msg: str | None = None, **kwargs: Any) -> None:
+            if recorded(job_info, msg or "the batch job failed"):
+                points = len(job_info.job.jobs) if job_info.job.is_group() else 1
+                print(f"scalestudy: {msg}: kept as the record of {points} point(s)", file=sys.stderr)
+                report_success(job_info)
+                return
             report_error(job_info, msg, **kwargs)
 
+        def report_job_success(job_info: Any) -> None:
+            if not stopping():
+                recorded(job_info, "the batch job ended, reported done")
+            report_success(job_info)
+
+        def cancel_jobs_and_shut_down() -> None:
+            cancelling.set()
+            cancel()
+
         executor.report_job_error = report_job_error
+        executor.cancel = cancel_jobs_and_shut_down
+        if done_too:
+            executor.report_job_success = report_job_success
 
     def end_executor_wait_at_exit(self) -> None:
         """Let Snakemake exit when it had nothing to do (issue 13, fix 4).

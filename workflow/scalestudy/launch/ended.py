@@ -1,8 +1,8 @@
 """The records of points whose batch job ended without them, or ended from outside: what the
 PBS status command writes once a job has finished (scheduler.pbs.status loads this module
 only then, so that its every other call stays cheap), and what the workflow writes when
-Snakemake's Slurm executor reports a batch job failed (TIMEOUT, CANCELLED, NODE_FAIL:
-`ended_batch_job`, through plan.Plan.record_ended_batch_job).
+Snakemake's Slurm executor reports a batch job ended (done, or failed: TIMEOUT, CANCELLED,
+NODE_FAIL; `ended_batch_job`, through plan.Plan.record_ended_batch_job).
 
 - a point whose job ended without its metrics.json: failed, the scheduler's words for why,
   and what the site charges for the job (its request x the time it ran, estimated);
@@ -11,15 +11,17 @@ Snakemake's Slurm executor reports a batch job failed (TIMEOUT, CANCELLED, NODE_
   the time the job ran beyond its finished points;
 - a record the runner wrote when its job was ended from outside (`stop_signal`) takes the
   scheduler's reason, and its category where the scheduler names one (walltime, memory);
-- every point's cost is what the scheduler charges (`with_scheduler_charge`): the job's
-  resources_used.walltime x the charge rate of its request, the launch's own time and estimate
-  kept beside it; a pack's time is split between the points it ran by their share of it
-  (`pack_shares`), so that the points' times add up to the pack's.
+- every point's cost is what the scheduler charges (`with_scheduler_charge`): the time the
+  job ran as the scheduler says it (`ran`, seconds: PBS's resources_used.walltime, `ran_s`;
+  Slurm's Elapsed, scheduler.slurm.job_elapsed) x the charge rate of its request, the launch's
+  own time and estimate kept beside it; a pack's time is split between the points it ran by
+  their share of it (`pack_shares`), so that the points' times add up to the pack's.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -114,9 +116,9 @@ def pack_shares(walls: dict[str, float], ran: float) -> dict[str, float]:
     return {key: ran / len(walls) for key in walls} if walls else {}
 
 
-def lost_point(job_id: str, job: dict[str, Any], why: str, walltime_used: str | None) -> None:
-    """The failed record of a single point's job that ended without metrics.json."""
-    ran = ran_s(walltime_used)
+def lost_point(job_id: str, job: dict[str, Any], why: str, ran: float | None) -> None:
+    """The failed record of a single point's job that ended without metrics.json, after `ran`
+    seconds (None: the scheduler did not say)."""
     record_lost_job(
         Path(job["metrics"]),
         job.get("point"),
@@ -130,15 +132,14 @@ def lost_point(job_id: str, job: dict[str, Any], why: str, walltime_used: str | 
         with_scheduler_charge(Path(job["metrics"]), job, ran, launched=False)
 
 
-def ended_job(job: dict[str, Any], walltime_used: str | None) -> bool:
+def ended_job(job: dict[str, Any], ran: float | None) -> bool:
     """A single point's job that ended with the point's own record: priced at the job's time."""
-    ran = ran_s(walltime_used)
     return ran is not None and with_scheduler_charge(Path(job["metrics"]), job, ran)
 
 
-def ended_pack(job_id: str, job: dict[str, Any], why: str, walltime_used: str | None) -> int:
-    """The records of a pack whose job ended (see the module's docstring); returns how many
-    of its points had none."""
+def ended_pack(job_id: str, job: dict[str, Any], why: str, ran: float | None) -> int:
+    """The records of a pack whose job ended after `ran` seconds (see the module's docstring);
+    returns how many of its points had none."""
     pack, submitted = job["pack"], job.get("submitted", 0.0)
 
     def this_job_wrote(path: Path) -> bool:
@@ -161,7 +162,6 @@ def ended_pack(job_id: str, job: dict[str, Any], why: str, walltime_used: str | 
             wall = 0.0
         walls[entry["metrics"]] = wall
         spent += wall
-    ran = ran_s(walltime_used)
     for entry in lost:
         metrics = Path(entry["metrics"])
         facts = {"cluster": job.get("cluster"), "queue": entry.get("queue")}
@@ -188,14 +188,16 @@ def ended_pack(job_id: str, job: dict[str, Any], why: str, walltime_used: str | 
     return len(lost)
 
 
-def ended_batch_job(job_id: str, job: dict[str, Any], why: str) -> bool:
-    """The records of a batch job an executor reports failed, as the PBS status command keeps
-    them: `job` is a single point's (`metrics`, `point`, `walltime_s`, `queue`, `cluster`) or a
-    pack's (`pack`: such entries; `cluster`), `submitted` the earliest time its job can have
-    written anything. A point that wrote its record keeps it with the scheduler's word; one
-    that ran without writing it becomes a failed record. False, writing nothing, when no point
-    of the job started (cancelled while queued): the job then fails as Snakemake says, and its
-    points run next time."""
+def ended_batch_job(job_id: str, job: dict[str, Any], why: str, ran: Callable[[], float | None] | None = None) -> bool:
+    """The records of a batch job an executor reports ended (done or failed), as the PBS status
+    command keeps them: `job` is a single point's (`metrics`, `point`, `walltime_s`, `queue`,
+    `cluster`) or a pack's (`pack`: such entries; `cluster`), `submitted` the earliest time its
+    job can have written anything, `ran` what asks the scheduler for the seconds it charges for
+    the job (asked only where a point started; None, or its answer None: the launch's own
+    estimate stays). A point that wrote its record keeps it with the scheduler's word; one that
+    ran without writing it becomes a failed record; each is priced at its share of the job's
+    time. False, writing nothing, when no point of the job started (cancelled while queued): the
+    job then fails as Snakemake says, and its points run next time."""
     entries = job["pack"] if job.get("pack") else [job]
     submitted = job.get("submitted", 0.0)
 
@@ -210,10 +212,12 @@ def ended_batch_job(job_id: str, job: dict[str, Any], why: str) -> bool:
 
     if not any(started(entry) for entry in entries):
         return False
+    seconds = ran() if ran is not None else None
     if job.get("pack"):
-        ended_pack(job_id, job, why, None)
+        ended_pack(job_id, job, why, seconds)
     elif Path(job["metrics"]).exists():
         with_scheduler_word(Path(job["metrics"]), why)
+        ended_job(job, seconds)
     else:
-        lost_point(job_id, job, why, None)
+        lost_point(job_id, job, why, seconds)
     return True

@@ -299,9 +299,9 @@ def answer(job_id: str, entry: dict[str, Any] | None, job: dict[str, Any] | None
     if verdict == "running":
         return verdict
     if job and job.get("pack"):
-        from ...launch.ended import ended_pack
+        from ...launch.ended import ended_pack, ran_s
 
-        lost = ended_pack(job_id, job, why, entry.get("walltime_used"))
+        lost = ended_pack(job_id, job, why, ran_s(entry.get("walltime_used")))
         if lost:
             log(f"scalestudy pbs status: {job_id}: {why}; {lost} of its {len(job['pack'])} points recorded as failed")
         return "success"
@@ -314,15 +314,15 @@ def answer(job_id: str, entry: dict[str, Any] | None, job: dict[str, Any] | None
         # and every one the cost PBS charges (the job's resources_used.walltime, not the launch's).
         take_scheduler_word(metrics, why)
         if entry.get("walltime_used"):
-            from ...launch.ended import ended_job
+            from ...launch.ended import ended_job, ran_s
 
-            ended_job(job, entry["walltime_used"])
+            ended_job(job, ran_s(entry["walltime_used"]))
         return "success"
     # The job ended without a record (killed by PBS, node lost, job script error): the point
     # becomes failed data instead of a lost result, with what the site charges for the job.
-    from ...launch.ended import lost_point
+    from ...launch.ended import lost_point, ran_s
 
-    lost_point(job_id, job, why, entry.get("walltime_used"))
+    lost_point(job_id, job, why, ran_s(entry.get("walltime_used")))
     log(f"scalestudy pbs status: {job_id}: {why}; recorded as a failed point in {metrics}")
     return "success"
 
