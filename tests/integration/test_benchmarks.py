@@ -145,3 +145,11 @@ def test_multihost_pingpong_runs_and_prints_its_ratios_or_why_not():
         return  # no root, no sshd, ...: said, and nothing else to check
     # 1 ... 8 B, latency and bandwidth
     assert "pingpong: median: " in run.stdout and "of 8 ratios within 0.9–1.1 (n = 1 rounds per side)" in run.stdout
+
+
+def test_lammps_memory_runs_and_prints_its_ratios():
+    done = benchmark("lammps_memory.py", "--quick")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "fitted on [(10000, 1), (100000, 1)]" in done.stdout
+    assert "predicted/measured" in done.stdout and "ghosts predicted/LAMMPS" in done.stdout
+    assert "check cells outside the predicted range: " in done.stdout

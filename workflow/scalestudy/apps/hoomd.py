@@ -74,6 +74,11 @@ class Hoomd(WcaBenchmark):
     def inputs(self, point: Point, layout: Layout) -> dict[str, str]:
         return {"initial_state": self.initial_state(point, layout)}
 
+    def memory_unpredicted(self, point: Point) -> str | None:
+        # LAMMPS's twin is predicted from its measured bytes per atom (apps.lammps.memory);
+        # HOOMD-blue's were never measured (it is not installed where the model was made).
+        return "HOOMD-blue's bytes per particle have not been measured; its LAMMPS twin's are"
+
     def missing_software(self, point: Point) -> str | None:
         # The ranks run this interpreter (the job's: a conda env's, or one a site module extends).
         if importlib.util.find_spec("hoomd") is None:

