@@ -11,4 +11,4 @@ ruff check .
 ruff format --check .
 lint-imports                                   # the import layers (pyproject.toml [tool.importlinter])
 snakemake --lint --profile profiles/local
-python -m pytest "$@"
+python -m pytest --durations=25 "$@"   # the slowest tests, in CI's log

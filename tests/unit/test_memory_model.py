@@ -458,16 +458,23 @@ def local_study(tmp_path, study: str, **params) -> dict:
     return config
 
 
-def test_a_collectives_buffer_larger_than_a_ranks_memory_is_refused_at_load_naming_max_bytes(tmp_path):
+def assert_refused_in_one_line(tmp_path, study: str, key: str, value: int, term: str, allowed: str) -> None:
+    """The shipped `study` with params.`key` = `value` is refused at load, in one line per point
+    naming the key, the term that does not fit and what is allowed; as shipped it loads."""
     with pytest.raises(SweepError) as refused:
-        load(local_study(tmp_path, "collectives", max_bytes=1 << 40))  # 1 TiB a message
-    lines = [p for p in refused.value.problems if "max_bytes" in p]
+        load(local_study(tmp_path, study, **{key: value}))
+    lines = [p for p in refused.value.problems if f".params.{key}:" in p]
     assert lines and all(
-        line.startswith("studies.collectives.params.max_bytes: 1099511627776 needs ~") and "buffers " in line
-        and line.endswith("allowed: a smaller max_bytes") and "\n" not in line
+        line.startswith(f"studies.{study}.params.{key}: {value} needs ~") and f"{term} " in line
+        and line.endswith(f"allowed: {allowed}") and "\n" not in line
         for line in lines
-    )  # fmt: skip
-    assert load(local_study(tmp_path, "collectives")).points  # the shipped 4 MiB fit
+    ), refused.value.problems  # fmt: skip
+    assert load(local_study(tmp_path, study)).points
+
+
+def test_a_collectives_buffer_larger_than_a_ranks_memory_is_refused_at_load_naming_max_bytes(tmp_path):
+    # 1 TiB a message; the shipped 4 MiB fit.
+    assert_refused_in_one_line(tmp_path, "collectives", "max_bytes", 1 << 40, "buffers", "a smaller max_bytes")
 
 
 def test_a_torch_parallel_width_torch_cannot_even_count_is_refused_at_load_naming_width(tmp_path):
@@ -531,15 +538,8 @@ def test_lammps_lays_ranks_on_the_grid_it_prints_and_counts_its_ghosts():
 
 
 def test_a_lammps_point_larger_than_a_ranks_memory_is_refused_at_load_naming_n(tmp_path):
-    with pytest.raises(SweepError) as refused:
-        load(local_study(tmp_path, "lammps-wca", N=10**10))
-    lines = [p for p in refused.value.problems if ".params.N:" in p]
-    assert lines and all(
-        line.startswith("studies.lammps-wca.params.N: 10000000000 needs ~") and "atoms " in line
-        and line.endswith("allowed: a smaller N or more ranks") and "\n" not in line
-        for line in lines
-    )  # fmt: skip
-    assert load(local_study(tmp_path, "lammps-wca")).points  # the shipped N = 8000 fits
+    # 10^10 atoms; the shipped N = 8000 fits.
+    assert_refused_in_one_line(tmp_path, "lammps-wca", "N", 10**10, "atoms", "a smaller N or more ranks")
 
 
 def test_a_lammps_point_whose_range_crosses_the_capacity_may_not_fit():
