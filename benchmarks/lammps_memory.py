@@ -9,7 +9,7 @@ predicted / measured, and whether the measurement is inside the predicted range.
 the model counts are held to LAMMPS's own `Nghost` average of the timed run.
 
     python benchmarks/lammps_memory.py           # 9 cells, about 2 min on 2 cores
-    python benchmarks/lammps_memory.py --quick   # 3 cells (the tests' smoke run)
+    python benchmarks/lammps_memory.py --quick   # 3 small cells (the tests' smoke run)
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ from scalestudy.model.memory import UNCERTAINTY  # noqa: E402
 
 FIT = [(10_000, 1), (100_000, 1)]
 CHECK = [(30_000, 1), (300_000, 1), (10_000, 2), (100_000, 2), (300_000, 2), (30_000, 4), (100_000, 4)]
-QUICK_CHECK = [(30_000, 2)]
+# The smoke run (--quick): smaller cells, the same protocol, in seconds.
+QUICK_FIT = [(5_000, 1), (20_000, 1)]
+QUICK_CHECK = [(10_000, 2)]
 MAXRSS = re.compile(r"^scalestudy-maxrss (\d+)$", re.M)
 NGHOST = re.compile(r"^Nghost:\s+([0-9.]+) ave", re.M)
 
@@ -50,13 +52,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="one check cell (a smoke run)")
     args = parser.parse_args()
-    cells = {cell: measure(*cell) for cell in [*FIT, *(QUICK_CHECK if args.quick else CHECK)]}
-    # Fit on FIT alone: peak = atoms x b + c through both cells.
-    (n1, p1), (n2, p2) = FIT
-    a1, a2 = (sum(lammps.atoms_per_rank(n, 1.0, p)) for n, p in FIT)
-    b = (cells[FIT[1]][0] - cells[FIT[0]][0]) / (a2 - a1)
-    c = cells[FIT[0]][0] - a1 * b
-    print(f"fitted on {FIT} (N, ranks): {b:.1f} bytes per atom, {c / 1e6:.1f} MB per rank "
+    fit = QUICK_FIT if args.quick else FIT
+    cells = {cell: measure(*cell) for cell in [*fit, *(QUICK_CHECK if args.quick else CHECK)]}
+    # Fit on the fit cells alone: peak = atoms x b + c through both.
+    a1, a2 = (sum(lammps.atoms_per_rank(n, 1.0, p)) for n, p in fit)
+    b = (cells[fit[1]][0] - cells[fit[0]][0]) / (a2 - a1)
+    c = cells[fit[0]][0] - a1 * b
+    print(f"fitted on {fit} (N, ranks): {b:.1f} bytes per atom, {c / 1e6:.1f} MB per rank "
           f"(the module's: {lammps.BYTES_PER_ATOM:.1f}, {lammps.RANK_BYTES / 1e6:.1f} MB)")  # fmt: skip
     outside = 0
     for (particles, ranks), (peak, nghost) in cells.items():
@@ -66,7 +68,7 @@ def main() -> None:
         low += lammps.RANK_BYTES * (1 - UNCERTAINTY["overhead"][0])
         high = (own + ghosts) * lammps.BYTES_PER_ATOM * (1 + UNCERTAINTY["atoms"][1])
         high += lammps.RANK_BYTES * (1 + UNCERTAINTY["overhead"][1])
-        role = "fit" if (particles, ranks) in FIT else "check"
+        role = "fit" if (particles, ranks) in fit else "check"
         inside = low <= peak <= high
         outside += role == "check" and not inside
         print(f"{role:5s} N={particles:>7,} ranks={ranks}: peak RSS {peak / 1e6:6.1f} MB, "
@@ -74,7 +76,7 @@ def main() -> None:
               f"predicted/measured {predicted / peak:.3f}"
               f"{'' if inside else ' OUTSIDE the range'}; ghosts predicted/LAMMPS {ghosts:.0f}/{nghost:.0f} "
               f"= {ghosts / nghost:.3f}")  # fmt: skip
-    checks = len(cells) - len(FIT)
+    checks = len(cells) - len(fit)
     print(f"check cells outside the predicted range: {outside} of {checks}")
 
 

@@ -150,6 +150,6 @@ def test_multihost_pingpong_runs_and_prints_its_ratios_or_why_not():
 def test_lammps_memory_runs_and_prints_its_ratios():
     done = benchmark("lammps_memory.py", "--quick")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "fitted on [(10000, 1), (100000, 1)]" in done.stdout
+    assert "fitted on [(5000, 1), (20000, 1)]" in done.stdout
     assert "predicted/measured" in done.stdout and "ghosts predicted/LAMMPS" in done.stdout
     assert "check cells outside the predicted range: " in done.stdout
