@@ -222,6 +222,17 @@ def checkout_of(revision: str, folder: Path) -> Path:
     return folder
 
 
+def whole_checkout_of(revision: str, folder: Path) -> Path:
+    """All of `revision` (git archive) in `folder`, with this checkout's venvs linked in: the
+    local study runs from it as from a clone (its LAMMPS binary is the repository's)."""
+    folder.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", revision], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    for venv in (".venv", ".venv-lammps"):
+        (folder / venv).symlink_to(REPO / venv)
+    return folder
+
+
 def runner_overhead(workdir: Path, before: str, runs: int) -> None:
     sys.path.insert(0, str(REPO / "workflow"))
     from scalestudy.study import load
@@ -296,7 +307,7 @@ def main() -> None:
         if args.only == "d":  # minutes a side: asked for by name
             if args.study_before:
                 (Path(tmp) / "d-before").mkdir()
-                before = checkout_of(args.study_before, Path(tmp) / "d-before-checkout")
+                before = whole_checkout_of(args.study_before, Path(tmp) / "d-before-checkout")
                 local_study_ratio(Path(tmp) / "d-before", before, args.study_before)
             local_study_ratio(Path(tmp) / "d", REPO, "this checkout")
 
