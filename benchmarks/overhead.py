@@ -112,7 +112,8 @@ def local_study_ratio(workdir: Path, checkout: Path, label: str) -> None:
     runs = [json.loads(p.read_text()) for p in results.glob("*/runs/**/metrics.json")]
     by_app: dict[str, float] = {}
     for run in runs:
-        by_app[run["point"]["app"]] = by_app.get(run["point"]["app"], 0.0) + run["resources"]["walltime_used_s"]
+        app = run["point"]["app"]
+        by_app[app] = by_app.get(app, 0.0) + (run["resources"]["walltime_used_s"] or 0.0)  # None: never started
     total = sum(by_app.values())
     ok = sum(run["status"] == "ok" for run in runs)
     apps = ", ".join(f"{app} {seconds:.0f}" for app, seconds in sorted(by_app.items()))
