@@ -284,9 +284,9 @@ class Plan:
         to_run = survey.to_run + len(forced)
         if self.cluster.scheduler != "none" and not self.asks_report_only(forcing) and to_run:
             lines += forecast.forecast_lines(self.submit_forecast(forced, forcing), self.submit_words(to_run, forcing))
-        elif to_run and not report_only and self.narrowed(forcing)[2]:
+        elif to_run and not report_only and (later := self.narrowed(forcing)[2]):
             lines.append(
-                f"scalestudy: later rounds may add up to {len(self.narrowed(forcing)[2])} repeats (up to max), "
+                f"scalestudy: later rounds may add up to {len(later)} repeats (up to max), "
                 "while a point's CI is wider than its target"
             )
         return lines
@@ -553,11 +553,14 @@ class Plan:
     def run_metrics(self, study: str) -> list[str]:
         return [self.layout.metrics(p.study, p.id) for p in self.sweep.points_of(study)]
 
+    def all_points_of(self, study: str) -> list[Point]:
+        """Every point of `study` in the sweep, up to a `repeats: {max}`, planned now or not."""
+        return [p for p in self.all_points.values() if p.study == study]
+
     def points_now(self, study: str) -> list[Point]:
         """The points of `study` as the records on disk leave it: every point, or for repeats
         until clear those needed so far (results.repeats.in_play), after the last round too."""
-        points = [p for p in self.all_points.values() if p.study == study]
-        return repeats.in_play(points, {study: self.sweep.studies[study]}, self.layout)
+        return repeats.in_play(self.all_points_of(study), {study: self.sweep.studies[study]}, self.layout)
 
     def expected_runs(self, study: str) -> list[tuple[dict[str, Any], str]]:
         """(point record, metrics.json path) of every point of `study`, finished or not."""
@@ -605,8 +608,7 @@ class Plan:
         return lines
 
     def next_round_lines(self, study: str, round_number: int, path: str) -> list[str]:
-        points = [p for p in self.all_points.values() if p.study == study]
-        chosen, why = repeats.next_round(points, {study: self.sweep.studies[study]}, self.layout)
+        chosen, why = repeats.next_round(self.all_points_of(study), {study: self.sweep.studies[study]}, self.layout)
         ids = [p.id for p in chosen]
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps({"study": study, "round": round_number, "next": ids, "why": why}, indent=1))
@@ -634,7 +636,7 @@ class Plan:
         and the report (`report` alone too) are rebuilt when the set changes (more repeats, a
         new axis value) before any new result has finished. Every point of the sweep, up to a
         `repeats: {max}`: which of those have run is told by the records, the table's inputs."""
-        ids = sorted(p.id for p in self.all_points.values() if p.study == study)
+        ids = sorted(p.id for p in self.all_points_of(study))
         digest = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
         return f"{len(ids)} points, sha256 {digest}"
 
