@@ -600,14 +600,15 @@ class Plan:
         and write it to `path`: the ids of its points (none: every point has stopped) and why
         each point goes on or stops. The line that says so goes to stderr and `log`, and is
         returned."""
-        lines = self.next_round_lines(study, round_number, path)
+        lines = self.decide_next_round(study, round_number, path)
         if log is not None:
             Path(log).parent.mkdir(parents=True, exist_ok=True)
             Path(log).write_text("".join(f"scalestudy: {line}\n" for line in lines))
             print("\n".join(f"scalestudy: {line}" for line in lines), file=sys.stderr)
         return lines
 
-    def next_round_lines(self, study: str, round_number: int, path: str) -> list[str]:
+    def decide_next_round(self, study: str, round_number: int, path: str) -> list[str]:
+        """write_next_round's decision, written to `path`; returns the line that says it."""
         chosen, why = repeats.next_round(self.all_points_of(study), {study: self.sweep.studies[study]}, self.layout)
         ids = [p.id for p in chosen]
         Path(path).parent.mkdir(parents=True, exist_ok=True)
