@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import re
 import shutil
 import statistics
@@ -116,15 +117,46 @@ def imb_tables(text: str) -> dict[str, dict[int, tuple[float, ...]]]:
     }
 
 
-def imb(path: str, benchmark: str, args) -> dict[int, tuple[float, float]]:
-    """size -> (latency in us, bandwidth in MB/s or nan) of one IMB-MPI1 benchmark."""
+def imb_command(launch: list[str], path: str, benchmark: str, args) -> list[str]:
+    """`launch` (an mpirun line) running one IMB-MPI1 benchmark over the sizes of `args` (powers
+    of two), its repetitions held at --iterations at every size (`-iter_policy off`). IMB warms
+    up each size with a tenth of them (at least 10): --warmup's default, 100 of 1,000."""
     low, high = max(args.min_bytes, 1).bit_length() - 1, args.max_bytes.bit_length() - 1
-    command = [*mpirun(), path, benchmark, "-msglog", f"{low}:{high}", "-iter", str(args.iterations),
-               "-iter_policy", "off", "-npmin", "2"]  # fmt: skip
-    rows = imb_tables(run(command))[benchmark]
+    return [*launch, path, benchmark, "-msglog", f"{low}:{high}", "-iter", str(args.iterations),
+            "-iter_policy", "off", "-npmin", "2"]  # fmt: skip
+
+
+def imb_figures(output: str, benchmark: str) -> dict[int, tuple[float, float]]:
+    """size -> (latency in us, bandwidth in MB/s or nan) of one IMB-MPI1 benchmark's output:
+    PingPong's t and Mbytes/sec, a collective's t_avg."""
+    rows = imb_tables(output)[benchmark]
     if benchmark == "PingPong":
         return {size: (row[0], row[1]) for size, row in rows.items() if size}
     return {size: (row[2], float("nan")) for size, row in rows.items() if size}
+
+
+def imb_path(args) -> str | None:
+    """The IMB-MPI1 to run (an absolute path): --imb, else the one on PATH, else None. A --imb
+    that names no executable file stops here, before anything runs."""
+    if args.imb is None:
+        return shutil.which("IMB-MPI1")
+    given = Path(args.imb).resolve()
+    if not (given.is_file() and os.access(given, os.X_OK)):
+        raise SystemExit(f"--imb: {args.imb} is not an executable file; allowed: the path of an IMB-MPI1")
+    return str(given)
+
+
+def not_found(program: str, option: str) -> str:
+    """Why a comparison with `program` is skipped."""
+    return f"no {program} on PATH and none given with {option}"
+
+
+def imb_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--imb", help="an IMB-MPI1 built outside this repository (default: IMB-MPI1 on PATH)")
+
+
+def imb(path: str, benchmark: str, args) -> dict[int, tuple[float, float]]:
+    return imb_figures(run(imb_command(mpirun(), path, benchmark, args)), benchmark)
 
 
 # How each side's rounds become its figure: the median, and the best round (latency lowest,
@@ -183,15 +215,16 @@ def size_parser(doc: str) -> argparse.ArgumentParser:
 
 def main() -> int:
     parser = size_parser(__doc__)
-    parser.add_argument("--imb", help="an IMB-MPI1 built outside this repository")
+    imb_option(parser)
     parser.add_argument("--osu-latency", help="an osu_latency built outside this repository")
     parser.add_argument("--osu-allreduce", help="an osu_allreduce built outside this repository")
     args = parser.parse_args()
+    imb_found = imb_path(args)
     ours, theirs = side_by_side(functools.partial(app, "latency", "int8", args),
                                 functools.partial(mpi4py_pingpong, args), args.rounds)  # fmt: skip
     compare("point-to-point vs mpi4py.bench pingpong", ours, theirs, args.rounds, ("latency_us", "bandwidth_MBps"))
     references = [
-        ("IMB-MPI1", args.imb or shutil.which("IMB-MPI1"), "--imb", [
+        ("IMB-MPI1", imb_found, "--imb", [
             ("point-to-point vs IMB PingPong", "latency", "int8", lambda path: imb(path, "PingPong", args),
              ("latency_us", "bandwidth_MBps")),
             ("allreduce vs IMB Allreduce", "allreduce", "float32", lambda path: imb(path, "Allreduce", args),
@@ -208,7 +241,7 @@ def main() -> int:
     ]  # fmt: skip
     for program, path, option, comparisons in references:
         if not path:
-            print(f"\nvs {program}: skipped (no {program} on PATH and none given with {option})")
+            print(f"\nvs {program}: skipped ({not_found(program, option)})")
             continue
         for name, operation, dtype, reference, columns in comparisons:
             ours, theirs = side_by_side(functools.partial(app, operation, dtype, args),

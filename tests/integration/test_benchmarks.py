@@ -1,6 +1,7 @@
 """Every benchmark still runs on a fresh clone (one broke silently once when apps were
 added): each is run small here, and must print its figure and its ratio."""
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -137,14 +138,31 @@ def test_contended_benchmark_runs_and_prints_its_rates():
     assert "false-verdict rate without them: " in run.stdout
 
 
-def test_multihost_pingpong_runs_and_prints_its_ratios_or_why_not():
-    run = benchmark("multihost_pingpong.py", "--max-bytes", "8", "--iterations", "20", "--warmup", "2",
+def test_multihost_curves_run_and_print_their_ratios_or_why_not():
+    # The allreduce half runs where IMB-MPI1 is on PATH, else says it is skipped and why.
+    run = benchmark("multihost_curves.py", "--max-bytes", "8", "--iterations", "20", "--warmup", "2",
                     "--rounds", "1")  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
-    if "multihost ping-pong: skipped (" in run.stdout:
+    if "multihost curves: skipped (" in run.stdout:
         return  # no root, no sshd, ...: said, and nothing else to check
     # 1 ... 8 B, latency and bandwidth
     assert "pingpong: median: " in run.stdout and "of 8 ratios within 0.9–1.1 (n = 1 rounds per side)" in run.stdout
+    name = "two-host allreduce vs IMB-MPI1 Allreduce"
+    if shutil.which("IMB-MPI1"):
+        # 4 and 8 B (one and two float32), latency only
+        best = [line for line in run.stdout.splitlines() if line.startswith(f"{name}: best: ")]
+        assert len(best) == 1 and best[0].endswith(" of 2 ratios within 0.9–1.1 (n = 1 rounds per side)"), run.stdout
+    else:
+        assert f"{name}: skipped (no IMB-MPI1 on PATH and none given with --imb)" in run.stdout
+
+
+def test_multihost_curves_refuse_an_imb_that_is_not_a_program_before_anything_runs(tmp_path):
+    run = benchmark("multihost_curves.py", "--imb", str(tmp_path / "IMB-MPI1"))
+    assert run.returncode != 0 and run.stdout == ""
+    assert (
+        run.stderr.strip()
+        == f"--imb: {tmp_path / 'IMB-MPI1'} is not an executable file; allowed: the path of an IMB-MPI1"
+    )
 
 
 def test_lammps_memory_runs_and_prints_its_ratios():
