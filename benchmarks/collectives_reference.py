@@ -18,11 +18,12 @@ reference of each, then how many ratios lie within 0.9–1.1. With --osu-latency
 ping-pong latency is compared with osu_latency's, and its allreduce (float32, OSU's size: the
 whole vector, the same as nccl-tests') with osu_allreduce's average latency, the same way;
 without them those comparisons are skipped and the output says so. With --imb (IMB-MPI1 built
-outside this repository from github.com/intel/mpi-benchmarks, never committed; or IMB-MPI1 on
-PATH) the app's ping-pong is compared with IMB's PingPong (t = half the round trip, as ours)
-and its allreduce with IMB's Allreduce t_avg (the mean over ranks of each rank's mean time per
-call, float32, the whole vector's bytes: the app's latency_avg_us), IMB's repetitions held at
---iterations at every size (`-iter_policy off`).
+outside this repository from github.com/intel/mpi-benchmarks, never committed: `make IMB-MPI1
+CC=mpicc CXX=mpicxx` with the venv's bin/ first on PATH; or IMB-MPI1 on PATH) the app's
+ping-pong is compared with IMB's PingPong (t = half the round trip, as ours) and its allreduce
+with IMB's Allreduce t_avg (the mean over ranks of each rank's mean time per call, float32, the
+whole vector's bytes: the app's latency_avg_us), IMB's repetitions held at --iterations at
+every size (`-iter_policy off`).
 """
 
 from __future__ import annotations
