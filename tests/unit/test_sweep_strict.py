@@ -162,6 +162,21 @@ def test_a_cluster_file_is_read_strictly_too(tmp_path, monkeypatch):
     ]
 
 
+def test_a_sites_own_cluster_file_is_named_by_its_path_not_the_checkouts(tmp_path, monkeypatch):
+    # A site's queues without the shipped GPU queue: the message names the file the user edits.
+    (tmp_path / "gadi.yaml").write_text(
+        "name: gadi\ncores_per_node: 2\ndefault_gpu_queue: gpuvolta\nqueues:\n  normal: {}\n"
+    )
+    monkeypatch.setenv("SCALESTUDY_CLUSTERS_DIR", str(tmp_path))
+    with pytest.raises(SweepError) as raised:
+        clusters.load("gadi")
+    assert raised.value.problems == [
+        f"{tmp_path / 'gadi.yaml'}: default_gpu_queue 'gpuvolta' is not among queues: normal"
+    ]
+    monkeypatch.delenv("SCALESTUDY_CLUSTERS_DIR")
+    assert clusters.cluster_file("gadi") == "config/clusters/gadi.yaml"
+
+
 # ---------------------------------------------------------------- walltime, results_dir
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.errors import SweepError, did_you_mean
-from ..model.paths import clusters_dir
+from ..model.paths import cluster_file, clusters_dir
 from ..model.rank_probe import parse_cpu_list
 from ..model.timefmt import hms_seconds
 from ..model.units import GIB, gib_in_gb
@@ -135,7 +135,7 @@ class Cluster:
             return self.other_mpis[flavour]
         raise SweepError(
             [
-                f"cluster: config/clusters/{self.name}.yaml has no launcher for {flavour} "
+                f"cluster: {cluster_file(self.name)} has no launcher for {flavour} "
                 f"(mpi.flavour is {self.mpi.flavour}); add mpi.{flavour}.launcher"
             ]
         )
@@ -181,7 +181,7 @@ def project_problems(cluster: Cluster, environ: Mapping[str, str] = os.environ) 
     if cluster.scheduler != "pbspro" or cluster.project_name(environ):
         return []
     return [
-        f"config/clusters/{cluster.name}.yaml project: not set and $PROJECT is empty; {cluster.name} charges "
+        f"{cluster_file(cluster.name)} project: not set and $PROJECT is empty; {cluster.name} charges "
         f"every job to a project (qsub -P): export PROJECT=<your project code> or set project: in that file"
     ]
 
@@ -289,7 +289,7 @@ def from_mapping(data: Mapping[str, Any]) -> Cluster:
 
 
 def problems_of(cluster: Cluster) -> list[str]:
-    where = f"config/clusters/{cluster.name}.yaml"
+    where = cluster_file(cluster.name)
     problems = []
     if cluster.scheduler not in SCHEDULERS:
         problems.append(f"{where}: scheduler {cluster.scheduler!r} is not known; allowed: {', '.join(SCHEDULERS)}")
@@ -320,7 +320,7 @@ def load(name: str) -> Cluster:
     try:
         cluster = from_mapping(data)
     except (KeyError, TypeError, ValueError) as error:
-        raise SweepError([f"config/clusters/{name}.yaml: {error!r}"]) from error
+        raise SweepError([f"{cluster_file(name)}: {error!r}"]) from error
     problems = problems_of(cluster)
     if problems:
         raise SweepError(problems)

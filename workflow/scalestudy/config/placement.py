@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..model.errors import did_you_mean
+from ..model.paths import cluster_file
 from ..model.point import DEFAULT_PLACEMENT, PLACEMENT_FIELDS, Point
 
 FLAVOUR_NAMES = {"openmpi": "Open MPI", "mpich": "MPICH Hydra"}
@@ -106,7 +107,7 @@ def cluster_problems(point: Point, cluster_name: str, threads_per_core: int) -> 
     if point.hyperthreads and threads_per_core < 2:
         return [
             f"studies.{point.study}.hyperthreads: true, but {cluster_name} has no hardware threads to use "
-            f"(config/clusters/{cluster_name}.yaml threads_per_core: {threads_per_core}); use [false]"
+            f"({cluster_file(cluster_name)} threads_per_core: {threads_per_core}); use [false]"
         ]
     return []
 

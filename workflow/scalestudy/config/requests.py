@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..model.errors import did_you_mean
+from ..model.paths import cluster_file
 from ..model.point import Point, first_repeats
 from ..model.timefmt import hms
 from . import placement
@@ -140,7 +141,7 @@ def request_problems(point: Point, cluster: Cluster, rules: Iterable[RequestRule
     if not cluster.queues and point.queue:
         return [
             f"{where}.queue: {point.queue!r}, but {cluster.name} has no queues "
-            f"(config/clusters/{cluster.name}.yaml); remove queue"
+            f"({cluster_file(cluster.name)}); remove queue"
         ]
     problems = placement.cluster_problems(point, cluster.name, cluster.threads_per_core)
     if problems:
@@ -156,13 +157,13 @@ def request_problems(point: Point, cluster: Cluster, rules: Iterable[RequestRule
         )
         problems.append(
             f"{where}.nodes: {point.nodes} nodes, but {cluster.name} {machine} "
-            f"(config/clusters/{cluster.name}.yaml nodes: {cluster.nodes}); {fix}"
+            f"({cluster_file(cluster.name)} nodes: {cluster.nodes}); {fix}"
         )
     if point.gpus_per_node > queue.gpus_per_node:
         nodes = f"queue {queue.name} nodes" if cluster.queues else "nodes"
         problems.append(
             f"{where}.gpus_per_node: {point.gpus_per_node} GPUs per node but {cluster.name} {nodes} have "
-            f"{queue.gpus_per_node}" + ("" if cluster.queues else f" (config/clusters/{cluster.name}.yaml)")
+            f"{queue.gpus_per_node}" + ("" if cluster.queues else f" ({cluster_file(cluster.name)})")
         )
     if queue.cores_per_gpu and not point.gpus_per_node:
         problems.append(

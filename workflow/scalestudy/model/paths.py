@@ -58,6 +58,13 @@ def clusters_dir() -> Path:
     return Path(os.environ.get(CLUSTERS_DIR_ENV) or REPO_ROOT / "config" / "clusters")
 
 
+def cluster_file(name: str) -> str:
+    """The cluster file `name` as messages name it: relative to the checkout (config/clusters/x.yaml)
+    where it is the checkout's, else the site's own path ($SCALESTUDY_CLUSTERS_DIR)."""
+    path = clusters_dir() / f"{name}.yaml"
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
+
+
 # Files of a run directory.
 METRICS = "metrics.json"
 STDOUT = "stdout.log"

