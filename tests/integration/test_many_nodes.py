@@ -88,6 +88,9 @@ def assert_ran_on_every_host(bed, metrics: dict, ranks_per_node: int) -> dict:
         assert rank["env"]["TMPDIR"] == own or rank["env"]["TMPDIR"].startswith(f"{own}/{LAUNCH_TMPDIR_PREFIX}"), rank
         assert rank["env"].get("OMP_NUM_THREADS") == threads, rank  # the app's variables reached it
     proof = metrics["settings_proof"]
+    proven = sorted(h for h, p in proof["hosts"].items() if p["verified"])
+    print(f"{metrics['point']['app']} {metrics['point']['nodes']} nodes x {ranks_per_node}: {metrics['status']},"
+          f" ranks on {[r['host'] for r in ranks]}, settings proven on {proven}")  # fmt: skip
     assert proof["verified"], proof["problems"]
     assert sorted(proof["hosts"]) == sorted(bed.names) and all(h["verified"] for h in proof["hosts"].values())
     assert metrics["provenance"]["hosts"] == bed.names

@@ -30,12 +30,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pbs_site import USER, python_problem, records, setup
+from pbs_site import environment as site_environment
 
 REPO = Path(__file__).resolve().parents[2]
 PBS_BIN = Path("/opt/pbs/bin")
 SHIM_BIN = Path("/opt/pbs-shim/bin")
 SHIM_LOG = Path("/var/log/pbs-shim/qstat.log")
-USER = "scaleuser"
 # Its own uid, gid and groups (user= alone would keep root's groups).
 AS_USER = {"user": USER, "group": USER, "extra_groups": []}
 
@@ -56,19 +57,6 @@ def unavailable_reason() -> str | None:
     if not SHIM_BIN.is_dir():
         return "no logging shims in /opt/pbs-shim/bin (setup-openpbs.sh installs them)"
     return python_problem(sys.executable, AS_USER)
-
-
-def python_problem(python: str, as_user: dict) -> str | None:
-    """Why the submitting user cannot run the venv's Python (None when it can): a Python it
-    may not execute at all (a venv made from a Python under /root) is refused by exec before
-    any exit code, as a PermissionError."""
-    try:
-        probe = subprocess.run([python, "-c", "import snakemake, mpi4py"], **as_user, capture_output=True)
-    except OSError as error:
-        return f"{as_user['user']} cannot run {python} ({error.strerror}: a venv made from a Python under /root?)"
-    if probe.returncode != 0:
-        return f"{as_user['user']} cannot run {python} (a venv made from a Python under /root?)"
-    return None
 
 
 def test_a_python_the_user_may_not_run_is_a_reason_to_skip_not_an_error(tmp_path):
@@ -99,59 +87,16 @@ def workdir():
     shutil.rmtree(folder, ignore_errors=True)
 
 
+def environment(workdir: Path) -> dict[str, str]:
+    return site_environment(workdir, [SHIM_BIN, PBS_BIN])
+
+
 PINGPONG = {"app": "pingpong", "nodes": [1], "ranks_per_node": [2], "repeats": 2, "walltime": "00:03:00",
             "params": {"max_bytes": 16384, "iterations": 100, "warmup": 10}}  # fmt: skip
 LAMMPS = {"app": "lammps", "scaling": "strong", "nodes": [1], "ranks_per_node": [2], "repeats": 1,
           "mpi_flags": ["default", "mpich-nolocal"], "walltime": "00:05:00",
           "params": {"N": 2000, "warmup_steps": 200, "benchmark_steps": 500,
                      "executable": ".venv-lammps/bin/lmp"}}  # fmt: skip
-
-
-def setup(workdir: Path, cluster: str, studies: dict) -> list[str]:
-    """The site's cluster file (the shipped one, with this machine's MPI and no modules),
-    the sweep, and the profile with absolute paths; returns the snakemake command."""
-    site = workdir / "site"
-    site.mkdir()
-    data = yaml.safe_load((REPO / f"config/clusters/{cluster}.yaml").read_text())
-    data.update(modules=[], project="ab12", walltime_margin="00:01:00")
-    data["mpi"]["from_python_env"] = True
-    data["mpi"]["mpich"]["launcher"] = str((REPO / ".venv-lammps/bin/mpiexec").resolve())
-    (site / f"{cluster}.yaml").write_text(yaml.safe_dump(data))
-    sweep = {"mpi_flag_sets": {"default": {}, "mpich-nolocal": {"flavour": "mpich", "MPIR_CVAR_NOLOCAL": 1}},
-             "nccl_env_sets": {"default": {}}, "studies": studies}  # fmt: skip
-    (workdir / "sweep.yaml").write_text(yaml.safe_dump(sweep))
-    profile = yaml.safe_load((REPO / f"profiles/{cluster}/config.v8+.yaml").read_text())
-    scripts = REPO / "profiles/pbs"
-    for key in ("cluster-generic-submit-cmd", "cluster-generic-status-cmd", "cluster-generic-cancel-cmd",
-                "cluster-generic-sidecar-cmd", "jobscript"):  # fmt: skip
-        profile[key] = profile[key].replace("profiles/pbs/", f"{scripts}/")
-    profile.update({"seconds-between-status-checks": 3, "latency-wait": 5})
-    profile.pop("configfiles"), profile.pop("config")
-    (workdir / "profile").mkdir()
-    (workdir / "profile/config.v8+.yaml").write_text(yaml.safe_dump(profile))
-    for path in workdir.rglob("*"):
-        shutil.chown(path, USER, USER)
-    return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-            "--profile", str(workdir / "profile"), "--configfile", str(workdir / "sweep.yaml"),
-            "--config", f"cluster={cluster}", f"results_dir={workdir / 'results'}"]  # fmt: skip
-
-
-def environment(workdir: Path) -> dict[str, str]:
-    return {
-        "PATH": f"{SHIM_BIN}:{PBS_BIN}:{Path(sys.executable).parent}:/usr/bin:/bin",
-        "HOME": str(workdir),
-        "PYTHONPATH": str(REPO / "workflow"),
-        "SCALESTUDY_CLUSTERS_DIR": str(workdir / "site"),
-        "SCALESTUDY_PYTHON": sys.executable,
-        "PROJECT": "ab12",
-        "HF_HUB_OFFLINE": "1",
-    }
-
-
-def records(workdir: Path) -> dict[str, dict]:
-    results = workdir / "results"
-    found = sorted(results.rglob("runs/**/metrics.json"))
-    return {str(p.relative_to(results)): json.loads(p.read_text()) for p in found}
 
 
 def qstat_rounds(since: float, job_ids: set[str]) -> list[int]:
