@@ -221,3 +221,50 @@ def bed_cluster() -> dict:
     merge(data, SITE)
     data["mpi"].update(from_python_env=True)
     return data
+
+
+def test_a_node_lost_under_pbs_ends_its_point_as_a_node_failure(bed_pbs, workdir):
+    """The second host dies (every process on it killed, its mom too) while a 2-node point's ranks
+    run in a PBS job: the point ends long before its walltime, `node_failure` naming the host,
+    its record kept, and nothing of the user's left on the first host soon after."""
+    from points import pingpong_point
+
+    names = bed_pbs.bed.names
+    site = workdir / "site"
+    site.mkdir()
+    (site / "bed.yaml").write_text(yaml.safe_dump(bed_cluster()))
+    slow = {"max_bytes": 1 << 20, "iterations": 1_000_000, "warmup": 5}
+    point = pingpong_point(study="lost", nodes=2, ranks_per_node=1, params=slow, walltime="00:05:00")
+    script = workdir / "lost.sh"
+    script.write_text(f"#!/bin/bash\nexport SCALESTUDY_CLUSTERS_DIR={site} PYTHONPATH={REPO / 'workflow'}\n"
+                      f"{sys.executable} -m scalestudy run-point --point '{point.to_json()}' --cluster bed"
+                      f" --walltime-s 300 --metrics {workdir}/run/metrics.json\n")  # fmt: skip
+    for path in (site, site / "bed.yaml", script):
+        shutil.chown(path, USER, USER)
+    qsub = ["qsub", "-W", "block=true", "-l", "select=2:ncpus=1:mpiprocs=1", "-l", "place=scatter",
+            "-l", "walltime=00:06:00", "-j", "oe", "-o", str(workdir / "lost.log"), str(script)]  # fmt: skip
+    env = [f"{k}={v}" for k, v in bed_pbs.env(0).items()]
+    as_user = ["setpriv", f"--reuid={USER}", f"--regid={USER}", "--init-groups"]
+    job = subprocess.Popen(bed_pbs.bed.command(0, ["env", *env, *as_user, *qsub]), stdout=subprocess.PIPE, text=True)
+    log = workdir / "run/stdout.log"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (log.exists() and log.read_text().count("scalestudy-rank") == 2):
+        time.sleep(0.5)
+    assert log.exists(), "the point never started"
+    lost_at = time.monotonic()
+    bed_pbs.bed[1].kill_all()
+    try:
+        metrics = workdir / "run/metrics.json"
+        while not metrics.exists() and time.monotonic() - lost_at < 120:
+            time.sleep(0.2)
+        took = time.monotonic() - lost_at
+        left = users_processes(bed_pbs.bed, within_s=60)
+        gone = time.monotonic() - lost_at
+    finally:  # the host back, for any test after this one
+        bed_pbs.bed[1].revive()
+        bed_pbs.must(1, str(PBS_EXEC / "libexec/pbs_init.d"), "start")
+        job.kill()
+    record = json.loads(metrics.read_text())
+    print(f"ended {took:.0f} s after the host was lost, nothing left {gone:.0f} s after: {record['reason']}")
+    assert record["category"] == "node_failure" and names[1] in record["reason"], record["reason"]
+    assert took < 60 and not left, left
