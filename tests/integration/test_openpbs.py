@@ -20,17 +20,15 @@ running server every test here skips, saying why; CI keeps the Slurm-based PBS t
 import json
 import os
 import pwd
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 import yaml
-from pbs_site import USER, python_problem, records, setup
+from pbs_site import USER, python_problem, records, setup, user_workdir
 from pbs_site import environment as site_environment
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,12 +77,7 @@ def openpbs():
 
 @pytest.fixture
 def workdir():
-    """A folder the submitting user owns (pytest's tmp_path is root's alone)."""
-    folder = Path(tempfile.mkdtemp(prefix="openpbs-"))
-    folder.chmod(0o755)
-    shutil.chown(folder, USER, USER)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+    yield from user_workdir("openpbs-")
 
 
 def environment(workdir: Path) -> dict[str, str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 from bed_pbs import PBS_EXEC
-from pbs_site import USER, environment, merge, python_problem, records, setup
+from pbs_site import USER, environment, merge, python_problem, records, setup, user_workdir
 
 REPO = Path(__file__).resolve().parents[2]
 AS_USER = {"user": USER, "group": USER, "extra_groups": []}
@@ -67,11 +67,7 @@ def bed_pbs():
 
 @pytest.fixture
 def workdir():
-    folder = Path(tempfile.mkdtemp(prefix="pbs-hosts-"))
-    folder.chmod(0o755)
-    shutil.chown(folder, USER, USER)
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+    yield from user_workdir("pbs-hosts-")
 
 
 def workflow_on_the_head(cluster, workdir: Path, dialect: str, studies: dict) -> subprocess.CompletedProcess:
@@ -179,21 +175,13 @@ def test_points_of_different_node_counts_in_one_2_node_pbs_allocation_run_on_the
     """A batch job running several points one after another in one 2-node allocation (as a
     pack's does; select=2:ncpus=2:mpiprocs=2, so PBS_NODEFILE lists each host twice): the 2-node
     points run on both hosts, the 1-node point on the first host only."""
-    from points import pingpong_point
+    from points import assert_pack_ran_on_its_hosts, pack_of_node_counts
 
     names = bed_pbs.bed.names
     site = workdir / "site"
     site.mkdir()
     (site / "bed.yaml").write_text(yaml.safe_dump(bed_cluster()))
-    lines = ["#!/bin/bash", f"export SCALESTUDY_CLUSTERS_DIR={site} PYTHONPATH={REPO / 'workflow'}"]
-    for nodes in (2, 1, 2):
-        # Ping-pong needs 2 ranks: on 1 node both, on 2 nodes one each.
-        point = pingpong_point(study="pack", nodes=nodes, ranks_per_node=3 - nodes, repeat=len(lines))
-        run_dir = workdir / f"point{len(lines)}"
-        lines.append(f"{sys.executable} -m scalestudy run-point --point '{point.to_json()}' --cluster bed"
-                     f" --walltime-s 120 --metrics {run_dir}/metrics.json")  # fmt: skip
-    script = workdir / "pack.sh"
-    script.write_text("\n".join(lines) + "\n")
+    script = pack_of_node_counts(workdir, "bed", site)
     for path in (site, site / "bed.yaml", script):
         shutil.chown(path, USER, USER)
     job = bed_pbs.run(0, "qsub", "-W", "block=true", "-l", f"select=2:ncpus={CORES}:mpiprocs={CORES}",
@@ -205,13 +193,7 @@ def test_points_of_different_node_counts_in_one_2_node_pbs_allocation_run_on_the
             break
         time.sleep(0.2)
     assert job.returncode == 0, (job.stdout, job.stderr, log.read_text()[-2000:] if log.exists() else "no log")
-    first, one, second = (json.loads((workdir / f"point{i}/metrics.json").read_text()) for i in (2, 3, 4))
-    for record in (first, one, second):
-        assert record["status"] == "ok", record["reason"]
-        assert record["provenance"]["job_id"] == job.stdout.strip()
-    assert rank_hosts(first) == names and rank_hosts(second) == names
-    assert rank_hosts(one) == [names[0]] * 2
-    assert f"--host {names[0]}:2 " in (workdir / "point3/launch.sh").read_text()
+    assert_pack_ran_on_its_hosts(workdir, job.stdout.strip(), names)
 
 
 def bed_cluster() -> dict:
@@ -227,7 +209,7 @@ def test_a_node_lost_under_pbs_ends_its_point_as_a_node_failure(bed_pbs, workdir
     """The second host dies (every process on it killed, its mom too) while a 2-node point's ranks
     run in a PBS job: the point ends long before its walltime, `node_failure` naming the host,
     its record kept, and nothing of the user's left on the first host soon after."""
-    from points import pingpong_point
+    from points import batch_script, pingpong_point
 
     names = bed_pbs.bed.names
     site = workdir / "site"
@@ -235,10 +217,7 @@ def test_a_node_lost_under_pbs_ends_its_point_as_a_node_failure(bed_pbs, workdir
     (site / "bed.yaml").write_text(yaml.safe_dump(bed_cluster()))
     slow = {"max_bytes": 1 << 20, "iterations": 1_000_000, "warmup": 5}
     point = pingpong_point(study="lost", nodes=2, ranks_per_node=1, params=slow, walltime="00:05:00")
-    script = workdir / "lost.sh"
-    script.write_text(f"#!/bin/bash\nexport SCALESTUDY_CLUSTERS_DIR={site} PYTHONPATH={REPO / 'workflow'}\n"
-                      f"{sys.executable} -m scalestudy run-point --point '{point.to_json()}' --cluster bed"
-                      f" --walltime-s 300 --metrics {workdir}/run/metrics.json\n")  # fmt: skip
+    script = batch_script(workdir / "lost.sh", "bed", site, [(point, workdir / "run")], walltime_s=300)
     for path in (site, site / "bed.yaml", script):
         shutil.chown(path, USER, USER)
     qsub = ["qsub", "-W", "block=true", "-l", "select=2:ncpus=1:mpiprocs=1", "-l", "place=scatter",

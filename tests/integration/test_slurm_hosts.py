@@ -156,33 +156,19 @@ def test_points_of_different_node_counts_in_one_2_node_allocation_run_on_their_h
     pack's does), each in an environment without Slurm's allocation variables (Snakemake's job
     step removes all SLURM_* but the job's identity; the runner reads them back from
     scontrol): the 2-node point runs on both hosts, the 1-node point on the first only."""
-    from points import pingpong_point
+    from points import assert_pack_ran_on_its_hosts, pack_of_node_counts
 
     names = bed_slurm.bed.names
     clusters_dir = tmp_path / "clusters"
     clusters_dir.mkdir()
     (clusters_dir / "bed-slurm.yaml").write_text(yaml.safe_dump(CLUSTER))
-    lines = ["#!/bin/bash", f"export SCALESTUDY_CLUSTERS_DIR={clusters_dir} PYTHONPATH={REPO / 'workflow'}",
-             # Stricter than Snakemake's Slurm job step, which also keeps SLURM_JOBID and the like.
-             "for name in $(compgen -e | grep '^SLURM_' | grep -vx 'SLURM_JOB_ID'); do unset $name; done"]  # fmt: skip
-    for nodes in (2, 1, 2):
-        # Ping-pong needs 2 ranks: on 1 node both, on 2 nodes one each.
-        point = pingpong_point(study="pack", nodes=nodes, ranks_per_node=3 - nodes, repeat=len(lines))
-        run_dir = tmp_path / f"point{len(lines)}"
-        lines.append(f"{sys.executable} -m scalestudy run-point --point '{point.to_json()}' --cluster bed-slurm"
-                     f" --walltime-s 120 --metrics {run_dir}/metrics.json")  # fmt: skip
-    script = tmp_path / "pack.sh"
-    script.write_text("\n".join(lines) + "\n")
+    # Stricter than Snakemake's Slurm job step, which also keeps SLURM_JOBID and the like.
+    unset = "for name in $(compgen -e | grep '^SLURM_' | grep -vx 'SLURM_JOB_ID'); do unset $name; done"
+    script = pack_of_node_counts(tmp_path, "bed-slurm", clusters_dir, (unset,))
     job = bed_slurm.run(0, "sbatch", "--wait", "--parsable", "-N", "2", "--ntasks-per-node=1", "-t", "5",
                         "-o", str(tmp_path / "pack.log"), str(script), timeout=600)  # fmt: skip
     assert job.returncode == 0, (tmp_path / "pack.log").read_text()[-2000:]
-    first, one, second = (json.loads((tmp_path / f"point{i}/metrics.json").read_text()) for i in (3, 4, 5))
-    for record in (first, one, second):
-        assert record["status"] == "ok", record["reason"]
-        assert record["provenance"]["job_id"] == job.stdout.strip()
-    assert rank_hosts(first) == names and rank_hosts(second) == names
-    assert rank_hosts(one) == [names[0]] * 2
-    assert f"--host {names[0]}:2 " in (tmp_path / "point4/launch.sh").read_text()
+    assert_pack_ran_on_its_hosts(tmp_path, job.stdout.strip(), names)
 
 
 def test_a_node_lost_under_slurm_ends_its_point_as_a_node_failure(bed_slurm, tmp_path):
@@ -191,17 +177,14 @@ def test_a_node_lost_under_slurm_ends_its_point_as_a_node_failure(bed_slurm, tmp
     naming the host, and nothing of it is left on the first host soon after (8 s seen)."""
     import time
 
-    from points import pingpong_point
+    from points import batch_script, pingpong_point
 
     clusters_dir = tmp_path / "clusters"
     clusters_dir.mkdir()
     (clusters_dir / "bed-slurm.yaml").write_text(yaml.safe_dump(CLUSTER))
     slow = {"max_bytes": 1 << 20, "iterations": 1_000_000, "warmup": 5}
     point = pingpong_point(study="lost", nodes=2, ranks_per_node=1, params=slow, walltime="00:05:00")
-    script = tmp_path / "lost.sh"
-    script.write_text(f"#!/bin/bash\nexport SCALESTUDY_CLUSTERS_DIR={clusters_dir} PYTHONPATH={REPO / 'workflow'}\n"
-                      f"{sys.executable} -m scalestudy run-point --point '{point.to_json()}' --cluster bed-slurm"
-                      f" --walltime-s 300 --metrics {tmp_path}/run/metrics.json\n")  # fmt: skip
+    script = batch_script(tmp_path / "lost.sh", "bed-slurm", clusters_dir, [(point, tmp_path / "run")], walltime_s=300)
     job = subprocess.Popen(bed_slurm.bed.command(0, ["sbatch", "--wait", "-N", "2", "--ntasks-per-node=1", "-t", "6",
                            "-o", str(tmp_path / "lost.log"), str(script)]))  # fmt: skip
     log = tmp_path / "run/stdout.log"

@@ -33,7 +33,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from hosts import SSH_CLIENT_SETTINGS, Hosts
+from hosts import Hosts
 
 PBS_EXEC = Path("/opt/pbs")
 USER = "scaleuser"
@@ -198,15 +198,7 @@ class BedPBS:
         with open(self.bed.base / "authorized_keys", "a") as keys:
             keys.write(key.with_suffix(".pub").read_text())
         config = self.state / "ssh_config"
-        settings = [
-            f"IdentityFile {key}",
-            f"UserKnownHostsFile {self.bed.base / 'known_hosts'}",
-            "GlobalKnownHostsFile /dev/null",
-            *(line for line in SSH_CLIENT_SETTINGS if not line.startswith("User ")),
-        ]
-        config.write_text("Host *\n" + "".join(f"  {line}\n" for line in settings))
-        self.user_ssh.write_text(f'#!/bin/sh\nexec ssh -F {config} "$@"\n')
-        self.user_ssh.chmod(0o755)
+        self.bed.ssh_client(self.user_ssh, config, key, USER)
         for path in (key, key.with_suffix(".pub"), config, self.user_ssh):
             shutil.chown(path, USER, USER)
         # sshd reads a user's authorized keys as that user.

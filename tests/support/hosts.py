@@ -56,7 +56,6 @@ UP_TIMEOUT_S = 20.0
 # keepalive, or its scheduler's node check, is slower; ssh's default is never). ConnectTimeout 5:
 # a host unreachable at launch is said so 5 s after.
 SSH_CLIENT_SETTINGS = (
-    "User root",
     "IdentitiesOnly yes",
     "StrictHostKeyChecking yes",
     "UpdateHostKeys no",
@@ -224,16 +223,21 @@ class Hosts:
         host_key = " ".join((self.base / "hostkey.pub").read_text().split()[:2])
         known_hosts = self.base / "known_hosts"
         known_hosts.write_text("".join(f"{host.name},{host.address} {host_key}\n" for host in self.hosts))
-        config = self.base / "ssh_config"
+        self.ssh_client(self.ssh, self.base / "ssh_config", self.key, "root")
+
+    def ssh_client(self, wrapper: Path, config: Path, key: Path, user: str) -> None:
+        """An ssh wrapper (`wrapper`, the launchers' agent) that logs in to the bed's hosts as
+        `user` with `key`, knowing every host's key."""
         settings = (
-            f"IdentityFile {self.key}",
-            f"UserKnownHostsFile {known_hosts}",
+            f"IdentityFile {key}",
+            f"UserKnownHostsFile {self.base / 'known_hosts'}",
             "GlobalKnownHostsFile /dev/null",
+            f"User {user}",
             *SSH_CLIENT_SETTINGS,
         )
         config.write_text("Host *\n" + "".join(f"  {line}\n" for line in settings))
-        self.ssh.write_text(f'#!/bin/sh\nexec ssh -F {config} "$@"\n')
-        self.ssh.chmod(0o755)
+        wrapper.write_text(f'#!/bin/sh\nexec ssh -F {config} "$@"\n')
+        wrapper.chmod(0o755)
 
     def make_host(self, host: Host) -> None:
         host.tmpdir.mkdir(parents=True, exist_ok=True)

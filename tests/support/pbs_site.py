@@ -8,12 +8,23 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 USER = "scaleuser"
+
+
+def user_workdir(prefix: str):
+    """A folder the submitting user owns (pytest's tmp_path is root's alone), removed after: a
+    fixture's body (`yield from`)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    folder.chmod(0o755)
+    shutil.chown(folder, USER, USER)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def python_problem(python: str, as_user: dict) -> str | None:

@@ -103,3 +103,45 @@ def batch_point(nodes, *, study="hoomd-wca", app="hoomd", ranks_per_node=48, gpu
 def gpu_batch_point(nodes, **more):
     more = {"ranks_per_node": 4, "gpus_per_node": 4, **more}
     return batch_point(nodes, study="litgpt-full", app="litgpt", **more)
+
+
+def batch_script(path, cluster: str, clusters_dir, runs, walltime_s: int = 120, preamble: tuple[str, ...] = ()):
+    """A batch script at `path` that runs each (point, run folder) of `runs` one after another
+    through `run-point --cluster <cluster>` (the cluster file from `clusters_dir`), as a job runs
+    its points. Returns the path."""
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    lines = ["#!/bin/bash", f"export SCALESTUDY_CLUSTERS_DIR={clusters_dir} PYTHONPATH={repo / 'workflow'}",
+             *preamble]  # fmt: skip
+    for point, folder in runs:
+        lines.append(f"{sys.executable} -m scalestudy run-point --point '{point.to_json()}' --cluster {cluster}"
+                     f" --walltime-s {walltime_s} --metrics {folder}/metrics.json")  # fmt: skip
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def pack_of_node_counts(folder, cluster: str, clusters_dir, preamble: tuple[str, ...] = ()):
+    """A batch script that runs ping-pong points of 2, 1 and 2 nodes one after another in one
+    2-node allocation (as a pack's job does); their records in folder/point{2,3,4}/ (the 1-node
+    point's in point3). Returns the script."""
+    # Ping-pong needs 2 ranks: on 1 node both, on 2 nodes one each.
+    runs = [(pingpong_point(study="pack", nodes=nodes, ranks_per_node=3 - nodes, repeat=i), folder / f"point{i}")
+            for i, nodes in enumerate((2, 1, 2), start=2)]  # fmt: skip
+    return batch_script(folder / "pack.sh", cluster, clusters_dir, runs, preamble=preamble)
+
+
+def assert_pack_ran_on_its_hosts(folder, job_id: str, names: list[str]) -> None:
+    """The points of `pack_of_node_counts` ended ok in the job `job_id` of hosts `names`: the 2-node
+    points on both hosts in order, the 1-node point's 2 ranks on the first."""
+    import json
+
+    first, one, second = (json.loads((folder / f"point{i}/metrics.json").read_text()) for i in (2, 3, 4))
+    for record in (first, one, second):
+        assert record["status"] == "ok", record["reason"]
+        assert record["provenance"]["job_id"] == job_id
+    hosts = [[rank["host"] for rank in sorted(r["provenance"]["ranks"], key=lambda rank: rank["rank"])]
+             for r in (first, one, second)]  # fmt: skip
+    assert hosts == [names, [names[0]] * 2, names], hosts
+    assert f"--host {names[0]}:2 " in (folder / "point3/launch.sh").read_text()
