@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import sweeps
 from hosts import NETNS_ETC, Hosts
+from load import BUSY_LOOP
 from points import pingpong_point, point
+from scalestudy.model.contention import MIN_HOST_WINDOW_S, contended_hosts
 from scalestudy.model.point import Point
 from scalestudy.model.rank_probe import LAUNCH_TMPDIR_PREFIX
 from scalestudy.study import load
@@ -373,3 +375,60 @@ def test_snakemake_runs_a_study_on_the_hosts_without_a_scheduler(hosts, tmp_path
         assert all({"NCCL_DEBUG", "OMPI_MCA_btl"} <= set(host["settings"]) for host in proof["hosts"].values())
         assert sorted(proof["hosts"]) == sorted(set(hosts_seen))
     assert (tmp_path / "results/report/index.html").is_file()
+
+
+# ------------------------------------------------------------------ a slow host
+
+# One CPU kept busy for at most 300 s (tests/support/load.py's loop, always on).
+BUSY = [sys.executable, "-c", BUSY_LOOP, "1", "0", "300"]
+# This machine is shared: other work may land on a host's CPU during any one run and rightly
+# name it. Each case is run until it shows what it should, this many times at most.
+ATTEMPTS = 3
+
+
+def slow_host_point() -> Point:
+    """A 2-node ping-pong, 1 rank a node, whose ranks live several seconds (past
+    MIN_HOST_WINDOW_S: 4 s here with its CPU to itself, 10 s with it shared)."""
+    return pingpong_point(nodes=2, ranks_per_node=1, params={"iterations": 50000, "warmup": 10, "max_bytes": 8})
+
+
+def until_named(bed, run_dir: Path, named: list[str], busy_host: int | None = None) -> dict:
+    """Run the point (with a busy process on host `busy_host` throughout) until its record names
+    `named` as the contended hosts; the last record."""
+    for attempt in range(ATTEMPTS):
+        busy = None
+        if busy_host is not None:
+            busy = subprocess.Popen(bed.command(busy_host, BUSY), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.5)  # on its CPU before the point starts
+        try:
+            metrics = run_on_hosts(bed, slow_host_point(), run_dir / str(attempt))
+        finally:
+            if busy is not None:
+                busy.kill()  # by its pid (bed.command execs down to the loop itself)
+                busy.wait()
+        seen = metrics["conditions"].get("hosts")
+        print(f"busy on {busy_host}, load {os.getloadavg()[0]:.2f}:", json.dumps(seen, sort_keys=True))
+        if contended_hosts(seen) == named:
+            break
+    return metrics
+
+
+def test_a_host_whose_cpu_another_process_shares_is_named_and_its_run_is_contended(hosts, tmp_path):
+    if not hosts.cpusets:
+        pytest.skip("no cpuset cgroup here: the hosts share every CPU")
+    first, second = hosts.names
+    shared = until_named(hosts, tmp_path / "shared", [second], busy_host=1)
+    assert_ran_on_every_host(hosts, shared, 1)
+    seen = shared["conditions"]["hosts"]
+    assert sorted(seen) == [first, second] and all(h["wall_s"] >= MIN_HOST_WINDOW_S for h in seen.values())
+    # The busy process took about half of the second host's one CPU (the busy-polling rank the
+    # rest); the first host's CPU was its rank's.
+    assert contended_hosts(seen) == [second] and seen[second]["other_cpu_share"] > 0.3, seen
+    assert seen[second]["contended"] and not seen[first]["contended"]
+    assert shared["conditions"]["contended"] is True
+    # The same point without it: no host named, and the run is not contended.
+    quiet = until_named(hosts, tmp_path / "quiet", [])
+    assert sorted(quiet["conditions"]["hosts"]) == [first, second]
+    # (The machine-wide figure of the runner's host is no judge here: on this bed the second
+    # host's rank runs on the same machine, outside the runner's process tree.)
+    assert contended_hosts(quiet["conditions"]["hosts"]) == [], quiet["conditions"]["hosts"]
