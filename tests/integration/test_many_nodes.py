@@ -388,7 +388,7 @@ ATTEMPTS = 3
 
 def slow_host_point() -> Point:
     """A 2-node ping-pong, 1 rank a node, whose ranks live several seconds (past
-    MIN_HOST_WINDOW_S: 4 s here with its CPU to itself, 10 s with it shared)."""
+    MIN_HOST_WINDOW_S: about 4 s here, with a host's CPU shared or not)."""
     return pingpong_point(nodes=2, ranks_per_node=1, params={"iterations": 50000, "warmup": 10, "max_bytes": 8})
 
 
@@ -421,9 +421,9 @@ def test_a_host_whose_cpu_another_process_shares_is_named_and_its_run_is_contend
     assert_ran_on_every_host(hosts, shared, 1)
     seen = shared["conditions"]["hosts"]
     assert sorted(seen) == [first, second] and all(h["wall_s"] >= MIN_HOST_WINDOW_S for h in seen.values())
-    # The busy process took about half of the second host's one CPU (the busy-polling rank the
-    # rest); the first host's CPU was its rank's.
-    assert contended_hosts(seen) == [second] and seen[second]["other_cpu_share"] > 0.3, seen
+    # The busy process took a third of the second host's one CPU (the busy-polling rank the rest:
+    # 31-33% measured here), the first host's CPU was its rank's.
+    assert contended_hosts(seen) == [second] and seen[second]["other_cpu_share"] > 0.2, seen
     assert seen[second]["contended"] and not seen[first]["contended"]
     assert shared["conditions"]["contended"] is True
     # The same point without it: no host named, and the run is not contended.
