@@ -6,6 +6,7 @@ host over ssh."""
 import dataclasses
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -16,9 +17,9 @@ import sweeps
 from hosts import NETNS_ETC, Hosts
 from load import BUSY_LOOP
 from points import pingpong_point, point
-from scalestudy.model.contention import MIN_HOST_WINDOW_S, contended_hosts
+from scalestudy.model.contention import CONTENDED_SLACK_CPUS, MIN_HOST_WINDOW_S, contended_hosts
 from scalestudy.model.point import Point
-from scalestudy.model.rank_probe import LAUNCH_TMPDIR_PREFIX
+from scalestudy.model.rank_probe import LAUNCH_TMPDIR_PREFIX, cpu_seconds, process_table
 from scalestudy.study import load
 
 REPO = Path(__file__).resolve().parents[2]
@@ -382,7 +383,8 @@ def test_snakemake_runs_a_study_on_the_hosts_without_a_scheduler(hosts, tmp_path
 # One CPU kept busy for at most 300 s (tests/support/load.py's loop, always on).
 BUSY = [sys.executable, "-c", BUSY_LOOP, "1", "0", "300"]
 # This machine is shared: other work may land on a host's CPU during any one run and rightly
-# name it. Each case is run until it shows what it should, this many times at most.
+# name it. Each case is run until it shows what it should, this many times at most; where every
+# try had other work beside the bed (`outside_cpus`), the case says so and is skipped.
 ATTEMPTS = 3
 
 
@@ -392,43 +394,61 @@ def slow_host_point() -> Point:
     return pingpong_point(nodes=2, ranks_per_node=1, params={"iterations": 50000, "warmup": 10, "max_bytes": 8})
 
 
-def until_named(bed, run_dir: Path, named: list[str], busy_host: int | None = None) -> dict:
+def bed_and_machine_cpu_s(bed) -> tuple[float, float]:
+    """CPU seconds so far of everything of the bed (each live process in its namespaces with its
+    ended, waited-for descendants, and what this test waited for: the runner) and of the machine
+    (/proc/stat's busy time)."""
+    table = process_table()
+    live = sum(table[pid][1] for host in bed.hosts for pid in host.pids() if pid in table)
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return live + reaped.ru_utime + reaped.ru_stime, cpu_seconds(Path("/proc/stat").read_text())["cpu"][0]
+
+
+def until_named(bed, run_dir: Path, named: list[str], busy_host: int | None = None) -> tuple[dict, float]:
     """Run the point (with a busy process on host `busy_host` throughout) until its record names
-    `named` as the contended hosts; the last record."""
+    `named` as the contended hosts: the last record, and how many CPUs' worth work outside the
+    bed took during it."""
     for attempt in range(ATTEMPTS):
         busy = None
         if busy_host is not None:
             busy = subprocess.Popen(bed.command(busy_host, BUSY), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(0.5)  # on its CPU before the point starts
         try:
+            (bed_before, machine_before), started = bed_and_machine_cpu_s(bed), time.monotonic()
             metrics = run_on_hosts(bed, slow_host_point(), run_dir / str(attempt))
+            (bed_after, machine_after), wall = bed_and_machine_cpu_s(bed), time.monotonic() - started
         finally:
             if busy is not None:
                 busy.kill()  # by its pid (bed.command execs down to the loop itself)
                 busy.wait()
+        outside_cpus = max(0.0, (machine_after - machine_before) - (bed_after - bed_before)) / wall
         seen = metrics["conditions"].get("hosts")
-        print(f"busy on {busy_host}, load {os.getloadavg()[0]:.2f}:", json.dumps(seen, sort_keys=True))
+        print(f"busy on {busy_host}, others outside the bed {outside_cpus:.2f} CPUs:", json.dumps(seen, sort_keys=True))
         if contended_hosts(seen) == named:
             break
-    return metrics
+    return metrics, outside_cpus
 
 
 def test_a_host_whose_cpu_another_process_shares_is_named_and_its_run_is_contended(hosts, tmp_path):
     if not hosts.cpusets:
         pytest.skip("no cpuset cgroup here: the hosts share every CPU")
     first, second = hosts.names
-    shared = until_named(hosts, tmp_path / "shared", [second], busy_host=1)
+    shared, outside = until_named(hosts, tmp_path / "shared", [second], busy_host=1)
     assert_ran_on_every_host(hosts, shared, 1)
     seen = shared["conditions"]["hosts"]
     assert sorted(seen) == [first, second] and all(h["wall_s"] >= MIN_HOST_WINDOW_S for h in seen.values())
     # The busy process took a third of the second host's one CPU (the busy-polling rank the rest:
-    # 31-33% measured here), the first host's CPU was its rank's.
-    assert contended_hosts(seen) == [second] and seen[second]["other_cpu_share"] > 0.2, seen
-    assert seen[second]["contended"] and not seen[first]["contended"]
+    # 31-34% measured here).
+    assert seen[second]["contended"] and seen[second]["other_cpu_share"] > 0.2, seen
     assert shared["conditions"]["contended"] is True
-    # The same point without it: no host named, and the run is not contended.
-    quiet = until_named(hosts, tmp_path / "quiet", [])
+    if seen[first]["contended"] and outside > CONTENDED_SLACK_CPUS:
+        pytest.skip(f"other work beside the bed ({outside:.2f} CPUs) took the first host's CPU in every try")
+    assert contended_hosts(seen) == [second] and not seen[first]["contended"], seen
+    # The same point without it: no host named. (The machine-wide figure of the runner's host is
+    # no judge here: on this bed the second host's rank runs on the same machine, outside the
+    # runner's process tree.)
+    quiet, outside = until_named(hosts, tmp_path / "quiet", [])
     assert sorted(quiet["conditions"]["hosts"]) == [first, second]
-    # (The machine-wide figure of the runner's host is no judge here: on this bed the second
-    # host's rank runs on the same machine, outside the runner's process tree.)
+    if contended_hosts(quiet["conditions"]["hosts"]) and outside > CONTENDED_SLACK_CPUS:
+        pytest.skip(f"other work beside the bed ({outside:.2f} CPUs) took a host's CPU in every try")
     assert contended_hosts(quiet["conditions"]["hosts"]) == [], quiet["conditions"]["hosts"]
