@@ -383,8 +383,9 @@ def test_snakemake_runs_a_study_on_the_hosts_without_a_scheduler(hosts, tmp_path
 # One CPU kept busy for at most 300 s (tests/support/load.py's loop, always on).
 BUSY = [sys.executable, "-c", BUSY_LOOP, "1", "0", "300"]
 # This machine is shared: other work may land on a host's CPU during any one run and rightly
-# name it. Each case is run until it shows what it should, this many times at most; where every
-# try had other work beside the bed (`outside_cpus`), the case says so and is skipped.
+# name it. Each case is run until it shows what it should, this many times at most; where the
+# last try's wrongly named host is explained by work outside the bed measured beside it
+# (`explained_by_outside`), the case says so and is skipped.
 ATTEMPTS = 3
 
 
@@ -406,8 +407,8 @@ def bed_and_machine_cpu_s(bed) -> tuple[float, float]:
 
 def until_named(bed, run_dir: Path, named: list[str], busy_host: int | None = None) -> tuple[dict, float]:
     """Run the point (with a busy process on host `busy_host` throughout) until its record names
-    `named` as the contended hosts: the last record, and how many CPUs' worth work outside the
-    bed took during it."""
+    `named` as the contended hosts: the last record, and the CPU seconds work outside the bed
+    took during it."""
     for attempt in range(ATTEMPTS):
         busy = None
         if busy_host is not None:
@@ -421,12 +422,18 @@ def until_named(bed, run_dir: Path, named: list[str], busy_host: int | None = No
             if busy is not None:
                 busy.kill()  # by its pid (bed.command execs down to the loop itself)
                 busy.wait()
-        outside_cpus = max(0.0, (machine_after - machine_before) - (bed_after - bed_before)) / wall
+        outside_s = max(0.0, (machine_after - machine_before) - (bed_after - bed_before))
         seen = metrics["conditions"].get("hosts")
-        print(f"busy on {busy_host}, others outside the bed {outside_cpus:.2f} CPUs:", json.dumps(seen, sort_keys=True))
+        print(f"busy on {busy_host}, outside the bed {outside_s / wall:.2f} CPUs:", json.dumps(seen, sort_keys=True))
         if contended_hosts(seen) == named:
             break
-    return metrics, outside_cpus
+    return metrics, outside_s
+
+
+def explained_by_outside(host: dict, outside_s: float) -> bool:
+    """Could work outside the bed (`outside_s` CPU seconds over the whole run) have been what
+    other processes took on this host's CPUs, short of the slack?"""
+    return (host["other_cpu_share"] * host["cpus"] - CONTENDED_SLACK_CPUS) * host["wall_s"] <= outside_s
 
 
 def test_a_host_whose_cpu_another_process_shares_is_named_and_its_run_is_contended(hosts, tmp_path):
@@ -441,14 +448,15 @@ def test_a_host_whose_cpu_another_process_shares_is_named_and_its_run_is_contend
     # 31-34% measured here).
     assert seen[second]["contended"] and seen[second]["other_cpu_share"] > 0.2, seen
     assert shared["conditions"]["contended"] is True
-    if seen[first]["contended"] and outside > CONTENDED_SLACK_CPUS:
-        pytest.skip(f"other work beside the bed ({outside:.2f} CPUs) took the first host's CPU in every try")
+    if seen[first]["contended"] and explained_by_outside(seen[first], outside):
+        pytest.skip(f"other work beside the bed ({outside:.1f} CPU s) took the first host's CPU in every try")
     assert contended_hosts(seen) == [second] and not seen[first]["contended"], seen
     # The same point without it: no host named. (The machine-wide figure of the runner's host is
     # no judge here: on this bed the second host's rank runs on the same machine, outside the
     # runner's process tree.)
     quiet, outside = until_named(hosts, tmp_path / "quiet", [])
     assert sorted(quiet["conditions"]["hosts"]) == [first, second]
-    if contended_hosts(quiet["conditions"]["hosts"]) and outside > CONTENDED_SLACK_CPUS:
-        pytest.skip(f"other work beside the bed ({outside:.2f} CPUs) took a host's CPU in every try")
+    named = [quiet["conditions"]["hosts"][name] for name in contended_hosts(quiet["conditions"]["hosts"])]
+    if named and all(explained_by_outside(host, outside) for host in named):
+        pytest.skip(f"other work beside the bed ({outside:.1f} CPU s) took a host's CPU in every try")
     assert contended_hosts(quiet["conditions"]["hosts"]) == [], quiet["conditions"]["hosts"]
