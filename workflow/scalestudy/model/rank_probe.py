@@ -251,6 +251,11 @@ def die_with_parent(signum: int = signal.SIGKILL) -> bool:
 
 # The line a host's watcher prints once its local rank 0 has ended (`start_host_watch`).
 HOST_PREFIX = "scalestudy-host"
+# How long the watcher waits for the ended rank's parent to wait for it (a launcher's daemon does
+# at once), looking every REAP_POLL_S; past it, the rank is counted as it stands (a zombie's
+# /proc entry still has its time).
+REAP_WAIT_S = 1.0
+REAP_POLL_S = 0.005
 PROC = "/proc"
 # /proc/stat's CPU columns: user nice system idle iowait irq softirq steal (guest is inside user).
 BUSY_COLUMNS = (0, 1, 2, 5, 6)
@@ -390,6 +395,11 @@ def watch_host(rank: int, daemon: int, cpus: set[int], start: dict, host: str) -
         ended = None  # it has already ended
     if ended is not None:
         select.select([ended], [], [])
+    # Until its parent has waited for it: then its time is in the parent's (cutime), not in the
+    # /proc entry of a process that may go while /proc is read (its time would be lost).
+    deadline = time.monotonic() + REAP_WAIT_S
+    while os.path.exists(os.path.join(PROC, str(rank))) and time.monotonic() < deadline:
+        time.sleep(REAP_POLL_S)
     end = host_sample(daemon)
     if end is not None:
         try:
