@@ -52,7 +52,7 @@ def test_a_hosts_line_reads_back_with_each_cpus_time_over_the_window():
     end = {"taken_s": 104.0, "run_s": 5.0, "cpus": {"0": (14.0, 0.0), "1": (23.5, 1.5), "cpu": (37.5, 1.5)}}
     line = host_line(start, end, {0, 1}, "n2")
     assert line.startswith("scalestudy-host {") and line.endswith("}\n")
-    assert host_lines("app output\n" + line + "scalestudy-host {cut") == [
+    assert host_lines("app output\n" + line + "scalestudy-host {cut\nscalestudy-host [1]") == [
         {"host": "n2", "wall_s": 4.0, "run_s": 4.0, "cpus": {"0": [4.0, 0.0], "1": [3.5, 0.5]}}
     ]
 

@@ -346,9 +346,11 @@ def host_lines(log_text: str) -> list[dict]:
     for line in log_text.splitlines():
         if line.startswith(prefix):
             try:
-                found.append(json.loads(line[len(prefix) :]))
+                said = json.loads(line[len(prefix) :])
             except json.JSONDecodeError:
                 continue
+            if isinstance(said, dict) and isinstance(said.get("wall_s"), int | float):
+                found.append(said)
     return found
 
 
