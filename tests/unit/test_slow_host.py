@@ -9,7 +9,14 @@ import pytest
 from scalestudy import analysis
 from scalestudy.launch.conditions import Snapshot, conditions, cpu_times, host_conditions
 from scalestudy.model.contention import MIN_HOST_WINDOW_S, contended_hosts
-from scalestudy.model.rank_probe import cpu_seconds, host_line, host_lines, process_table, tree_cpu_s
+from scalestudy.model.rank_probe import (
+    cpu_seconds,
+    host_line,
+    host_lines,
+    parent_of,
+    process_table,
+    tree_cpu_s,
+)
 
 TICKS = os.sysconf("SC_CLK_TCK")
 STAT = (
@@ -45,6 +52,7 @@ def test_the_runs_processes_on_a_host_are_its_daemon_and_everything_under_it(tmp
     assert table[11] == (10, 4.0) and 20 in table and set(table) == {1, 10, 11, 12, 20}
     assert tree_cpu_s(10, table) == 7.0
     assert tree_cpu_s(99, table) is None
+    assert parent_of(11, str(tmp_path)) == 10 and parent_of(99, str(tmp_path)) is None
 
 
 def test_a_hosts_line_reads_back_with_each_cpus_time_over_the_window():

@@ -311,6 +311,15 @@ def tree_cpu_s(root: int, table: dict[int, tuple[int, float]]) -> float | None:
     return total
 
 
+def parent_of(pid: int, proc: str = PROC) -> int | None:
+    """The parent of process `pid` (a zombie's too), None where it has gone."""
+    try:
+        with open(os.path.join(proc, str(pid), "stat")) as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def host_sample(daemon: int, proc: str = PROC) -> dict | None:
     """The clock, the CPU seconds of `daemon` (the launcher's daemon on this host) and everything
     under it (the run's processes here), each CPU's busy and steal seconds; None where unreadable."""
@@ -397,10 +406,11 @@ def watch_host(rank: int, daemon: int, cpus: set[int], start: dict, host: str) -
         ended = None  # it has already ended
     if ended is not None:
         select.select([ended], [], [])
-    # Until its parent has waited for it: then its time is in the parent's (cutime), not in the
-    # /proc entry of a process that may go while /proc is read (its time would be lost).
+    # Until the daemon has waited for it: then its time is in the daemon's (cutime), not in the
+    # /proc entry of a process that may go while /proc is read (its time would be lost). Not where
+    # the daemon has gone (the rank was left to init: nothing to count, nothing to wait for).
     deadline = time.monotonic() + REAP_WAIT_S
-    while os.path.exists(os.path.join(PROC, str(rank))) and time.monotonic() < deadline:
+    while parent_of(rank) == daemon and time.monotonic() < deadline:
         time.sleep(REAP_POLL_S)
     end = host_sample(daemon)
     if end is not None:
