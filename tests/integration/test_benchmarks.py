@@ -165,6 +165,14 @@ def test_multihost_curves_refuse_an_imb_that_is_not_a_program_before_anything_ru
     )
 
 
+def test_slow_host_runs_and_prints_each_hosts_figures_or_why_not():
+    run = benchmark("slow_host.py", "--runs", "1", "--iterations", "20")
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    if "slow host: skipped (" in run.stdout:
+        return  # no root, no sshd, no cpuset: said, and nothing else to check
+    assert run.stdout.count("other processes' share ") == 4 and "load average after: " in run.stdout
+
+
 def test_lammps_memory_runs_and_prints_its_ratios():
     done = benchmark("lammps_memory.py", "--quick")
     assert done.returncode == 0, done.stderr[-2000:]

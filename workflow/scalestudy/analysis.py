@@ -48,7 +48,7 @@ from scipy import stats
 
 from .accounting import site_resources
 from .apps import APPS, App, app_of, app_of_row
-from .model.contention import CONTENDED_SLACK_CPUS, contention
+from .model.contention import CONTENDED_SLACK_CPUS, contended_hosts, contention
 from .model.metrics import HIGHER_IS_BETTER, SIZE_TABLE, WALLTIME_USED, Metric
 from .model.paths import study_and_point
 from .model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS, PROGRAM
@@ -131,7 +131,9 @@ DEFINITIONS = {
     " / (CPUs × wall time)",
     "contended": "a run is contended when other processes (and the hypervisor's steal) took more CPUs than it left"
     f" free: (other processes' share + steal share) × the machine's CPUs > the CPUs less its ranks on the host ×"
-    f" threads per rank, by more than {CONTENDED_SLACK_CPUS} of a CPU; a verdict compares only the uncontended runs"
+    f" threads per rank, by more than {CONTENDED_SLACK_CPUS} of a CPU, on the machine that ran the launcher or on"
+    " any host of a multi-node run (the same rule over the CPUs the host's ranks may use: contended_hosts names it);"
+    " a verdict compares only the uncontended runs"
     " of each side (where each has 2 or more), else it is held back; speedup and efficiency count the contended"
     " runs of each point (n_contended)",
     "few_repeats": f"a verdict on fewer than {N_CHECKED} runs a side (whose shape cannot be checked) stands only"
@@ -261,6 +263,11 @@ def run_row(metrics: dict, path: Path | None = None) -> dict:
         if taken is not None:
             row["contended_cpus"] = round(taken, 4)
             row["contended"] = taken > CONTENDED_SLACK_CPUS
+        # A multi-node run is contended where any of its hosts was (a slow host, by name).
+        slow = contended_hosts(conditions.get("hosts"))
+        if slow:
+            row["contended_hosts"] = ", ".join(slow)
+            row["contended"] = True
         clocks = [g.get("sm_clock_mhz") for g in conditions.get("gpus") or [] if isinstance(g, Mapping)]
         clocks = [c for c in clocks if isinstance(c, int | float)]
         if clocks:

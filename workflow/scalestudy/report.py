@@ -695,10 +695,15 @@ def contended_line(runs: pd.DataFrame) -> str:
     if marked.empty:
         return ""
     share = pd.to_numeric(marked.get("other_cpu_share"), errors="coerce")
+    # The hosts of multi-node runs whose CPUs others shared (analysis: contended_hosts), by name.
+    named = marked.get("contended_hosts", pd.Series(dtype=object)).dropna().astype(str)
+    slow = pd.Series([h for cell in named for h in cell.split(", ") if h]).value_counts()
+    hosts = "; ".join(f"host {host}'s CPUs shared in {count} of them" for host, count in sorted(slow.items()))
     return (
         f"{len(marked)} of the {len(ok)} successful runs were contended: other processes held the CPUs their ranks "
-        f"needed (their share of the CPUs {share.min():.0%}–{share.max():.0%}). The tables mark figures that rest on "
-        f"them and no verdict rests on them; to measure them again, {MEASURE_AGAIN}."
+        f"needed (their share of the CPUs {share.min():.0%}–{share.max():.0%}{'; ' + hosts if hosts else ''}). "
+        f"The tables mark figures that rest on them and no verdict rests on them; to measure them again, "
+        f"{MEASURE_AGAIN}."
     )
 
 

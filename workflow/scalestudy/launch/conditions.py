@@ -7,14 +7,16 @@ different conditions say so instead of "faster"/"slower" (scalestudy.analysis).
 
     before = snapshot()
     ... run ...
-    conditions(before, snapshot(), own_cpu_s)
+    conditions(before, snapshot(), gpus, cpus_needed, host_conditions(host_lines, ranks, threads))
+
+Each host of a multi-node run says what its CPUs did too (`host_conditions`, from the line its
+watcher prints: model.rank_probe.start_host_watch), so that a slow host is named.
 
 Linux only; where a file cannot be read its figure is left out (a run is never refused for it).
 """
 
 from __future__ import annotations
 
-import os
 import resource
 import shutil
 import subprocess
@@ -22,7 +24,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..model.contention import contended
+from ..model.contention import contended, contended_hosts
+from ..model.rank_probe import cpu_seconds, parse_cpu_list
 
 PROC_STAT = Path("/proc/stat")
 PROC_LOADAVG = Path("/proc/loadavg")
@@ -48,20 +51,10 @@ class Snapshot:
 
 def cpu_times(text: str) -> tuple[float, float, int] | None:
     """(busy, steal, number of CPUs) from /proc/stat's text, in seconds (USER_HZ ticks)."""
-    ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    total, cpus = None, 0
-    for line in text.splitlines():
-        if line.startswith("cpu "):
-            fields = [int(v) for v in line.split()[1:]]
-            # user nice system idle iowait irq softirq steal (guest is inside user)
-            fields += [0] * (8 - len(fields))
-            user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
-            total = ((user + nice + system + irq + softirq) / ticks, steal / ticks)
-        elif line.startswith("cpu") and line[3:4].isdigit():
-            cpus += 1
-    if total is None:
+    seconds = cpu_seconds(text)
+    if "cpu" not in seconds:
         return None
-    return total[0], total[1], cpus or 1
+    return *seconds["cpu"], (len(seconds) - 1) or 1
 
 
 def read(path: Path) -> str | None:
@@ -139,8 +132,60 @@ def _number(text: str) -> bool:
     return True
 
 
+def shares(wall_s: float, cpus: int, busy_s: float, steal_s: float, own_s: float) -> dict:
+    """CPU seconds over `wall_s` as shares of `cpus` CPUs: other processes' (busy less the run's
+    own), the hypervisor's steal, the run's own; {} over no time."""
+    if not wall_s > 0 or not cpus:
+        return {}
+    capacity, own = wall_s * cpus, max(0.0, own_s)
+    return {
+        "other_cpu_share": round(min(1.0, max(0.0, busy_s - own) / capacity), 4),
+        "steal_share": round(min(1.0, max(0.0, steal_s) / capacity), 4),
+        "own_cpu_share": round(min(1.0, own / capacity), 4),
+    }
+
+
+def host_conditions(host_lines: list[dict], ranks: list[dict], threads_per_rank: int) -> dict[str, dict]:
+    """Per host of a run, what other processes did on the CPUs its ranks there may use, from
+    each host's watcher line (model.rank_probe.start_host_watch: the CPUs' busy and steal seconds
+    and the run's own over its first rank's life) and the ranks' lines (their CPUs):
+
+    - `cpus`: how many CPUs the host's ranks may use (the union of their affinities);
+    - `other_cpu_share`, `steal_share`, `own_cpu_share`: as the machine's (`conditions`), over
+      those CPUs only;
+    - `cpus_needed`: the host's ranks × threads per rank; `wall_s`: how long it was watched;
+    - `contended`: as for the machine, on the host's CPUs (model.contention.contended_hosts).
+
+    Why other processes' time on the ranks' CPUs and not the ranks' own CPU time over the wall
+    time: a rank that blocks (a socket, a GPU, a file) uses little CPU on a quiet host, so a low
+    own share says nothing by itself; time others took on the very CPUs the ranks may use is
+    what a shared host is, the same figure the machine-wide rule already judges, on the host's
+    own CPUs. A host without a watcher line (the launcher did not forward it) is left out."""
+    found: dict[str, dict] = {}
+    for line in host_lines:
+        host = line.get("host")
+        mine = [rank for rank in ranks if rank.get("host") == host]
+        allowed = set().union(*(parse_cpu_list(rank["cpus"]) for rank in mine if rank.get("cpus")))
+        per_cpu = line.get("cpus") or {}
+        counted = [per_cpu[str(cpu)] for cpu in sorted(allowed) if str(cpu) in per_cpu] if allowed else []
+        if not host or not counted or len(counted) < len(allowed):
+            continue
+        busy, steal = sum(c[0] for c in counted), sum(c[1] for c in counted)
+        figures = shares(line.get("wall_s") or 0.0, len(counted), busy, steal, line.get("run_s") or 0.0)
+        if not figures:
+            continue
+        figures |= {"cpus": len(counted), "cpus_needed": len(mine) * threads_per_rank, "wall_s": line["wall_s"]}
+        figures["contended"] = contended_hosts({host: figures}) == [host]
+        found[host] = figures
+    return found
+
+
 def conditions(
-    before: Snapshot, after: Snapshot, gpus: list[dict] | None = None, cpus_needed: int | None = None
+    before: Snapshot,
+    after: Snapshot,
+    gpus: list[dict] | None = None,
+    cpus_needed: int | None = None,
+    hosts: dict[str, dict] | None = None,
 ) -> dict:
     """What the machine did during the run (between the two snapshots):
 
@@ -152,21 +197,23 @@ def conditions(
     - `cpu_mhz_mean`, `cpu_mhz_min`: the CPUs' clocks at the end (where readable).
     - `gpus`: per GPU, clocks, temperature, utilisation at the end (`nvidia-smi`).
     - `cpus_needed` (where given: the run's ranks on this host × threads per rank) and
-      `contended`: whether other processes took CPUs the ranks needed (`contended`).
+      `contended`: whether other processes took CPUs the ranks needed (`contended`), on this
+      machine or on any host of `hosts`;
+    - `hosts`: where given, each host's own (`host_conditions`): a slow host by name.
     """
     out: dict = {"load_before": before.load1, "load_after": after.load1}
-    wall = after.taken_s - before.taken_s
-    if before.busy_s is not None and after.busy_s is not None and after.cpus and wall > 0:
-        capacity = wall * after.cpus
-        own = max(0.0, after.own_s - before.own_s)
-        other = max(0.0, (after.busy_s - before.busy_s) - own)
-        out["other_cpu_share"] = round(min(1.0, other / capacity), 4)
-        out["steal_share"] = round(max(0.0, after.steal_s - before.steal_s) / capacity, 4)
-        out["own_cpu_share"] = round(min(1.0, own / capacity), 4)
+    if before.busy_s is not None and after.busy_s is not None and after.cpus:
+        busy, steal = after.busy_s - before.busy_s, (after.steal_s or 0.0) - (before.steal_s or 0.0)
+        out.update(shares(after.taken_s - before.taken_s, after.cpus, busy, steal, after.own_s - before.own_s))
+    if "other_cpu_share" in out:
         out["machine_cpus"] = after.cpus
     if cpus_needed is not None and "other_cpu_share" in out:
         out["cpus_needed"] = cpus_needed
         out["contended"] = contended(out["other_cpu_share"], out["steal_share"], after.cpus, cpus_needed)
+    if hosts:
+        # A multi-node run is contended where any of its hosts was (model.contention.contended_hosts).
+        out["hosts"] = hosts
+        out["contended"] = bool(out.get("contended")) or bool(contended_hosts(hosts))
     if after.mhz:
         out["cpu_mhz_mean"] = round(sum(after.mhz) / len(after.mhz), 1)
         out["cpu_mhz_min"] = round(min(after.mhz), 1)

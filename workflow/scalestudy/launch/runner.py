@@ -31,7 +31,7 @@ from ..model.metrics import WALLTIME_USED
 from ..model.order import order_record
 from ..model.paths import LAUNCH_SCRIPT, METRICS, REPO_ROOT, STDOUT, Layout
 from ..model.point import Point
-from ..model.rank_probe import LAUNCH_TMPDIR_PREFIX, die_with_parent
+from ..model.rank_probe import LAUNCH_TMPDIR_PREFIX, die_with_parent, host_lines
 from ..model.record import DEFINITION, definition
 from ..model.units import gib_in_gb
 from ..results import retry
@@ -234,14 +234,17 @@ def measure(
         metrics["provenance"].update(evidence.before_run(mpi.launcher, env))
         before = machine.snapshot()
         execution = execute(argv, log_path, env, point.walltime_seconds, own_tmpdir=mpi.flavour == "openmpi")
-        # What else the machine did meanwhile (analysis: a verdict between clearly different ones is none).
-        metrics["conditions"] = machine.conditions(
-            before, machine.snapshot(), machine.gpu_conditions(), point.ranks_per_node * point.threads_per_rank
-        )
+        after = machine.snapshot()
         wall_s, exit_code = execution.wall_s, execution.exit_code
         log_text = log_path.read_text(errors="replace")
         metrics["exit_code"] = exit_code
         seen = evidence.after_run(log_text, run_dir)
+        # What else the machine, and each host, did meanwhile (analysis: a verdict between clearly
+        # different ones is none; none rests on a contended run, a slow host's included).
+        hosts_seen = machine.host_conditions(host_lines(log_text), seen["ranks"], point.threads_per_rank)
+        metrics["conditions"] = machine.conditions(
+            before, after, machine.gpu_conditions(), point.ranks_per_node * point.threads_per_rank, hosts_seen
+        )
         metrics["provenance"].update(seen)
         metrics["settings_proof"] = evidence.settings_proof(point, seen["ranks"], seen["mca_registered"], mpi.flavour)
         failure = classify(exit_code, execution.killed_for, log_text, walltime=point.walltime)

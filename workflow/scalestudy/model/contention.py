@@ -31,3 +31,28 @@ def contended(other_share, steal_share, machine_cpus, cpus_needed) -> bool:
     """Were the CPUs the run's ranks needed taken by others (`contention` above the slack)?"""
     taken = contention(other_share, steal_share, machine_cpus, cpus_needed)
     return taken is not None and taken > CONTENDED_SLACK_CPUS
+
+
+# A host's figures count ticks of its CPUs' and its processes' time (USER_HZ: 10 ms): over a
+# window shorter than this a few ticks (0.03 CPU over 1 s, under a third of the slack) would
+# decide whether a host was shared, so a host watched for less is recorded but not judged.
+MIN_HOST_WINDOW_S = 1.0
+
+
+def contended_hosts(hosts) -> list[str]:
+    """The hosts of a run that were contended: the rule above applied to each host's own CPUs
+    (what launch.conditions.host_conditions records per host: the CPUs its ranks may use, other
+    processes' and steal's share of them, the CPUs its ranks there needed), each watched for at
+    least MIN_HOST_WINDOW_S. A host is held to the same slack as a machine: a busy-polling rank
+    that loses its CPU on one host holds up every rank that waits for its messages on the others,
+    so one shared host slows the whole run."""
+    if not hasattr(hosts, "items"):
+        return []
+    found = []
+    for name, seen in hosts.items():
+        if not hasattr(seen, "get") or not isinstance(seen.get("wall_s"), int | float):
+            continue
+        figures = (seen.get("other_cpu_share"), seen.get("steal_share", 0.0), seen.get("cpus"), seen.get("cpus_needed"))
+        if seen["wall_s"] >= MIN_HOST_WINDOW_S and contended(*figures):
+            found.append(str(name))
+    return sorted(found)

@@ -12,6 +12,14 @@ OMPI_*/NCCL_*/... variables it was given, and the CPUs it may run on (its affini
 how many cores, sockets and NUMA nodes they span) beside those of the process that started
 it (the launcher's daemon, which no binding restricts): the record of which hosts ran, the
 proof that a flag set's variables reached every rank, and of the binding each rank got.
+The local rank 0 of each host leaves a watcher behind (`start_host_watch`): once that rank has
+ended, it prints one line for the host,
+
+    scalestudy-host {"host": "n2", "wall_s": 4.2, "run_s": 4.1, "cpus": {"0": [8.3, 0.0], ...}}
+
+what the run's processes there (the launcher's daemon and everything under it) and what each of
+the host's CPUs did (busy and steal seconds) over the rank's life: the record of a slow host
+(launch.conditions.host_conditions).
 Then it exec()s the command, so the app keeps this process (same pid, same environment
 but the Slurm step's variables, `without_slurm_step`) and nothing else changes, except that
 the rank now dies with the process that started it (`die_with_parent`): a launcher or daemon
@@ -26,9 +34,11 @@ import ctypes
 import ctypes.util
 import json
 import os
+import select
 import signal
 import socket
 import sys
+import time
 from typing import NoReturn
 
 RANK_PREFIX = "scalestudy-rank"
@@ -237,6 +247,179 @@ def die_with_parent(signum: int = signal.SIGKILL) -> bool:
     return True
 
 
+# ---------------------------------------------------------------- what a host's CPUs did
+
+# The line a host's watcher prints once its local rank 0 has ended (`start_host_watch`).
+HOST_PREFIX = "scalestudy-host"
+# How long the watcher waits for the ended rank's parent to wait for it (a launcher's daemon does
+# at once), looking every REAP_POLL_S; past it, the rank is counted as it stands (a zombie's
+# /proc entry still has its time).
+REAP_WAIT_S = 1.0
+REAP_POLL_S = 0.005
+PROC = "/proc"
+# /proc/stat's CPU columns: user nice system idle iowait irq softirq steal (guest is inside user).
+BUSY_COLUMNS = (0, 1, 2, 5, 6)
+STEAL_COLUMN = 7
+
+
+def clock_ticks() -> int:
+    return os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(stat_text: str) -> dict[str, tuple[float, float]]:
+    """Busy and steal seconds since boot from /proc/stat's text, by CPU: 'cpu' (the machine's
+    line, every CPU summed) and each CPU's number ('0', '1', ...)."""
+    ticks, found = clock_ticks(), {}
+    for line in stat_text.splitlines():
+        name, _, rest = line.partition(" ")
+        if name.startswith("cpu") and (name == "cpu" or name[3:].isdigit()):
+            values = [int(v) for v in rest.split()] + [0] * 8
+            found[name[3:] or "cpu"] = (sum(values[i] for i in BUSY_COLUMNS) / ticks, values[STEAL_COLUMN] / ticks)
+    return found
+
+
+def process_table(proc: str = PROC) -> dict[int, tuple[int, float]]:
+    """Every process: pid -> (its parent's pid, the CPU seconds of its threads and of its ended,
+    waited-for descendants: /proc/<pid>/stat utime + stime + cutime + cstime). One pass over /proc
+    (a node's few hundred processes: milliseconds); a process that ends meanwhile is left out."""
+    ticks, table = clock_ticks(), {}
+    for name in os.listdir(proc):
+        if not name.isdigit():
+            continue
+        try:
+            with open(os.path.join(proc, name, "stat")) as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()  # after the command's name
+            table[int(name)] = (int(fields[1]), sum(int(v) for v in fields[11:15]) / ticks)
+        except (OSError, ValueError, IndexError):
+            continue
+    return table
+
+
+def tree_cpu_s(root: int, table: dict[int, tuple[int, float]]) -> float | None:
+    """CPU seconds of `root` and every process under it (each live one's own and its waited-for
+    descendants'), None where `root` is not in the table."""
+    if root not in table:
+        return None
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _cpu) in table.items():
+        children.setdefault(parent, []).append(pid)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += table[pid][1]
+        todo += children.get(pid, [])
+    return total
+
+
+def parent_of(pid: int, proc: str = PROC) -> int | None:
+    """The parent of process `pid` (a zombie's too), None where it has gone."""
+    try:
+        with open(os.path.join(proc, str(pid), "stat")) as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def host_sample(daemon: int, proc: str = PROC) -> dict | None:
+    """The clock, the CPU seconds of `daemon` (the launcher's daemon on this host) and everything
+    under it (the run's processes here), each CPU's busy and steal seconds; None where unreadable."""
+    try:
+        run = tree_cpu_s(daemon, process_table(proc))
+        with open(os.path.join(proc, "stat")) as handle:
+            cpus = cpu_seconds(handle.read())
+    except OSError:
+        return None
+    return None if run is None else {"taken_s": time.monotonic(), "run_s": run, "cpus": cpus}
+
+
+def host_line(start: dict, end: dict, cpus: set[int], host: str) -> str:
+    """The HOST_PREFIX line: wall seconds between the samples, the run's CPU seconds, and per
+    CPU of `cpus` its busy and steal seconds (2 decimals: /proc counts ticks of 10 ms)."""
+    per_cpu = {}
+    for cpu in sorted(cpus):
+        before, after = start["cpus"].get(str(cpu)), end["cpus"].get(str(cpu))
+        if before and after:
+            per_cpu[str(cpu)] = [round(after[0] - before[0], 2), round(after[1] - before[1], 2)]
+    found = {
+        "host": host,
+        "wall_s": round(end["taken_s"] - start["taken_s"], 3),
+        "run_s": round(max(0.0, end["run_s"] - start["run_s"]), 2),
+        "cpus": per_cpu,
+    }
+    return f"{HOST_PREFIX} {json.dumps(found, sort_keys=True)}\n"
+
+
+def host_lines(log_text: str) -> list[dict]:
+    """Every host's `scalestudy-host {...}` line (a line cut off is left out)."""
+    found, prefix = [], HOST_PREFIX + " "
+    for line in log_text.splitlines():
+        if line.startswith(prefix):
+            try:
+                said = json.loads(line[len(prefix) :])
+            except json.JSONDecodeError:
+                continue
+            if isinstance(said, dict) and isinstance(said.get("wall_s"), int | float):
+                found.append(said)
+    return found
+
+
+def start_host_watch() -> None:
+    """Leave behind, before this process becomes the rank, a watcher that prints the host's line
+    (`host_line`) once this process has ended. Why so: the rank's whole life on the host, for
+    every app and launcher, at the cost of two samples (one here, one at the end) and a process
+    that sleeps in the kernel (a pidfd) in between, never on the CPU while the rank runs. The
+    watcher is a grandchild, left to init, so that the app never sees a child it did not start;
+    it keeps this process's stdout, where the launcher forwards its line (Open MPI's daemons
+    forward a rank's output until every holder closed it). Only where Linux has pidfds (5.3)."""
+    daemon = os.getppid()
+    try:
+        cpus = os.sched_getaffinity(daemon)  # the host's CPUs (the daemon's: no binding restricts it)
+    except OSError:
+        cpus = os.sched_getaffinity(0)
+    start = host_sample(daemon)
+    if start is None or not hasattr(os, "pidfd_open"):
+        return
+    rank, host = os.getpid(), host_name()
+    sys.stdout.flush()
+    try:
+        middle = os.fork()
+    except OSError:
+        return
+    if middle:
+        os.waitpid(middle, 0)
+        return
+    try:
+        if os.fork() == 0:
+            watch_host(rank, daemon, cpus, start, host)
+    finally:
+        os._exit(0)  # the middle process, and the watcher once done: never back into main()
+
+
+def watch_host(rank: int, daemon: int, cpus: set[int], start: dict, host: str) -> None:
+    """The watcher: wait (in the kernel) until `rank` has ended, sample again, print the line."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.closerange(3, 1 << 16)  # nothing of the launcher's (its PMI sockets) kept open
+    try:
+        ended = os.pidfd_open(rank)
+    except OSError:
+        ended = None  # it has already ended
+    if ended is not None:
+        select.select([ended], [], [])
+    # Until the daemon has waited for it: then its time is in the daemon's (cutime), not in the
+    # /proc entry of a process that may go while /proc is read (its time would be lost). Not where
+    # the daemon has gone (the rank was left to init: nothing to count, nothing to wait for).
+    deadline = time.monotonic() + REAP_WAIT_S
+    while parent_of(rank) == daemon and time.monotonic() < deadline:
+        time.sleep(REAP_POLL_S)
+    end = host_sample(daemon)
+    if end is not None:
+        try:
+            os.write(1, host_line(start, end, cpus, host).encode())
+        except OSError:
+            pass  # nobody reads the rank's output any more
+
+
 def main(argv: list[str]) -> int:
     # --also A,B: variables the point set (e.g. an MPICH flag set's) to report besides the prefixes.
     also: tuple[str, ...] = ()
@@ -254,6 +437,8 @@ def main(argv: list[str]) -> int:
     # One write, so that lines of ranks sharing the launcher's output do not interleave.
     sys.stdout.write(f"{RANK_PREFIX} {json.dumps(report(also), sort_keys=True)}\n")
     sys.stdout.flush()
+    if first_int(LOCAL_RANK_VARIABLES, 0) == 0:  # one watcher per host: its first rank's
+        start_host_watch()
     # A rank outlives no launcher: Open MPI's ranks spin on after prterun is killed outright.
     die_with_parent(signal.SIGKILL)
     try:
