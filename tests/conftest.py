@@ -1,4 +1,5 @@
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -10,6 +11,12 @@ sys.path.insert(0, str(REPO / "workflow"))
 # Helpers shared by the tiers: points built by hand, the browser check, a local Slurm.
 sys.path.insert(0, str(Path(__file__).parent / "support"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# A test run started in the background by a non-interactive shell (`cmd &`, as CI may start it)
+# begins with SIGINT ignored, and every Snakemake a test starts would ignore the Ctrl-C the
+# interrupt tests send it (Python keeps an ignored SIGINT ignored): the tests' SIGINT is
+# caught again here, so that what they start gets the default action back at exec.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

@@ -190,6 +190,9 @@ def test_ctrl_c_with_queued_jobs_then_a_rerun_runs_the_interrupted_points(openpb
         assert [(j["job_state"], j["substate"], "Exit_status" in j) for j in ended] == [("F", 91, False)] * 2, output
     finally:
         subprocess.run([PBS_BIN / "qdel", blocker], env=env, **AS_USER, capture_output=True)
+        if snakemake.poll() is None:  # the test failed before the interrupt ended it: no run outlives it
+            os.killpg(snakemake.pid, signal.SIGKILL)
+            snakemake.communicate()
     rerun = subprocess.run(command, env=env, **AS_USER, capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert (rerun.stdout + rerun.stderr).count("its batch job was deleted before it ran; submitted again") == 2
