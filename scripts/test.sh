@@ -11,4 +11,19 @@ ruff check .
 ruff format --check .
 lint-imports                                   # the import layers (pyproject.toml [tool.importlinter])
 snakemake --lint --profile profiles/local
+# The tests against a real OpenPBS (where one is installed) spend their minutes waiting on it (its
+# scheduler's cycles, a job's start, its moms' polls): a whole run takes them beside the rest, in
+# a pytest of their own (its own temporary folders), and shows their output after it.
+beside=(tests/integration/test_openpbs.py tests/integration/test_pbs_hosts.py)
+if [ $# -eq 0 ] && [ -x /opt/pbs/bin/qstat ]; then
+    log=$(mktemp)
+    python -m pytest -p no:cacheprovider --basetemp "$(mktemp -d)" "${beside[@]}" >"$log" 2>&1 &
+    pbs=$!
+    status=0
+    python -m pytest --durations=25 "${beside[@]/#/--ignore=}" || status=$?
+    wait "$pbs" || status=$((status ? status : $?))
+    echo "== beside the rest: ${beside[*]}"
+    cat "$log"
+    exit "$status"
+fi
 python -m pytest --durations=25 "$@"   # the slowest tests, in CI's log
