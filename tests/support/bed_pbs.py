@@ -150,21 +150,25 @@ class BedPBS:
     # ------------------------------------------------------------ making it
 
     def start(self) -> BedPBS:
-        self.state.mkdir(parents=True)
-        for folder in (STATES, self.state):
-            folder.chmod(0o755)
-        self.make_user_ssh()
-        self.make_qsub_log()
-        for index, host in enumerate(self.bed.hosts):
-            host.tmpdir.chmod(0o1777)  # the jobs' (and their ssh sessions') TMPDIR
-            self.conf_file(index).write_text(self.conf(index))
-            self.make_home(index)
-            self.configure_mom(index)
-        for index in range(len(self.bed)):
-            self.must(index, str(PBS_EXEC / "libexec/pbs_init.d"), "start")
-        self.wait_for_server()
-        self.configure_server()
-        self.wait_free()
+        try:
+            self.state.mkdir(parents=True)
+            for folder in (STATES, self.state):
+                folder.chmod(0o755)
+            self.make_user_ssh()
+            self.make_qsub_log()
+            for index, host in enumerate(self.bed.hosts):
+                host.tmpdir.chmod(0o1777)  # the jobs' (and their ssh sessions') TMPDIR
+                self.conf_file(index).write_text(self.conf(index))
+                self.make_home(index)
+                self.configure_mom(index)
+            for index in range(len(self.bed)):
+                self.must(index, str(PBS_EXEC / "libexec/pbs_init.d"), "start")
+            self.wait_for_server()
+            self.configure_server()
+            self.wait_free()
+        except BaseException:  # nothing of a half-made complex is left (its datastore, its PBS_HOMEs)
+            self.stop()
+            raise
         return self
 
     def make_home(self, index: int, tries: int = 3) -> None:
