@@ -286,12 +286,9 @@ def process_table(proc: str = PROC) -> dict[int, tuple[int, float]]:
     for name in os.listdir(proc):
         if not name.isdigit():
             continue
-        try:
-            with open(os.path.join(proc, name, "stat")) as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()  # after the command's name
+        fields = stat_fields(int(name), proc)
+        if fields is not None:
             table[int(name)] = (int(fields[1]), sum(int(v) for v in fields[11:15]) / ticks)
-        except (OSError, ValueError, IndexError):
-            continue
     return table
 
 
@@ -311,13 +308,21 @@ def tree_cpu_s(root: int, table: dict[int, tuple[int, float]]) -> float | None:
     return total
 
 
-def parent_of(pid: int, proc: str = PROC) -> int | None:
-    """The parent of process `pid` (a zombie's too), None where it has gone."""
+def stat_fields(pid: int, proc: str = PROC) -> list[str] | None:
+    """/proc/<pid>/stat's fields after the command's name (which may hold spaces and parentheses):
+    [0] the state, [1] the parent's pid, [11:15] utime stime cutime cstime; None where it has gone."""
     try:
         with open(os.path.join(proc, str(pid), "stat")) as handle:
-            return int(handle.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
         return None
+    return fields if len(fields) > 14 and all(v.lstrip("-").isdigit() for v in fields[1:15]) else None
+
+
+def parent_of(pid: int, proc: str = PROC) -> int | None:
+    """The parent of process `pid` (a zombie's too), None where it has gone."""
+    fields = stat_fields(pid, proc)
+    return None if fields is None else int(fields[1])
 
 
 def host_sample(daemon: int, proc: str = PROC) -> dict | None:
