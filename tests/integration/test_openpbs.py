@@ -28,15 +28,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pbs_site import USER, python_problem, records, setup, user_workdir
+from pbs_site import AS_USER, PBS_EXEC, USER, python_problem, records, setup, user_workdir
 from pbs_site import environment as site_environment
 
 REPO = Path(__file__).resolve().parents[2]
-PBS_BIN = Path("/opt/pbs/bin")
+PBS_BIN = PBS_EXEC / "bin"
 SHIM_BIN = Path("/opt/pbs-shim/bin")
 SHIM_LOG = Path("/var/log/pbs-shim/qstat.log")
-# Its own uid, gid and groups (user= alone would keep root's groups).
-AS_USER = {"user": USER, "group": USER, "extra_groups": []}
 
 pytestmark = pytest.mark.e2e
 

@@ -21,11 +21,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from bed_pbs import PBS_EXEC
-from pbs_site import USER, environment, merge, python_problem, records, setup, user_workdir
+from pbs_site import AS_USER, PBS_EXEC, SETPRIV, USER, environment, merge, python_problem, records, setup, user_workdir
 
 REPO = Path(__file__).resolve().parents[2]
-AS_USER = {"user": USER, "group": USER, "extra_groups": []}
 
 pytestmark = pytest.mark.e2e
 
@@ -74,8 +72,7 @@ def workflow_on_the_head(cluster, workdir: Path, dialect: str, studies: dict) ->
     """profiles/<dialect> run by Snakemake on the bed's first host as the submitting user."""
     command = setup(workdir, dialect, studies, site=SITE, nccl_env_sets={"user": {"NCCL_DEBUG": "WARN"}})
     env = {**environment(workdir, [cluster.bin, PBS_EXEC / "bin"]), "PBS_CONF_FILE": cluster.env(0)["PBS_CONF_FILE"]}
-    as_user = ["setpriv", f"--reuid={USER}", f"--regid={USER}", "--init-groups"]
-    argv = cluster.bed.command(0, ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *as_user, *command])
+    argv = cluster.bed.command(0, ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *SETPRIV, *command])
     return subprocess.run(argv, capture_output=True, text=True, timeout=900)
 
 
@@ -186,7 +183,7 @@ def test_points_of_different_node_counts_in_one_2_node_pbs_allocation_run_on_the
         shutil.chown(path, USER, USER)
     job = bed_pbs.run(0, "qsub", "-W", "block=true", "-l", f"select=2:ncpus={CORES}:mpiprocs={CORES}",
                       "-l", "place=scatter", "-l", "walltime=00:05:00", "-j", "oe", "-o", str(workdir / "pack.log"),
-                      str(script), user=USER, check=False, timeout=600)  # fmt: skip
+                      str(script), as_user=True, check=False, timeout=600)  # fmt: skip
     log = workdir / "pack.log"
     for _ in range(50):  # the mom copies it back after the job's end, which `block` returns at
         if log.exists():
@@ -222,9 +219,7 @@ def test_a_node_lost_under_pbs_ends_its_point_as_a_node_failure(bed_pbs, workdir
         shutil.chown(path, USER, USER)
     qsub = ["qsub", "-W", "block=true", "-l", "select=2:ncpus=1:mpiprocs=1", "-l", "place=scatter",
             "-l", "walltime=00:06:00", "-j", "oe", "-o", str(workdir / "lost.log"), str(script)]  # fmt: skip
-    env = [f"{k}={v}" for k, v in bed_pbs.env(0).items()]
-    as_user = ["setpriv", f"--reuid={USER}", f"--regid={USER}", "--init-groups"]
-    job = subprocess.Popen(bed_pbs.bed.command(0, ["env", *env, *as_user, *qsub]), stdout=subprocess.PIPE, text=True)
+    job = subprocess.Popen(bed_pbs.command(0, *qsub, as_user=True), stdout=subprocess.PIPE, text=True)
     log = workdir / "run/stdout.log"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (log.exists() and log.read_text().count("scalestudy-rank") == 2):

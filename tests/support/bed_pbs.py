@@ -34,9 +34,8 @@ import time
 from pathlib import Path
 
 from hosts import Hosts
+from pbs_site import PBS_EXEC, SETPRIV, USER
 
-PBS_EXEC = Path("/opt/pbs")
-USER = "scaleuser"
 # The datastore's port: PostgreSQL names its socket after it, in a folder every namespace
 # shares, so each bed takes one no socket has (the machine's own OpenPBS has 15007, PBS's default).
 POSTGRES_SOCKETS = Path("/var/run/postgresql")
@@ -281,11 +280,14 @@ class BedPBS:
 
     # ------------------------------------------------------------ using it
 
-    def run(self, index: int, *argv: str, check: bool = True, timeout: float = 60, user: str | None = None):
-        """A PBS command on host `index` (its own pbs.conf), as root or as `user`."""
-        as_user = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups"] if user else []
+    def command(self, index: int, *argv: str, as_user: bool = False) -> list[str]:
+        """A PBS command on host `index` (its own pbs.conf), as root or as the submitting user."""
+        environ = [f"{k}={v}" for k, v in self.env(index).items()]
+        return self.bed.command(index, ["env", *environ, *(SETPRIV if as_user else []), *argv])
+
+    def run(self, index: int, *argv: str, check: bool = True, timeout: float = 60, as_user: bool = False):
         return subprocess.run(
-            self.bed.command(index, ["env", *(f"{k}={v}" for k, v in self.env(index).items()), *as_user, *argv]),
+            self.command(index, *argv, as_user=as_user),
             capture_output=True,
             text=True,
             check=check,

@@ -14,7 +14,15 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
+# Where OpenPBS is installed (its INSTALL's prefix; ../shared/openpbs/setup-openpbs.sh's default).
+PBS_EXEC = Path("/opt/pbs")
+# The ordinary user who submits (PBS runs no job as root), made by setup-openpbs.sh.
 USER = "scaleuser"
+# Running a command as USER, with its own uid, gid and groups (user= alone would keep root's
+# groups): subprocess's arguments, and the argv prefix where it passes through `ip netns exec`
+# (which must start as root).
+AS_USER = {"user": USER, "group": USER, "extra_groups": []}
+SETPRIV = ["setpriv", f"--reuid={USER}", f"--regid={USER}", "--init-groups"]
 
 
 def user_workdir(prefix: str):
