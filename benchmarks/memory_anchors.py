@@ -555,7 +555,7 @@ def speed_section(points: int) -> None:
     import time
 
     from scalestudy.config import clusters
-    from scalestudy.study import memory_lines
+    from scalestudy.config.study import memory_lines
 
     names = ("Llama-2-7b-hf", "Llama-2-13b-hf", "Llama-2-70b-hf")
     shapes = [(name, mb, gpus) for name in names for mb in (1, 2, 4, 8) for gpus in (1, 2, 4, 8)]

@@ -236,7 +236,7 @@ def whole_checkout_of(revision: str, folder: Path) -> Path:
 
 def runner_overhead(workdir: Path, before: str, runs: int) -> None:
     sys.path.insert(0, str(REPO / "workflow"))
-    from scalestudy.study import load
+    from scalestudy.config.study import load
 
     study = {"app": "pingpong", "nodes": [1], "ranks_per_node": [2],
              "params": {"iterations": 50, "warmup": 5, "max_bytes": 4096}}  # fmt: skip

@@ -35,13 +35,13 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-from scalestudy.analysis import CURVE_COLUMNS, SCALE_COLUMNS, write_runs_table, write_scaling_tables  # noqa: E402
+from scalestudy.analysis.scaling_models import add_to_scaling_csv  # noqa: E402
+from scalestudy.analysis.tables import CURVE_COLUMNS, SCALE_COLUMNS, write_runs_table, write_scaling_tables  # noqa: E402
 from scalestudy.model.metrics import WALLTIME_USED  # noqa: E402
 from scalestudy.model.paths import PLOT_KINDS, Layout  # noqa: E402
 from scalestudy.model.point import PLACEMENT_DEFAULTS  # noqa: E402
-from scalestudy.plots import plot_from_files  # noqa: E402
-from scalestudy.report import build_from_files  # noqa: E402
-from scalestudy.scaling_models import add_to_scaling_csv  # noqa: E402
+from scalestudy.presentation.plots import plot_from_files  # noqa: E402
+from scalestudy.presentation.report import build_from_files  # noqa: E402
 
 TARGET_S = 15.0
 TARGET_MB = 5.0

@@ -1,4 +1,4 @@
-"""The scaling models (scalestudy.scaling_models, scalestudy.model.pmnf) held to references:
+"""The scaling models (scalestudy.analysis.scaling_models, scalestudy.model.pmnf) held to references:
 
 (a) the published Gadi table (tests/data/gadi-2024-hoomd-wca-strong.csv, HOOMD-blue steps/s at 1-32
     nodes): fitted on 1-8 nodes, the predictions at 16 and 32 nodes against the published 4,831
@@ -36,10 +36,10 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-from scalestudy import scaling_models  # noqa: E402
-from scalestudy.analysis import read_table, scaling  # noqa: E402
+from scalestudy.analysis import scaling_models  # noqa: E402
+from scalestudy.analysis.tables import read_table, scaling  # noqa: E402
 from scalestudy.model import pmnf  # noqa: E402
-from scalestudy.published import read_record  # noqa: E402
+from scalestudy.presentation.published import read_record  # noqa: E402
 
 GADI = REPO / "tests" / "data" / "gadi-2024-hoomd-wca-strong.csv"
 PUBLISHED = {16: 4831.0, 32: 6431.0}

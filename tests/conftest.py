@@ -32,7 +32,7 @@ def data_dir() -> Path:
 @pytest.fixture(scope="module")
 def record_page(tmp_path_factory) -> Path:
     """The published Gadi HOOMD-blue record as a report page (index.html), made once per module."""
-    from scalestudy.published_page import write_record_page
+    from scalestudy.presentation.published_page import write_record_page
 
     return write_record_page(DATA / "gadi-2024-hoomd-wca-strong.csv", tmp_path_factory.mktemp("published"))
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 from browser import plots_loaded
-from scalestudy.analysis import CONDITIONS_DIFFERED, CONTENDED, WAITS
+from scalestudy.analysis.tables import CONDITIONS_DIFFERED, CONTENDED, WAITS
 from scalestudy.model.paths import PLOT_KINDS
 from scalestudy.model.rank_probe import parse_cpu_list
 

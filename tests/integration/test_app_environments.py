@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from scalestudy.study import load
+from scalestudy.config.study import load
 
 REPO = Path(__file__).resolve().parents[2]
 # The PyPI equivalents of envs/pingpong.yaml, envs/command.yaml and envs/collectives.yaml less
@@ -126,7 +126,12 @@ def test_lammps_runs_in_its_own_environment(app_environment, tmp_path):
 
 
 def test_the_runner_status_and_planning_load_no_heavy_package():
-    modules = ["scalestudy.__main__", "scalestudy.launch.runner", "scalestudy.scheduler.pbs.status", "scalestudy.plan"]
+    modules = [
+        "scalestudy.__main__",
+        "scalestudy.launch.runner",
+        "scalestudy.scheduler.pbs.status",
+        "scalestudy.planning.plan",
+    ]
     probe = f"import sys\nfor m in {modules!r}: __import__(m)\nimport json; print(json.dumps(sorted(sys.modules)))"
     ran = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
     loaded = {name.split(".")[0] for name in json.loads(ran.stdout)}

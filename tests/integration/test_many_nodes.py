@@ -17,10 +17,10 @@ import sweeps
 from hosts import NETNS_ETC, Hosts
 from load import BUSY_LOOP
 from points import pingpong_point, point
+from scalestudy.config.study import load
 from scalestudy.model.contention import CONTENDED_SLACK_CPUS, MIN_HOST_WINDOW_S, contended_hosts
 from scalestudy.model.point import Point
 from scalestudy.model.rank_probe import LAUNCH_TMPDIR_PREFIX, cpu_seconds, process_table
-from scalestudy.study import load
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -23,7 +23,7 @@ import pytest
 import sweeps
 import yaml
 from points import md_config, pingpong_point
-from scalestudy import study
+from scalestudy.config import study
 from scalestudy.launch.provenance import rank_lines
 from scalestudy.launch.runner import STOP_GRACE_S
 from test_scheduler_integration import CLUSTER as SLURM_CLUSTER

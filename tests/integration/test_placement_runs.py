@@ -8,9 +8,8 @@ import sys
 import pandas as pd
 import pytest
 from points import md_config, pingpong_point
-from scalestudy import study
-from scalestudy.analysis import write_runs_table, write_scaling_tables
-from scalestudy.config import clusters
+from scalestudy.analysis.tables import write_runs_table, write_scaling_tables
+from scalestudy.config import clusters, study
 from scalestudy.launch.runner import run_point
 from scalestudy.model.paths import Layout, compare_outputs
 from scalestudy.model.rank_probe import parse_cpu_list

@@ -14,7 +14,7 @@ INTERVAL_S = 30
 SNAKEFILE = """
 import os
 if os.environ.get("SCALESTUDY_TEST_WAKE") == "1":
-    from scalestudy.snakemake_adapter import SnakemakeRun
+    from scalestudy.planning.snakemake_adapter import SnakemakeRun
     SnakemakeRun.end_status_wait_at_shutdown()
 
 rule a:

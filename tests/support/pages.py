@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scalestudy.analysis import TRIMMED_MEAN, scaling, variants
+from scalestudy.analysis.tables import TRIMMED_MEAN, scaling, variants
 from scalestudy.apps.hoomd import MISSING_HOOMD
 from scalestudy.model.paths import PLOT_KINDS, Layout
-from scalestudy.plots import plot_study
-from scalestudy.report import build
+from scalestudy.presentation.plots import plot_study
+from scalestudy.presentation.report import build
 
 
 def md_runs(study="md", repeats=5, seed=0, rates=None) -> pd.DataFrame:

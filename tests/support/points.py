@@ -2,8 +2,8 @@
 ping-pong point (the cheap real MPI job), and points at a given node count as a batch
 scheduler sees them (a HOOMD-blue point on whole 48-core nodes, a LitGPT one on 4 GPUs)."""
 
+from scalestudy.config.study import load
 from scalestudy.model.point import Point
-from scalestudy.study import load
 
 HOSTILE = "'; rm -rf ~"
 

@@ -1,7 +1,7 @@
 """A site's own record of a job's resource use (Gadi's "Resource Usage" block), read
 without any scheduler backend."""
 
-from scalestudy.accounting import parse_resource_usage, site_resources
+from scalestudy.analysis.accounting import parse_resource_usage, site_resources
 from scalestudy.model.paths import BATCH_LOG
 
 

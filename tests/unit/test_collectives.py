@@ -5,9 +5,9 @@ import pytest
 from scalestudy.apps import APPS, ParseError
 from scalestudy.apps.collectives import parse_collectives
 from scalestudy.apps.collectives_rank import bus_factor, element_count, message_sizes
+from scalestudy.config.study import load
 from scalestudy.model.errors import SweepError
 from scalestudy.model.metrics import SIZE_TABLE, metric
-from scalestudy.study import load
 
 P = "studies.c.params."
 RECORDED = "collectives-openmpi5-allreduce-2ranks.log"

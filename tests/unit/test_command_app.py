@@ -6,16 +6,16 @@ import json
 import shlex
 
 import pytest
-from scalestudy.analysis import read_metrics, scaling
+from scalestudy.analysis.sizes import size_curves
+from scalestudy.analysis.tables import read_metrics, scaling
 from scalestudy.apps import APPS, ParseError, app_for, app_of_row
 from scalestudy.apps.command import Command
+from scalestudy.config.study import load
 from scalestudy.launch.command import launch_script
 from scalestudy.model.errors import SweepError
 from scalestudy.model.metrics import SIZE_COLUMN, SIZE_TABLE
 from scalestudy.model.paths import Layout
 from scalestudy.model.point import PROGRAM
-from scalestudy.sizes import size_curves
-from scalestudy.study import load
 
 LAMMPS_LOG = "lammps-2025.7.22.4-wca-2ranks.log"
 MPI4PY_PINGPONG_LOG = "mpi4py-bench-pingpong-openmpi5-2ranks.log"
@@ -233,7 +233,7 @@ def test_the_record_check_asks_for_the_studys_primary_figure(tmp_path):
 
 def test_scaling_and_size_curves_read_the_studys_own_figures(data_dir):
     import pandas as pd
-    from scalestudy.analysis import run_row
+    from scalestudy.analysis.tables import run_row
 
     figures = {
         "t": {"regex": BENCH_TIME, "unit": "s", "better": "lower", "per_size": True, "label": "one-way time"},

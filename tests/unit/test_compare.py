@@ -1,4 +1,4 @@
-"""Two studies compared (scalestudy.compare): synthetic runs through the real analysis."""
+"""Two studies compared (scalestudy.presentation.compare): synthetic runs through the real analysis."""
 
 import re
 from pathlib import Path
@@ -6,10 +6,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from scalestudy.analysis import scaling, summarize, write_table
-from scalestudy.compare import CompareError, compare, load_side, parse_threshold, points
+from scalestudy.analysis.tables import scaling, summarize, write_table
 from scalestudy.model.metrics import metric
 from scalestudy.model.paths import Layout, compare_outputs
+from scalestudy.presentation.compare import CompareError, compare, load_side, parse_threshold, points
 
 DATA = Path(__file__).parents[1] / "data"
 

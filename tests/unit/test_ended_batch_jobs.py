@@ -6,7 +6,7 @@ tests/integration/test_scheduler_integration.py."""
 
 from types import SimpleNamespace
 
-from scalestudy.snakemake_adapter import SnakemakeRun
+from scalestudy.planning.snakemake_adapter import SnakemakeRun
 
 
 class Executor:

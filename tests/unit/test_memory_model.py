@@ -12,6 +12,7 @@ from points import point
 from scalestudy.__main__ import main
 from scalestudy.apps import APPS
 from scalestudy.apps.litgpt import LORA_RANK, litgpt_config, litgpt_need, litgpt_parameters
+from scalestudy.config.study import load
 from scalestudy.model.errors import SweepError
 from scalestudy.model.memory import (
     DEEPSPEED_MIXED,
@@ -29,7 +30,6 @@ from scalestudy.model.memory import (
     verdict,
 )
 from scalestudy.model.units import GB, GIB
-from scalestudy.study import load
 
 # Llama-2-7B as LitGPT's config names it (model_config.yaml of a converted checkpoint).
 LLAMA_2_7B = {
@@ -320,7 +320,7 @@ def test_stage_3_mixed_precision_casts_the_shard_and_gathers_16_bit_units():
 
 def test_inside_a_batch_job_the_memory_check_is_not_repeated(tmp_path, monkeypatch):
     # The check counts models with torch (seconds); it ran where the job was submitted.
-    from scalestudy.plan import Plan
+    from scalestudy.planning.plan import Plan
 
     monkeypatch.setenv("PROJECT", "p00")
     assert Plan.load(sweep(tmp_path, micro_batch=4), main_process=False).study.points
@@ -490,7 +490,7 @@ def test_a_torch_parallel_width_torch_cannot_even_count_is_refused_at_load_namin
 
 
 def test_a_command_study_says_its_memory_is_not_predicted():
-    from scalestudy.study import memory_lines
+    from scalestudy.config.study import memory_lines
 
     command = point(app="command", gpus_per_node=0, params={"n": 1})
     refused, warned = memory_lines([command], load_cluster("local"))
@@ -554,7 +554,7 @@ def test_a_lammps_point_whose_range_crosses_the_capacity_may_not_fit():
 
 
 def test_a_hoomd_study_says_its_memory_is_not_predicted():
-    from scalestudy.study import memory_lines
+    from scalestudy.config.study import memory_lines
 
     hoomd = point(app="hoomd", gpus_per_node=0, mpi_flags={}, nccl_env={}, params={"N": 4000})
     refused, warned = memory_lines([hoomd], load_cluster("local"))

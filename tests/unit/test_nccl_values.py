@@ -2,9 +2,9 @@
 
 import pytest
 from scalestudy.config.nccl import value_problem
+from scalestudy.config.study import load
 from scalestudy.launch.provenance import after_run
 from scalestudy.model.errors import SweepError
-from scalestudy.study import load
 
 
 @pytest.mark.parametrize(

@@ -8,11 +8,13 @@ import json
 import pandas as pd
 import pytest
 import yaml
-from scalestudy import analysis, dry_plan, report
+from scalestudy.analysis import tables
 from scalestudy.config.forecast import forecast
 from scalestudy.config.packing import packs
 from scalestudy.model.errors import SweepError
 from scalestudy.model.order import run_order
+from scalestudy.planning import dry_plan
+from scalestudy.presentation import report
 from scalestudy.scheduler import site
 from scalestudy.scheduler.pbs import submit
 
@@ -125,7 +127,7 @@ def test_the_report_names_the_points_that_shared_a_batch_job():
                 "provenance": {"job_id": job}}  # fmt: skip
 
     runs = pd.DataFrame(
-        [analysis.run_row(record(p, j, t)) for p, j, t in
+        [tables.run_row(record(p, j, t)) for p, j, t in
          [("a/rep1", "48.vm", "1"), ("b/rep1", "48.vm", "2"), ("a/rep2", "48.vm", "3"), ("c/rep1", "49.vm", "1")]]
     )  # fmt: skip
     assert report.shared_batch_jobs(runs) == {"48.vm": ["a/rep1", "b/rep1", "a/rep2"]}
@@ -155,7 +157,7 @@ def test_the_dry_modes_budget_refusal_is_the_snakefiles_word_for_word(shipped, r
     """Packed points with repeats up to a max: the dry mode prices what a run would submit as
     the Snakefile does (the repeats needed now, packed; those up to max that later runs may
     add), because it asks the Snakefile's own plan."""
-    from scalestudy.plan import Plan
+    from scalestudy.planning.plan import Plan
 
     monkeypatch.chdir(repo)
     hoomd = {**shipped["studies"]["hoomd-wca"], "pack": "scale", "repeats": {"min": 2, "max": 5, "ci": "5%"}}

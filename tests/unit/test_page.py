@@ -1,6 +1,6 @@
 """The page's blocks rendered: what Markdown would misread is escaped."""
 
-from scalestudy.page import Table, to_markdown
+from scalestudy.presentation.page import Table, to_markdown
 
 
 def test_markdown_tables_escape_pipes(tmp_path):

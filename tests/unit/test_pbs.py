@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 from points import batch_point, gpu_batch_point
-from scalestudy import dry_plan
 from scalestudy.config import clusters
 from scalestudy.config.requests import estimated_service_units, job_request, request_problems, sweep_problems
 from scalestudy.model.errors import SweepError
+from scalestudy.planning import dry_plan
 from scalestudy.scheduler import site
 from scalestudy.scheduler.pbs import cache, cancel, dialects, sidecar, status, submit
 

@@ -4,9 +4,9 @@ import pytest
 from scalestudy.apps import APPS, ParseError
 from scalestudy.apps.pingpong import parse_pingpong
 from scalestudy.apps.pingpong_rank import message_sizes
+from scalestudy.config.study import load
 from scalestudy.launch.provenance import rank_lines
 from scalestudy.model.errors import SweepError
-from scalestudy.study import load
 
 RECORDED = "pingpong-openmpi5-2ranks.log"
 

@@ -6,9 +6,8 @@ import json
 import pandas as pd
 import pytest
 from points import batch_point, md_config, pingpong_point
-from scalestudy import report, study
-from scalestudy.analysis import aggregate, scaling, variants
-from scalestudy.config import clusters
+from scalestudy.analysis.tables import aggregate, scaling, variants
+from scalestudy.config import clusters, study
 from scalestudy.config.clusters import MpiLauncher
 from scalestudy.config.requests import job_request, request_problems
 from scalestudy.launch.command import mpirun_command
@@ -16,6 +15,7 @@ from scalestudy.launch.provenance import settings_proof
 from scalestudy.model.errors import SweepError
 from scalestudy.model.point import PLACEMENT_DEFAULTS
 from scalestudy.model.rank_probe import cpu_list, parse_cpu_list, topology
+from scalestudy.presentation import report
 from scalestudy.scheduler.pbs import dialects, submit
 
 OPEN_MPI = MpiLauncher()

@@ -11,7 +11,7 @@ from scalestudy.apps import APPS
 from scalestudy.config.requests import job_request
 from scalestudy.model.errors import SweepError
 from scalestudy.model.record import definition
-from scalestudy.plan import Deployment, Forcing, Plan, python_module_shell, run_rule
+from scalestudy.planning.plan import Deployment, Forcing, Plan, python_module_shell, run_rule
 from sweeps import sweep
 
 PINGPONG = APPS["pingpong"]

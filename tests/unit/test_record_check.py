@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import pytest
 from points import pingpong_point
-from scalestudy.analysis import read_metrics, write_runs_table
+from scalestudy.analysis.tables import read_metrics, write_runs_table
 from scalestudy.launch.runner import new_record
 
 INVALID_RECORD = "invalid_record"
@@ -24,8 +24,8 @@ def test_an_ok_record_without_its_primary_figure_is_a_failed_run_that_names_the_
 
 
 def test_the_runs_table_and_the_report_count_it_as_failed(tmp_path):
-    from scalestudy.page import to_html
-    from scalestudy.report import study_blocks
+    from scalestudy.presentation.page import to_html
+    from scalestudy.presentation.report import study_blocks
 
     good = [pingpong_point(study="pp", repeat=r) for r in (1, 2, 3)]
     bad = pingpong_point(study="pp", repeat=4)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 from scalestudy.model.paths import PLOT_KINDS
-from scalestudy.report import hpc_table, summary_sentence
+from scalestudy.presentation.report import hpc_table, summary_sentence
 
 
 def test_the_published_table_is_on_the_page_and_in_markdown(record_page):
@@ -54,8 +54,8 @@ def test_published_command_line_writes_the_page(tmp_path, capsys):
 
 
 def test_cost_lines_name_the_scale_the_budget_and_n():
-    from scalestudy.analysis import scaling
-    from scalestudy.report import cost_lines
+    from scalestudy.analysis.tables import scaling
+    from scalestudy.presentation.report import cost_lines
 
     rows = []
     for ranks, rate, su in ((1, 100.0, 10.0), (2, 150.0, 12.0), (4, 180.0, 20.0)):
@@ -72,7 +72,7 @@ def test_cost_lines_name_the_scale_the_budget_and_n():
 
 
 def test_amdahl_line_names_a_slowdown_instead_of_a_ceiling_below_one():
-    from scalestudy.report import amdahl_lines
+    from scalestudy.presentation.report import amdahl_lines
 
     table = pd.DataFrame(
         {"scaling": "strong", "variant": "v", "n": [2, 2], "p0": [1, 1],
@@ -112,7 +112,7 @@ def test_the_overview_comes_first_and_an_all_failed_study_is_one_line_and_a_fix(
 
 def test_error_bars_stop_at_zero():
     import numpy as np
-    from scalestudy.plots import clipped_at_zero, doubling
+    from scalestudy.presentation.plots import clipped_at_zero, doubling
 
     bars = clipped_at_zero(np.array([1.0, 5.0, np.nan]), np.array([3.0, 1.0, 0.0]))
     assert bars[0].tolist()[:2] == [1.0, 1.0] and bars[1].tolist()[:2] == [3.0, 1.0]
@@ -123,8 +123,8 @@ def test_a_large_studys_provenance_is_only_in_the_side_file(tmp_path, monkeypatc
     import json
 
     from pages import md_runs
-    from scalestudy import report
-    from scalestudy.page import to_html
+    from scalestudy.presentation import report
+    from scalestudy.presentation.page import to_html
 
     runs = md_runs()
     runs["provenance"] = '{"hosts": ["n1"], "ranks": [{"rank": 0, "env": {"A": "1"}}]}'
@@ -143,8 +143,8 @@ def test_a_large_studys_provenance_is_only_in_the_side_file(tmp_path, monkeypatc
 
 def test_one_scale_draws_no_speedup_or_efficiency_box():
     from pages import md_runs
-    from scalestudy.analysis import scaling, variants
-    from scalestudy.plots import missing_plots
+    from scalestudy.analysis.tables import scaling, variants
+    from scalestudy.presentation.plots import missing_plots
 
     runs = md_runs()
     table = scaling(runs[runs["ranks"] == 2])
@@ -154,7 +154,7 @@ def test_one_scale_draws_no_speedup_or_efficiency_box():
 
 
 def test_memory_table_puts_the_prediction_beside_the_measured_peak_with_n():
-    from scalestudy.report import memory_blocks
+    from scalestudy.presentation.report import memory_blocks
 
     runs = pd.DataFrame(
         [
@@ -175,13 +175,14 @@ def test_memory_table_puts_the_prediction_beside_the_measured_peak_with_n():
 
 def test_a_run_that_failed_at_exit_after_its_result_is_listed_with_its_figures_kept():
     from pages import md_runs
-    from scalestudy import analysis, report
-    from scalestudy.page import to_html
+    from scalestudy.analysis import tables
+    from scalestudy.presentation import report
+    from scalestudy.presentation.page import to_html
 
     runs = md_runs()
     reason = "result complete, then failed at exit: MPI job aborted or lost a rank (exit code 134 (SIGABRT)): ..."
     record = {"status": "ok", "reason": reason, "exit_failure": {"category": "mpi_abort", "reason": "..."}}
-    row = analysis.run_row({**record, "point": {"study": "md"}, "figures": {"t": 1.0}})
+    row = tables.run_row({**record, "point": {"study": "md"}, "figures": {"t": 1.0}})
     assert row["status"] == "ok" and row["exit_failure"] == "mpi_abort" and row["t"] == 1.0
     runs["exit_failure"] = ""
     runs.loc[1, ["reason", "exit_failure"]] = [reason, "mpi_abort"]

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from scalestudy import scaling_models
-from scalestudy.analysis import scaling
+from scalestudy.analysis import scaling_models
+from scalestudy.analysis.tables import scaling
 from scalestudy.apps.lammps import BREAKDOWN
 from scalestudy.model import pmnf
-from scalestudy.published import read_record
-from scalestudy.scaling_models_page import exponent_lines
+from scalestudy.presentation.published import read_record
+from scalestudy.presentation.scaling_models_page import exponent_lines
 
 REPO = Path(__file__).resolve().parents[2]
 GADI = REPO / "tests" / "data" / "gadi-2024-hoomd-wca-strong.csv"
@@ -163,7 +163,7 @@ def test_plan_predicts_the_larger_points_from_a_measured_study(tmp_path, monkeyp
 
 def test_a_results_directory_is_read_for_the_predictions(tmp_path):
     from scalestudy.model.paths import Layout
-    from scalestudy.planned_predictions import measured_scaling
+    from scalestudy.presentation.planned_predictions import measured_scaling
 
     ranks = np.array([1, 2, 4, 8])
     table = strong_time_table({"loop_time": 1 + 100 / ranks}, ranks, study="md")

@@ -5,10 +5,10 @@ import json
 
 import pandas as pd
 import pytest
-from scalestudy.analysis import SIZE_BANDS
+from scalestudy.analysis.sizes import band_figures, band_of, band_verdicts, size_curves
+from scalestudy.analysis.tables import SIZE_BANDS
 from scalestudy.model.metrics import SIZE_TABLE
-from scalestudy.report import size_blocks
-from scalestudy.sizes import band_figures, band_of, band_verdicts, size_curves
+from scalestudy.presentation.report import size_blocks
 
 SIZES = (1024, 4096, 65536, 4 << 20, 8 << 20)
 

@@ -3,8 +3,7 @@
 import copy
 
 import pytest
-from scalestudy import study
-from scalestudy.config import clusters, files
+from scalestudy.config import clusters, files, study
 from scalestudy.model.errors import SweepError
 from scalestudy.model.paths import Layout
 from scalestudy.model.point import Point

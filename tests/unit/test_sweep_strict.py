@@ -7,9 +7,8 @@ import os
 
 import pytest
 import yaml
-from scalestudy import study
 from scalestudy.apps import APPS
-from scalestudy.config import clusters, files, sweep
+from scalestudy.config import clusters, files, study, sweep
 from scalestudy.model.errors import SweepError
 
 

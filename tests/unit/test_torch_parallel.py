@@ -7,16 +7,16 @@ import os
 
 import pandas as pd
 import pytest
-from scalestudy.analysis import variants
+from scalestudy.analysis.tables import variants
 from scalestudy.apps import APPS, ParseError
 from scalestudy.apps.torch_parallel import parse_torch_parallel
 from scalestudy.apps.torch_parallel_rank import __main__ as rank_program
 from scalestudy.apps.torch_parallel_rank import models
 from scalestudy.apps.torch_parallel_spec import IMPLEMENTATIONS, MODELS, RESULT_PREFIX, split_points
+from scalestudy.config.study import load
 from scalestudy.model.errors import SweepError
 from scalestudy.model.metrics import metric
 from scalestudy.model.point import Point
-from scalestudy.study import load
 
 APP = APPS["torch-parallel"]
 

@@ -3,7 +3,7 @@ system's and a cluster file's 2^30-byte "GB", the kernel's KiB) converted where 
 
 import pytest
 from points import pingpong_point
-from scalestudy.accounting import size_gb
+from scalestudy.analysis.accounting import size_gb
 from scalestudy.apps.litgpt import parse_litgpt
 from scalestudy.apps.litgpt_entry import PEAK_RSS_PREFIX, PEAK_RSS_UNIT
 from scalestudy.config import clusters

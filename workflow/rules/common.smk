@@ -16,8 +16,8 @@ from scalestudy.results import history  # noqa: E402
 from scalestudy.results.locking import ResultsBusy  # noqa: E402
 from scalestudy.model.errors import SweepError  # noqa: E402
 from scalestudy.model.paths import DEFAULT_SWEEP, KEEP_LOG, PLOT_KINDS, compare_outputs  # noqa: E402
-from scalestudy.plan import LOCAL_STEP, Plan, python_module_shell, run_rule, shell_word  # noqa: E402
-from scalestudy.snakemake_adapter import SnakemakeRun, of_wildcards, resources_of_wildcards  # noqa: E402
+from scalestudy.planning.plan import LOCAL_STEP, Plan, python_module_shell, run_rule, shell_word  # noqa: E402
+from scalestudy.planning.snakemake_adapter import SnakemakeRun, of_wildcards, resources_of_wildcards  # noqa: E402
 
 RUN = SnakemakeRun(workflow)
 
@@ -59,7 +59,7 @@ if RUN.main_process:
     print("\n".join(PLAN.summary_lines(FORCING)), flush=True)
     if config.get("predict_from"):
         # --config predict_from=PATH: the larger planned scales, predicted from a measured study.
-        from scalestudy.planned_predictions import predictions
+        from scalestudy.presentation.planned_predictions import predictions
 
         print("\n".join(f"scalestudy: {line}" for line in predictions(config["predict_from"])(STUDY)), flush=True)
 # Held while this workflow runs (see Plan.start).
@@ -131,7 +131,7 @@ finished_fingerprint = of_study(PLAN.finished_fingerprint, report_only)
 
 
 def compare_baseline():
-    from scalestudy.compare import check_side  # pandas: only when a comparison is asked for
+    from scalestudy.presentation.compare import check_side  # pandas: only when a comparison is asked for
 
     try:
         return PLAN.compare_baseline(config, check_side)

@@ -24,7 +24,7 @@ rule plots:
     resources:
         **LOCAL_STEP,
     run:
-        from scalestudy.plots import plot_from_files
+        from scalestudy.presentation.plots import plot_from_files
 
         plot_from_files(
             input.scaling, input.variants, wildcards.study, dict(output), params.budget_su, log[0], input.runs
@@ -49,7 +49,7 @@ rule report:
     resources:
         **LOCAL_STEP,
     run:
-        from scalestudy.report import build_from_files
+        from scalestudy.presentation.report import build_from_files
 
         build_from_files(
             STUDIES,
@@ -80,6 +80,6 @@ rule compare:
     resources:
         **LOCAL_STEP,
     run:
-        from scalestudy.compare import compare_from_files
+        from scalestudy.presentation.compare import compare_from_files
 
         compare_from_files(params.baseline, LAYOUT.results, STUDIES, LAYOUT.compare_dir, log[0])

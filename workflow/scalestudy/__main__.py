@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "plan":
             return plan_command(args.profile, args.configfile, args.config, args.predict_from)
         if args.command == "published":
-            from .published_page import write_record_page
+            from .presentation.published_page import write_record_page
 
             print(f"scalestudy: {write_record_page(args.record, args.out)}")
             return 0
@@ -119,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def plan_command(profile: Path, configfiles: list[str], config: list[str], predict_from: Path | None = None) -> int:
-    from .dry_plan import plan
-    from .planned_predictions import predictions
+    from .planning.dry_plan import plan
+    from .presentation.planned_predictions import predictions
 
     if predict_from is not None and not predict_from.exists():
         return refuse("plan", [f"--predict-from {predict_from}: no such results directory or record"])
@@ -140,8 +140,8 @@ def plan_command(profile: Path, configfiles: list[str], config: list[str], predi
 
 def compare_command(args) -> int:
     """Every primary verdict on stdout, the page in --out; 1 when --fail-slower trips, 2 on bad input."""
-    from .compare import compare, parse_threshold, summary_lines
     from .model.paths import compare_outputs
+    from .presentation.compare import compare, parse_threshold, summary_lines
 
     threshold = parse_threshold(args.fail_slower) if args.fail_slower is not None else None
     table, failing = compare(args.baseline, args.candidate, args.out, threshold, args.study)
@@ -161,12 +161,12 @@ def compare_command(args) -> int:
 def print_memory(configfiles: list[str] | None, studies: list[str] | None) -> int:
     from .apps import APPS, App
     from .config.files import load_files
+    from .config.study import memory_rows
     from .model.errors import SweepError
     from .model.memory import DOES_NOT_FIT, FITS, MAY_NOT_FIT, TERMS
     from .model.paths import DEFAULT_SWEEP
     from .model.units import GB
     from .scheduler.site import load_study
-    from .study import memory_rows
 
     files = configfiles or [str(DEFAULT_SWEEP)]
     try:

@@ -68,7 +68,7 @@ class App:
     compared: ClassVar[Mapping[str, str]] = {}
     quality: ClassVar[tuple[str, ...]] = ()
     # The declared figures of each row of the run's size table (figures[SIZE_TABLE]: a curve
-    # over message size), latency first, then bandwidth (scalestudy.sizes); () for none.
+    # over message size), latency first, then bandwidth (scalestudy.analysis.sizes); () for none.
     size_figures: ClassVar[tuple[str, ...]] = ()
     # A module jobs must be able to import (HOOMD-blue is not on PyPI); None: nothing beyond the venv.
     python_module: ClassVar[str | None] = None

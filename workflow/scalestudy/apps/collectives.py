@@ -5,7 +5,7 @@ Backends: `mpi` (mpi4py), `gloo` (torch.distributed on CPU), `nccl` (torch.distr
 CUDA buffers, `device: cuda`). The rank program is collectives_rank.py (its docstring defines
 every column); a run records its whole size table (figures `size_table`, one row per size)
 beside its scalar figures: the latency at the smallest message (primary) and the bus
-bandwidth at the largest. The analysis of curves over message size is scalestudy.sizes.
+bandwidth at the largest. The analysis of curves over message size is scalestudy.analysis.sizes.
 """
 
 from __future__ import annotations

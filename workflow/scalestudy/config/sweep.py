@@ -4,7 +4,7 @@ and its names and sets, then expand it into run points.
 A problem is reported as one line that names the key path, e.g.
 ``studies.litgpt-full.mpi_flags[0]: unknown set 'nosuch'; defined: default, no-ucx``,
 and all problems are reported together, before anything runs. What an app says about
-its own parameters is checked one layer up (scalestudy.study), where the apps are known.
+its own parameters is checked one layer up (scalestudy.config.study), where the apps are known.
 """
 
 from __future__ import annotations

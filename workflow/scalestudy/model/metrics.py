@@ -28,7 +28,7 @@ class Metric:
     extensive: bool = True
     # A part of a run's time (a time-kind figure): its short name in the breakdown ('Comm',
     # 'compute'), and what the parts of one breakdown add up to, said with how it is measured.
-    # The figures of one app with one `whole` are one breakdown (scalestudy.breakdown). `beside`:
+    # The figures of one app with one `whole` are one breakdown (scalestudy.analysis.breakdown). `beside`:
     # a time per the same whole that overlaps the parts (communication hidden behind compute),
     # shown beside them, not stacked with them.
     part: str = ""

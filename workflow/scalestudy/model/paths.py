@@ -82,7 +82,7 @@ RUNS_SEGMENT = "runs"
 # The plots every study gets (<results>/report/plots/<study>.<kind>.png). Here, not in
 # plots.py, so that planning a DAG never imports matplotlib.
 # `sizes`: latency and bandwidth against message size (apps whose figures are such curves);
-# `models`: each curve's scaling model and its band of predictions (scalestudy.scaling_models).
+# `models`: each curve's scaling model and its band of predictions (scalestudy.analysis.scaling_models).
 PLOT_KINDS = ("metric", "speedup", "efficiency", "variants", "cost", "breakdown", "sizes", "models")
 LOCK_NAME = ".scalestudy.lock"
 # A comparison of two studies' results: the page, its Markdown twin, the table, the ratios' plot.

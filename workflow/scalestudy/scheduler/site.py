@@ -1,7 +1,7 @@
 """The study as a site will take it: `study.load` with the scheduler backend's own
 refusals (PBS Pro: its resource dialect's, e.g. Gadi's whole nodes past one node).
 
-The one loader of the Snakefile (through scalestudy.plan.Plan.load) and of
+The one loader of the Snakefile (through scalestudy.planning.plan.Plan.load) and of
 `python -m scalestudy plan` (`dry_plan`), so that a dry run and the qsub lines agree.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .. import study
+from ..config import study
 from ..config.clusters import Cluster
 from ..config.packing import Pack
 from ..config.requests import request_problems

@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .model.paths import BATCH_LOG
-from .model.timefmt import hms_seconds
-from .model.units import KIB, gb
+from ..model.paths import BATCH_LOG
+from ..model.timefmt import hms_seconds
+from ..model.units import KIB, gb
 
 USAGE_FIELDS = {
     "Job Id": "job_id",

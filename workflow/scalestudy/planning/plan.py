@@ -10,7 +10,7 @@ The study (`scheduler.site.load_study`: the sweep, the cluster, every refusal), 
 of what each point's run directory holds (`results.history.survey`), the points this
 invocation submits, their packs and each point's pack, every input and resource of the run
 rules and the lines printed before the first job. Plain values in, plain values out: no
-Snakemake object reaches this module (`scalestudy.snakemake_adapter` reads Snakemake's
+Snakemake object reaches this module (`scalestudy.planning.snakemake_adapter` reads Snakemake's
 state and hands it over), so the whole plan is unit-tested without a subprocess
 (tests/unit/test_plan.py). `workflow/rules/common.smk` turns it into Snakemake terms.
 """
@@ -31,21 +31,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .apps import APPS
-from .apps.base import App
-from .config import forecast, packing
-from .config.requests import job_request
-from .model import order
-from .model.errors import SweepError
-from .model.paths import RUNS_SEGMENT
-from .model.point import Point, first_repeats
-from .model.repeats import stopped_at_max
-from .model.units import GIB, MIB
-from .results import history, locking, repeats, retry
-from .scheduler import site
-from .scheduler.pbs import cache as pbs_cache
-from .scheduler.pbs import resume as pbs_resume
-from .study import Study, made_here, under_assets
+from ..apps import APPS
+from ..apps.base import App
+from ..config import forecast, packing
+from ..config.requests import job_request
+from ..config.study import Study, made_here, under_assets
+from ..model import order
+from ..model.errors import SweepError
+from ..model.paths import RUNS_SEGMENT
+from ..model.point import Point, first_repeats
+from ..model.repeats import stopped_at_max
+from ..model.units import GIB, MIB
+from ..results import history, locking, repeats, retry
+from ..scheduler import site
+from ..scheduler.pbs import cache as pbs_cache
+from ..scheduler.pbs import resume as pbs_resume
 
 # The targets that build from what has finished and run no point.
 REPORT_TARGETS = frozenset({"report", "compare"})
@@ -472,8 +472,8 @@ class Plan:
         (launch.ended.ended_batch_job). True when the job's points have their records
         (Snakemake then takes a failed job as done and keeps them), False when none of them
         started after `since` (this run's start)."""
-        from .launch.ended import ended_batch_job
-        from .scheduler.slurm import job_elapsed
+        from ..launch.ended import ended_batch_job
+        from ..scheduler.slurm import job_elapsed
 
         of_point = self.point_resources
         entries = []

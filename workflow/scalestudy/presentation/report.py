@@ -1,4 +1,4 @@
-"""The report's content, as the blocks of one page (scalestudy.page writes it and its
+"""The report's content, as the blocks of one page (scalestudy.presentation.page writes it and its
 Markdown twin). First an overview (one row per study, linking to its section); then per
 study: a one-sentence summary, a table in the shape HPC teams publish, variant verdicts,
 cost, plots, failures and per-run provenance (inline for a small study; always in a side
@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from .analysis import (
+from ..analysis.breakdown import DEFINITIONS as BREAKDOWN_DEFINITIONS
+from ..analysis.breakdown import curves, growth_sentence, part_of, parts_table, wholes
+from ..analysis.sizes import band_text, band_verdicts, size_curves, size_declarations, size_text, study_size_figures
+from ..analysis.tables import (
     CONDITIONS_DIFFERED,
     CONTENDED,
     DEFINITIONS,
@@ -30,12 +33,10 @@ from .analysis import (
     contended_mask,
     read_table,
 )
-from .breakdown import DEFINITIONS as BREAKDOWN_DEFINITIONS
-from .breakdown import curves, growth_sentence, part_of, parts_table, wholes
-from .model.metrics import WALLTIME_USED, metric
-from .model.paths import PLOT_KINDS
-from .model.steplog import step_log
-from .model.units import MEMORY_UNIT
+from ..model.metrics import WALLTIME_USED, metric
+from ..model.paths import PLOT_KINDS
+from ..model.steplog import step_log
+from ..model.units import MEMORY_UNIT
 from .page import (
     Bullets,
     Details,
@@ -53,7 +54,6 @@ from .page import (
 )
 from .plots import NO_SIZE_CURVE, missing_plots, no_breakdown_reason, primary_table
 from .scaling_models_page import model_blocks
-from .sizes import band_text, band_verdicts, size_curves, size_declarations, size_text, study_size_figures
 
 # Up to this much a study's provenance is also on the page (each run's is about 1 KB, plus
 # 0.7 KB per rank: 10,000 runs made a page of tens of MB); the side file always has it.
@@ -337,7 +337,7 @@ def seconds(value: float) -> str:
 
 
 def size_blocks(runs: pd.DataFrame, estimator: str = MEAN) -> list:
-    """Variant verdicts per message-size band (scalestudy.sizes) of the app's latency and
+    """Variant verdicts per message-size band (scalestudy.analysis.sizes) of the app's latency and
     bandwidth curves: a row per variant, curve and scale, a cell per band, then one sentence
     per variant whose verdict differs between bands."""
     verdicts = band_verdicts(runs, estimator)

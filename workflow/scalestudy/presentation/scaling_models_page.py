@@ -1,4 +1,4 @@
-"""The scaling models on a page (scalestudy.scaling_models): one sentence per study, a table of
+"""The scaling models on a page (scalestudy.analysis.scaling_models): one sentence per study, a table of
 each curve's model of its primary figure and of each part of its time with the predictions at
 2x and 4x the largest measured scale, where efficiency falls below the threshold, where one
 part overtakes another, and how the models were chosen. The report's study section and the
@@ -10,10 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .analysis import curve_columns
-from .breakdown import part_of
-from .page import Bullets, Details, Heading, Para, Table, fmt
-from .scaling_models import (
+from ..analysis.breakdown import part_of
+from ..analysis.scaling_models import (
     DEFINITIONS,
     MULTIPLES,
     CurveFit,
@@ -24,6 +22,8 @@ from .scaling_models import (
     overtaking,
     study_sentence,
 )
+from ..analysis.tables import curve_columns
+from .page import Bullets, Details, Heading, Para, Table, fmt
 
 HEADING = "Where scaling will stop: scaling models"
 

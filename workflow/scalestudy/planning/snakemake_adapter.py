@@ -1,4 +1,4 @@
-"""Every use of a Snakemake internal, in one place: what the plan (scalestudy.plan) needs to
+"""Every use of a Snakemake internal, in one place: what the plan (scalestudy.planning.plan) needs to
 know of the running Snakemake, read from its `workflow` object, and the few things done to it.
 
 Snakemake's documented API for a Snakefile is its directives, `config`, `workflow.basedir`

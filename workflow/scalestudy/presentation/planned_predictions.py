@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .analysis import read_table, scaling
-from .model.paths import Layout
+from ..analysis.scaling_models import prediction_lines
+from ..analysis.tables import read_table, scaling
+from ..model.paths import Layout
 from .published import APP as RECORD_APP
 from .published import read_record
-from .scaling_models import prediction_lines
 
 
 def predictions(source: str | Path) -> Callable[[object], list[str]]:

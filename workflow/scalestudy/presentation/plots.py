@@ -17,15 +17,15 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
-from .analysis import DEFINITIONS, GOOD_EFFICIENCY, curve_name  # noqa: E402
-from .breakdown import DEFINITIONS as BREAKDOWN_DEFINITIONS  # noqa: E402
-from .breakdown import curves, parts_table, whole_name, without_breakdown  # noqa: E402
-from .model.metrics import WALLTIME_USED
-from .model.paths import PLOT_KINDS
-from .model.steplog import step_log  # noqa: E402
-from .scaling_models import missing_reason as no_model_reason
-from .scaling_models import plot_models
-from .sizes import has_size_tables, size_curves, size_declarations, size_text, study_size_figures
+from ..analysis.breakdown import DEFINITIONS as BREAKDOWN_DEFINITIONS  # noqa: E402
+from ..analysis.breakdown import curves, parts_table, whole_name, without_breakdown  # noqa: E402
+from ..analysis.scaling_models import missing_reason as no_model_reason
+from ..analysis.scaling_models import plot_models
+from ..analysis.sizes import has_size_tables, size_curves, size_declarations, size_text, study_size_figures
+from ..analysis.tables import DEFINITIONS, GOOD_EFFICIENCY, curve_name  # noqa: E402
+from ..model.metrics import WALLTIME_USED
+from ..model.paths import PLOT_KINDS
+from ..model.steplog import step_log  # noqa: E402
 
 
 def repeats_note(table: pd.DataFrame) -> str:
@@ -134,7 +134,7 @@ def plot_from_files(
     runs_csv: str | None = None,
 ) -> None:
     """The plots rule's entry: the study's tables in, its plots out."""
-    from .analysis import read_table
+    from ..analysis.tables import read_table
 
     with step_log(log) as note:
         runs = read_table(runs_csv) if runs_csv else None
@@ -398,7 +398,7 @@ def finish(ax, fig, path: Path, title: str, subtitle: str, ylabel: str, ranks: l
 
 
 def plot_ratios(points: pd.DataFrame, path: Path | str, definition: str) -> bool:
-    """Two runs of the same studies compared (scalestudy.compare): the speed ratio candidate /
+    """Two runs of the same studies compared (scalestudy.presentation.compare): the speed ratio candidate /
     baseline of each point's primary figure with its 95% CI, on a log axis (twice as fast and
     twice as slow are the same distance from 1). False, and no file, when no point has a ratio."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)

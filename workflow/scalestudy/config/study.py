@@ -21,16 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .apps import APPS, app_for
-from .config import clusters, placement
-from .config.files import file_problems, is_true
-from .config.requests import RequestRule, sweep_problems
-from .config.sweep import expand, fitting_sets, flag_set_flavour, setting, validate
-from .model.errors import SweepError
-from .model.memory import BF16_PRECISIONS, DOES_NOT_FIT, MAY_NOT_FIT, PRECISIONS, Prediction, TooLarge, verdict
-from .model.paths import Layout
-from .model.point import PROGRAM_KEYS, Point, Sweep, first_repeats, program_of
-from .model.units import GB
+from ..apps import APPS, app_for
+from ..model.errors import SweepError
+from ..model.memory import BF16_PRECISIONS, DOES_NOT_FIT, MAY_NOT_FIT, PRECISIONS, Prediction, TooLarge, verdict
+from ..model.paths import Layout
+from ..model.point import PROGRAM_KEYS, Point, Sweep, first_repeats, program_of
+from ..model.units import GB
+from . import clusters, placement
+from .files import file_problems, is_true
+from .requests import RequestRule, sweep_problems
+from .sweep import expand, fitting_sets, flag_set_flavour, setting, validate
 
 
 @dataclass(frozen=True)

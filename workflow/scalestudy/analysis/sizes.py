@@ -24,9 +24,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from .analysis import KIB, MEAN, MIB, SCALE_COLUMNS, SIZE_BANDS, apps_of, curve_columns, summarize, variants
-from .apps import app_of_row
-from .model.metrics import SIZE_COLUMN, SIZE_TABLE, Metric
+from ..apps import app_of_row
+from ..model.metrics import SIZE_COLUMN, SIZE_TABLE, Metric
+from .tables import KIB, MEAN, MIB, SCALE_COLUMNS, SIZE_BANDS, apps_of, curve_columns, summarize, variants
 
 BAND_SEPARATOR = "@"
 

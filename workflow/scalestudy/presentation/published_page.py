@@ -1,5 +1,5 @@
 """A published record's page: the published view beside what the rate says (the table and
-the notes of scalestudy.published), then the record as a study section of the report
+the notes of scalestudy.presentation.published), then the record as a study section of the report
 (report.study_blocks, the same code as a study run here) and its plots."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .model.paths import PLOT_KINDS
-from .model.units import MEMORY_UNIT
+from ..model.paths import PLOT_KINDS
+from ..model.units import MEMORY_UNIT
 from .page import Bullets, Heading, Para, Table, duration, fmt, write_page
 from .plots import plot_study
 from .published import RATE, WALL, comparison, read_record, record_scaling, why_they_disagree

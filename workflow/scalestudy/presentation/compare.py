@@ -3,7 +3,7 @@
     python -m scalestudy compare BASELINE CANDIDATE --out DIR [--fail-slower 5%] [--study NAME]
 
 BASELINE and CANDIDATE are results directories (each study's runs.csv, and its scaling.csv
-where the analysis wrote one) or, for the baseline, a published record (scalestudy.published:
+where the analysis wrote one) or, for the baseline, a published record (scalestudy.presentation.published:
 a team checks its cluster against a paper's table; `--study` names the study it stands for).
 
 For every study, curve (MPI flag set, NCCL env set, parameter axes) and scale present in both,
@@ -29,7 +29,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .analysis import (
+from ..analysis.breakdown import part_of, whole_name
+from ..analysis.tables import (
     CONTENDED,
     DEFINITIONS,
     MEAN,
@@ -43,12 +44,11 @@ from .analysis import (
     speed_ratio,
     write_table,
 )
-from .breakdown import part_of, whole_name
-from .model.errors import SweepError
-from .model.metrics import DECLARED, HIGHER_IS_BETTER, direction
-from .model.paths import Layout, compare_outputs
-from .model.point import AXIS_PREFIX
-from .model.steplog import step_log
+from ..model.errors import SweepError
+from ..model.metrics import DECLARED, HIGHER_IS_BETTER, direction
+from ..model.paths import Layout, compare_outputs
+from ..model.point import AXIS_PREFIX
+from ..model.steplog import step_log
 from .page import Bullets, Heading, Image, Para, Table, fmt, missing, scale_text, write_page
 from .plots import message_plot, plot_ratios
 from .published import read_record, record_scaling
@@ -402,7 +402,7 @@ def verdict_line(row: Mapping) -> str:
 
 
 def part_change_blocks(shared: pd.DataFrame) -> list:
-    """Which part of a run's time changed (scalestudy.breakdown): per point both sides measured,
+    """Which part of a run's time changed (scalestudy.analysis.breakdown): per point both sides measured,
     each part whose time differs measurably (the speed ratio's 95% CI excludes 1), with its share
     of the whole on each side. Nothing when no figure compared is a part."""
     if shared.empty:

@@ -21,9 +21,9 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from .analysis import SCALE_COLUMNS, curve_columns
-from .apps import APPS
-from .model.metrics import DECLARED, Metric
+from ..apps import APPS
+from ..model.metrics import DECLARED, Metric
+from .tables import SCALE_COLUMNS, curve_columns
 
 DEFINITIONS = {
     "fraction": "mean time of a part over the repeats / the sum of the parts' means at that scale",

@@ -1,6 +1,6 @@
 """Where scaling will stop, before it is measured: a performance model (model.pmnf, Extra-P's
 PMNF and its way of choosing one) of every curve of scaling.csv (a figure's mean against p) and
-of every part of a run's time (scalestudy.breakdown), with what it predicts at scales not
+of every part of a run's time (scalestudy.analysis.breakdown), with what it predicts at scales not
 measured: the figure with its interval, the parallel (or weak) efficiency, the scale where
 efficiency falls below the study's `efficiency_threshold`, and the scale where one part of the
 time overtakes the largest one.
@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .analysis import curve_columns
+from ..config.sweep import defaults
+from ..model import pmnf
+from ..model.metrics import DECLARED
 from .breakdown import part_of
-from .config.sweep import defaults
-from .model import pmnf
-from .model.metrics import DECLARED
+from .tables import curve_columns
 
 THRESHOLD_KEY, BEYOND_KEY = "efficiency_threshold", "predict_up_to"
 # Scales on which a prediction is drawn and searched, from the smallest measured to `predict_up_to`
@@ -352,7 +352,7 @@ def add_model_columns(
 
 def add_to_scaling_csv(path: str | Path, threshold: float | None = None, beyond: float | None = None) -> None:
     """The scaling rule's step after analysis.write_scaling_tables: the model columns, in place."""
-    from .analysis import read_table, write_table
+    from .tables import read_table, write_table
 
     write_table(add_model_columns(read_table(Path(path)), threshold, beyond), path)
 
@@ -516,8 +516,8 @@ def prediction_lines(scaling: pd.DataFrame, points, cluster, source: str) -> lis
     the primary figure's model predicts there (with its interval and efficiency) and what one
     run may cost (the model of the job's walltime used x the request's charge); a scale
     predicted below the efficiency threshold is named. `points`: the planned points."""
-    from .config.forecast import point_service_units
-    from .model.metrics import WALLTIME_USED
+    from ..config.forecast import point_service_units
+    from ..model.metrics import WALLTIME_USED
 
     lines = []
     seen = set()

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from .analysis import scaling
-from .apps import APPS
-from .model.errors import SweepError
-from .model.metrics import WALLTIME_USED, metric
-from .model.timefmt import hms_seconds
-from .model.units import gib_in_gb
+from ..analysis.tables import scaling
+from ..apps import APPS
+from ..model.errors import SweepError
+from ..model.metrics import WALLTIME_USED, metric
+from ..model.timefmt import hms_seconds
+from ..model.units import gib_in_gb
 
 APP = "hoomd"
 # The figure as the app declares it (a per-step rate: weak efficiency compares it as is).

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .model.timefmt import hms
+from ..model.timefmt import hms
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px;color:#222}

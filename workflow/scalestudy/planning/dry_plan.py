@@ -18,15 +18,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .config import packing
-from .config.files import load_files, read_yaml, with_overrides
-from .config.forecast import forecast, forecast_lines
-from .config.requests import job_request
-from .model.errors import SweepError
-from .model.paths import BATCH_LOG, DEFAULT_SWEEP
+from ..config import packing
+from ..config.files import load_files, read_yaml, with_overrides
+from ..config.forecast import forecast, forecast_lines
+from ..config.requests import job_request
+from ..model.errors import SweepError
+from ..model.paths import BATCH_LOG, DEFAULT_SWEEP
+from ..scheduler.pbs.submit import qsub_command
+from ..scheduler.site import load_study, pack_problems
 from .plan import Plan
-from .scheduler.pbs.submit import qsub_command
-from .scheduler.site import load_study, pack_problems
 
 PROFILE_FILE = "config.v8+.yaml"
 

@@ -46,18 +46,18 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ..apps import APPS, App, app_of, app_of_row
+from ..model.contention import CONTENDED_SLACK_CPUS, contended_hosts, contention
+from ..model.metrics import HIGHER_IS_BETTER, SIZE_TABLE, WALLTIME_USED, Metric
+from ..model.paths import study_and_point
+from ..model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS, PROGRAM
+from ..model.record import INVALID_RECORD, record_problems
+from ..model.repeats import Repeats, t_half_width
+from ..model.repeats import limits as repeat_limits
+from ..model.repeats import needed as repeats_needed
+from ..model.steplog import step_log
+from ..results.history import history_of
 from .accounting import site_resources
-from .apps import APPS, App, app_of, app_of_row
-from .model.contention import CONTENDED_SLACK_CPUS, contended_hosts, contention
-from .model.metrics import HIGHER_IS_BETTER, SIZE_TABLE, WALLTIME_USED, Metric
-from .model.paths import study_and_point
-from .model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS, PROGRAM
-from .model.record import INVALID_RECORD, record_problems
-from .model.repeats import Repeats, t_half_width
-from .model.repeats import limits as repeat_limits
-from .model.repeats import needed as repeats_needed
-from .model.steplog import step_log
-from .results.history import history_of
 
 CONFIDENCE = 0.95
 OUTLIER_Z = 3.5
@@ -88,7 +88,7 @@ N2_SPREAD = 0.10
 MEAN, TRIMMED_MEAN = "mean", "trimmed_mean"
 ESTIMATOR_NAMES = {MEAN: "mean", TRIMMED_MEAN: "trimmed mean (MLPerf: fastest and slowest run dropped)"}
 
-# Message-size bands of a figure that is a curve over message size (scalestudy.sizes): (name,
+# Message-size bands of a figure that is a curve over message size (scalestudy.analysis.sizes): (name,
 # smallest size, largest) in bytes. Below 8 KiB a message goes eagerly in one packet on most
 # networks (latency-bound); above 1 MiB rendezvous and segmented algorithms run (bandwidth-bound).
 KIB, MIB = 1024, 1024 * 1024
@@ -158,7 +158,7 @@ DEFINITIONS = {
 
 # What tells one curve from another (a curve: one study's points at every scale), with its
 # parameter axes (the AXIS_PREFIX columns beside): the runs.csv columns of model.point.Point.as_record.
-# Every table groups, pairs (scalestudy.compare) and holds fixed (variants) by these. VARIANT is
+# Every table groups, pairs (scalestudy.presentation.compare) and holds fixed (variants) by these. VARIANT is
 # the same curve named in one text (Point.variant), carried in every table; never a key between
 # two results (a published record's names no parameter axes).
 VARIANT = "variant"
@@ -248,7 +248,7 @@ def run_row(metrics: dict, path: Path | None = None) -> dict:
         row["batch_job"] = str(job_id)
     # Kept whole (as JSON) for the report's per-run provenance.
     if isinstance((metrics.get("figures") or {}).get(SIZE_TABLE), list):
-        # A curve over message size (scalestudy.sizes), one JSON cell per run.
+        # A curve over message size (scalestudy.analysis.sizes), one JSON cell per run.
         row[SIZE_TABLE] = json.dumps(metrics["figures"][SIZE_TABLE])
     for key in ("params", "mpi_flags", "nccl_env", "provenance"):
         if metrics.get(key):
