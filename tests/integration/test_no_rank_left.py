@@ -38,7 +38,7 @@ CLUSTER = {
     "scheduler": "none",
     "cores_per_node": 2,
     "gpus_per_node": 0,
-    "mem_per_node_gb": 2,
+    "mem_per_node_gib": 2,
     "charge_rate": 1.0,
     "mpi": {"flavour": "openmpi", "launcher": "mpirun", "oversubscribe": True, "allow_run_as_root": True},
 }

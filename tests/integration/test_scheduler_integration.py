@@ -27,7 +27,7 @@ pytestmark = pytest.mark.e2e
 CLUSTER = {
     "cores_per_node": 2,
     "gpus_per_node": 0,
-    "mem_per_node_gb": 1,
+    "mem_per_node_gib": 1,
     "charge_rate": 1.0,
     "mpi": {
         "flavour": "openmpi",
@@ -222,7 +222,7 @@ def test_slurm_job_asks_for_the_walltime_with_the_margin_and_the_points_memory(s
     """The cluster file's walltime_margin is on Slurm's time limit (the runner's own timer ends
     the point first), and the memory asked is the point's request (the record's figure), not
     Snakemake's default 1000 MB."""
-    cluster = {"name": "slurm-test", "scheduler": "slurm", **CLUSTER, "mem_per_node_gb": 3}
+    cluster = {"name": "slurm-test", "scheduler": "slurm", **CLUSTER, "mem_per_node_gib": 3}
     cluster["walltime_margin"] = "00:02:00"
     study = {**PINGPONG, "nodes": [1], "params": QUICK, "walltime": "00:05:00"}
     command, env = slurm_workflow(slurm, tmp_path, repo, cluster, {"pingpong-slurm": study}, "--verbose")

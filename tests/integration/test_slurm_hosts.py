@@ -25,7 +25,7 @@ CLUSTER = {
     "scheduler": "slurm",
     "cores_per_node": 1,
     "gpus_per_node": 0,
-    "mem_per_node_gb": 1,
+    "mem_per_node_gib": 1,
     "charge_rate": 1.0,
     "walltime_margin": "00:01:00",
     "mpi": {

@@ -102,8 +102,8 @@ def unavailable_reason() -> str | None:
 
 
 class BedPBS:
-    def __init__(self, bed: Hosts, ncpus: int = 2, mem_gb: int = 4) -> None:
-        self.bed, self.ncpus, self.mem_gb = bed, ncpus, mem_gb
+    def __init__(self, bed: Hosts, ncpus: int = 2, mem_gib: int = 4) -> None:
+        self.bed, self.ncpus, self.mem_gib = bed, ncpus, mem_gib
         self.state = STATES / bed.prefix
         self.data_service_port = next(
             port
@@ -261,7 +261,7 @@ class BedPBS:
             self.qmgr(command)
         for host in self.bed.hosts:
             self.qmgr(f"create node {host.name}")
-            for resource, value in (("ncpus", self.ncpus), ("mem", f"{self.mem_gb}gb"), ("jobfs", "400gb")):
+            for resource, value in (("ncpus", self.ncpus), ("mem", f"{self.mem_gib}gb"), ("jobfs", "400gb")):
                 self.qmgr(f"set node {host.name} resources_available.{resource} = {value}")
 
     def wait_free(self, timeout: float = 90) -> None:

@@ -49,7 +49,7 @@ def test_the_select_chunk_is_what_made_pbs_list_the_host_once_per_rank(recorded)
     line and Open MPI's "Procs mapped: 1 ... PPR: 2:node", exit 213."""
     cluster = clusters.from_mapping(
         {"name": "openpbs", "scheduler": "pbspro", "pbs_dialect": "select", "cores_per_node": 96,
-         "mem_per_node_gb": 48, "walltime_margin": "00:01:00"}
+         "mem_per_node_gib": 48, "walltime_margin": "00:01:00"}
     )  # fmt: skip
     resources = submit.dialect_of(cluster).resource_list(job_request(two_rank_point(), cluster), "ab12")
     with_mpiprocs = jobs_of(recorded / "qstat-x-f-F-json-select-with-mpiprocs.json")["1.vm"]
@@ -218,7 +218,7 @@ def test_the_job_reads_the_cluster_file_the_submit_command_read(tmp_path, monkey
     site = tmp_path / "site-clusters"
     site.mkdir()
     monkeypatch.setenv("SCALESTUDY_CLUSTERS_DIR", str(site))
-    cluster = clusters.from_mapping({"name": "mysite", "cores_per_node": 2, "mem_per_node_gb": 4})
+    cluster = clusters.from_mapping({"name": "mysite", "cores_per_node": 2, "mem_per_node_gib": 4})
     lines = submit.site_environment(cluster).splitlines()
     assert f"export SCALESTUDY_CLUSTERS_DIR={site}" in lines
 

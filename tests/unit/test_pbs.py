@@ -142,7 +142,7 @@ def test_what_the_site_would_reject_is_one_line(p, cluster, expected):
 def test_single_node_jobs_may_take_part_of_a_node():
     cluster = clusters.load("gadi")
     request = job_request(batch_point(1, ranks_per_node=4), cluster)
-    assert (request.ncpus, request.mem_gb) == (4, 15)  # 190 GB / 48 cores x 4, rounded down
+    assert (request.ncpus, request.mem_gib) == (4, 15)  # 190 GB / 48 cores x 4, rounded down
     assert refusals(batch_point(1, ranks_per_node=4), cluster) == []
 
 
@@ -169,7 +169,7 @@ def test_each_cluster_file_names_a_registered_dialect():
 
 
 def test_an_unknown_dialect_is_one_line_naming_the_registered_ones():
-    cluster = clusters.from_mapping({"name": "x", "cores_per_node": 2, "mem_per_node_gb": 4, "pbs_dialect": "nosuch"})
+    cluster = clusters.from_mapping({"name": "x", "cores_per_node": 2, "mem_per_node_gib": 4, "pbs_dialect": "nosuch"})
     with pytest.raises(SweepError) as refused:
         dialects.dialect_of(cluster)
     (problem,) = refused.value.problems
@@ -184,7 +184,7 @@ def test_a_new_dialect_overrides_only_how_the_request_is_written(monkeypatch):
             return [f"nodes={request.nodes}:ppn={request.ncpus_per_node}", self.walltime(request)]
 
     monkeypatch.setitem(dialects.DIALECTS, "nodes", NodesDialect)
-    cluster = clusters.from_mapping({"name": "x", "cores_per_node": 8, "mem_per_node_gb": 16, "pbs_dialect": "nodes"})
+    cluster = clusters.from_mapping({"name": "x", "cores_per_node": 8, "mem_per_node_gib": 16, "pbs_dialect": "nodes"})
     p = batch_point(2, ranks_per_node=8)
     assert refusals(p, cluster) == []
     argv = submit.qsub_command(job_request(p, cluster), cluster, project="ab12", log_path="LOG")
@@ -198,7 +198,7 @@ def test_whole_nodes_past_one_node_are_a_rule_of_the_gadi_dialect_alone():
     assert dialects.dialect_of(gadi).problems(p, job_request(p, gadi))[0].startswith(whole_nodes)
     assert request_problems(p, gadi) == []  # the queue's limits alone accept it
     # Select chunks say how many cores per node: the same shape on 48-core nodes is fine.
-    select = clusters.from_mapping({"name": "x", "cores_per_node": 48, "mem_per_node_gb": 190})
+    select = clusters.from_mapping({"name": "x", "cores_per_node": 48, "mem_per_node_gib": 190})
     assert refusals(p, select) == []
 
 
@@ -261,7 +261,7 @@ def test_sidecar_after_a_normal_end_deletes_nothing(tmp_path):
 
 def test_site_environment_quotes_config_values_for_the_job_shell():
     cluster = clusters.from_mapping(
-        {"name": "x", "cores_per_node": 2, "mem_per_node_gb": 4, "modules": ["openmpi/4.1.5", "a b"],
+        {"name": "x", "cores_per_node": 2, "mem_per_node_gib": 4, "modules": ["openmpi/4.1.5", "a b"],
          "job_env": {"HF_HUB_OFFLINE": "1", "NOTE": "$(touch /tmp/pwned) `id`"}}
     )  # fmt: skip
     lines = submit.site_environment(cluster).splitlines()

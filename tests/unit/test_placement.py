@@ -207,7 +207,7 @@ def test_gadi_refuses_more_than_two_ranks_per_core_and_96_without_hyperthreads()
 
 
 def test_a_pbs_dialect_without_a_hyperthread_resource_refuses_them():
-    smt = clusters.from_mapping({"name": "x", "cores_per_node": 48, "mem_per_node_gb": 190, "threads_per_core": 2})
+    smt = clusters.from_mapping({"name": "x", "cores_per_node": 48, "mem_per_node_gib": 190, "threads_per_core": 2})
     p = batch_point(1, hyperthreads=True)
     assert request_problems(p, smt, dialects.site_rules(smt)) == [
         "studies.hoomd-wca.hyperthreads: true, but the PBS dialect 'select' of config/clusters/x.yaml has no way "

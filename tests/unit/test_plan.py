@@ -112,8 +112,8 @@ def test_batch_jobs_ask_for_the_walltime_with_the_margin_once_per_pack_and_the_r
         assert sum(map(runtime, pack.points)) * 60 == pack.walltime_s(plan.cluster)
     for point in plan.study.points:
         request = job_request(point, plan.cluster)
-        assert mem_mb(point) == request.mem_per_node_gb * 1024  # Gadi's 190 GB nodes: 194560 MiB each
-        assert mem_mb(point) * point.nodes * 2**20 == request.mem_gb * 2**30
+        assert mem_mb(point) == request.mem_per_node_gib * 1024  # Gadi's 190 GB nodes: 194560 MiB each
+        assert mem_mb(point) * point.nodes * 2**20 == request.mem_gib * 2**30
 
 
 def test_a_changed_point_is_kept_before_it_reruns_and_a_finished_one_is_not_planned(tmp_path):

@@ -2,10 +2,11 @@
 memory per node, hardware threads per core, how many nodes, queues with their limits and charge rates, modules, MPI
 defaults. The local cluster says `auto`: this machine's cores, memory and GPUs.
 
-Memory numbers (`mem_per_node_gb`, `gpu_memory_gb`, `jobfs_gb`) are the site's request
+Memory numbers (`mem_per_node_gib`, `gpu_memory_gib`, `jobfs_gib`) are the site's request
 numbers, in the unit batch systems and GPU vendors write "GB" in: 2^30 bytes (PBS's `mem=190GB`,
 Slurm's `--mem=190G`, "A100-40GB"); requests are written with them as they are. Where they meet
-the memory model they are converted to GB = 10^9 bytes (`Cluster.device_memory`, model.units)."""
+the memory model they are converted to GB = 10^9 bytes (`Cluster.device_memory`, model.units).
+Their names end in `_gib`, as every 2^30-byte figure's does; `_gb` is 10^9 bytes (records, tables)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ CHARGE_UNITS = ("core_hour", "gpu_hour")
 NVIDIA_GPUS_DIR = "/proc/driver/nvidia/gpus"
 # The kernel lists the hardware threads that share a CPU's core here (e.g. "0,48" or "0-1").
 THREAD_SIBLINGS = "/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list"
+# Memory keys named `_gb` before their unit (2^30 bytes) was spelt `_gib`: refused by name, since a
+# key left under its old name would silently fall back to this machine's memory or to none.
+RENAMED_KEYS = {"mem_per_node_gb": "mem_per_node_gib", "gpu_memory_gb": "gpu_memory_gib", "jobfs_gb": "jobfs_gib"}
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,7 @@ class Queue:
     name: str
     cores_per_node: int
     gpus_per_node: int
-    mem_per_node_gb: float
+    mem_per_node_gib: float
     # Service units per core-hour (or per GPU-hour), times max(cores, memory share).
     charge_rate: float | None = None
     charge_unit: str = "core_hour"
@@ -66,7 +70,7 @@ class Queue:
     # `normal` to different nodes: two queues here, one name there).
     submit_as: str | None = None
     # Memory of one GPU in the cluster file's unit (below): what a rank of a GPU point may use.
-    gpu_memory_gb: float | None = None
+    gpu_memory_gib: float | None = None
     # Whether its GPUs compute in bfloat16 (false: V100 and older, compute capability < 8.0).
     gpu_bf16: bool = True
 
@@ -75,8 +79,8 @@ class Queue:
         return self.submit_as or self.name
 
     @property
-    def mem_per_core_gb(self) -> float:
-        return self.mem_per_node_gb / self.cores_per_node
+    def mem_per_core_gib(self) -> float:
+        return self.mem_per_node_gib / self.cores_per_node
 
     def max_walltime_s(self, ncpus: int, ngpus: int) -> int | None:
         """The longest walltime the queue accepts for this size; None: no limit known."""
@@ -96,7 +100,7 @@ class Cluster:
     scheduler: str
     cores_per_node: int
     gpus_per_node: int
-    mem_per_node_gb: float
+    mem_per_node_gib: float
     charge_rate: float | None
     mpi: MpiLauncher = field(default_factory=MpiLauncher)
     # Hardware threads per core (SMT): 1 refuses `hyperthreads: true`; more lets a node run
@@ -117,7 +121,7 @@ class Cluster:
     # which also checks the name when the study loads.
     pbs_dialect: str = "select"
     project: str | None = None
-    jobfs_gb: float | None = None
+    jobfs_gib: float | None = None
     storage: str | None = None
     modules: tuple[str, ...] = ()
     job_env: Mapping[str, str] = field(default_factory=dict)
@@ -125,7 +129,7 @@ class Cluster:
     # (which still writes metrics.json) fires before the scheduler kills the job.
     walltime_margin_s: int = 0
     # Memory of one GPU where the queues do not say; None: not known (no GPU check).
-    gpu_memory_gb: float | None = None
+    gpu_memory_gib: float | None = None
 
     def launcher_for(self, flavour: str) -> MpiLauncher:
         """The launcher of the MPI an app is built against; never a guess from PATH order."""
@@ -154,9 +158,9 @@ class Cluster:
             name=name,
             cores_per_node=self.cores_per_node,
             gpus_per_node=self.gpus_per_node,
-            mem_per_node_gb=self.mem_per_node_gb,
+            mem_per_node_gib=self.mem_per_node_gib,
             charge_rate=self.charge_rate,
-            gpu_memory_gb=self.gpu_memory_gb,
+            gpu_memory_gib=self.gpu_memory_gib,
         )
 
     def device_memory(
@@ -167,9 +171,9 @@ class Cluster:
         node's host memory shared by its ranks on CPU points."""
         chosen = self.queue(self.queue_name(gpus_per_node, queue))
         if gpus_per_node:
-            gpu = chosen.gpu_memory_gb or self.gpu_memory_gb
+            gpu = chosen.gpu_memory_gib or self.gpu_memory_gib
             return (None if gpu is None else gib_in_gb(gpu)), "GPU"
-        return gib_in_gb(chosen.mem_per_node_gb) / max(ranks_per_node, 1), "rank"
+        return gib_in_gb(chosen.mem_per_node_gib) / max(ranks_per_node, 1), "rank"
 
     def project_name(self, environ: Mapping[str, str] = os.environ) -> str | None:
         return self.project or environ.get("PROJECT") or None
@@ -228,12 +232,12 @@ def queue_from_mapping(name: str, data: Mapping[str, Any], cluster: Mapping[str,
         name=name,
         cores_per_node=int(get("cores_per_node")),
         gpus_per_node=int(get("gpus_per_node", 0)),
-        mem_per_node_gb=float(get("mem_per_node_gb")),
+        mem_per_node_gib=float(get("mem_per_node_gib")),
         charge_rate=None if data.get("charge_rate") is None else float(data["charge_rate"]),
         charge_unit=data.get("charge_unit", "core_hour"),
         cores_per_gpu=data.get("cores_per_gpu"),
         submit_as=data.get("submit_as"),
-        gpu_memory_gb=None if get("gpu_memory_gb") is None else float(get("gpu_memory_gb")),
+        gpu_memory_gib=None if get("gpu_memory_gib") is None else float(get("gpu_memory_gib")),
         gpu_bf16=get("gpu_bf16", True),
         limits=tuple(
             WalltimeLimit(int(item["up_to"]), hms_seconds(item["walltime"])) for item in data.get("limits") or ()
@@ -243,13 +247,13 @@ def queue_from_mapping(name: str, data: Mapping[str, Any], cluster: Mapping[str,
 
 def from_mapping(data: Mapping[str, Any]) -> Cluster:
     cores = data.get("cores_per_node", "auto")
-    memory = data.get("mem_per_node_gb", "auto")
+    memory = data.get("mem_per_node_gib", "auto")
     gpus = data.get("gpus_per_node", 0)
     threads = data.get("threads_per_core", 1)
     data = {
         **data,
         "cores_per_node": (os.cpu_count() or 1) if cores == "auto" else int(cores),
-        "mem_per_node_gb": round(physical_memory_gib(), 1) if memory == "auto" else float(memory),
+        "mem_per_node_gib": round(physical_memory_gib(), 1) if memory == "auto" else float(memory),
         "gpus_per_node": detected_gpus() if gpus == "auto" else int(gpus),
         "threads_per_core": detected_threads_per_core() if threads == "auto" else int(threads),
     }
@@ -262,7 +266,7 @@ def from_mapping(data: Mapping[str, Any]) -> Cluster:
         scheduler=data.get("scheduler", "none"),
         cores_per_node=data["cores_per_node"],
         gpus_per_node=data["gpus_per_node"],
-        mem_per_node_gb=data["mem_per_node_gb"],
+        mem_per_node_gib=data["mem_per_node_gib"],
         charge_rate=None if data.get("charge_rate") is None else float(data["charge_rate"]),
         mpi=MpiLauncher(**mpi),
         threads_per_core=data["threads_per_core"],
@@ -272,12 +276,12 @@ def from_mapping(data: Mapping[str, Any]) -> Cluster:
         default_gpu_queue=data.get("default_gpu_queue"),
         pbs_dialect=data.get("pbs_dialect", "select"),
         project=data.get("project"),
-        jobfs_gb=data.get("jobfs_gb"),
+        jobfs_gib=data.get("jobfs_gib"),
         storage=data.get("storage"),
         modules=tuple(data.get("modules") or ()),
         job_env={str(k): str(v) for k, v in (data.get("job_env") or {}).items()},
         walltime_margin_s=hms_seconds(data.get("walltime_margin", "00:00:00")),
-        gpu_memory_gb=None if data.get("gpu_memory_gb") is None else float(data["gpu_memory_gb"]),
+        gpu_memory_gib=None if data.get("gpu_memory_gib") is None else float(data["gpu_memory_gib"]),
         app_modules={app: tuple(map(str, names or ())) for app, names in (data.get("app_modules") or {}).items()},
         other_mpis={
             flavour: MpiLauncher(
@@ -309,6 +313,18 @@ def problems_of(cluster: Cluster) -> list[str]:
     return problems
 
 
+def renamed_key_problems(name: str, data: Mapping[str, Any]) -> list[str]:
+    """A memory key under its old `_gb` name, at the top or in a queue: one line each."""
+    places = [("", data)] + [(f"queues.{queue}.", spec) for queue, spec in (data.get("queues") or {}).items()]
+    return [
+        f"{cluster_file(name)}: {where}{old} is now {where}{new} (the same number: 2^30 bytes, as qsub's GB)"
+        for where, mapping in places
+        if isinstance(mapping, Mapping)
+        for old, new in RENAMED_KEYS.items()
+        if old in mapping
+    ]
+
+
 def load(name: str) -> Cluster:
     directory = clusters_dir()
     path = directory / f"{name}.yaml"
@@ -317,6 +333,9 @@ def load(name: str) -> Cluster:
         suggestion = did_you_mean(name, known) or ";"
         raise SweepError([f"cluster: unknown cluster {name!r}{suggestion} defined in {directory}: {', '.join(known)}"])
     data = read_yaml(path)  # a YAML mistake or a key given twice: SweepError naming file and line
+    renamed = renamed_key_problems(name, data)
+    if renamed:
+        raise SweepError(renamed)
     try:
         cluster = from_mapping(data)
     except (KeyError, TypeError, ValueError) as error:

@@ -36,7 +36,7 @@ def point_service_units(point: Point, cluster: Cluster, walltime_s: float | None
     `walltime_s`; None where the queue has no charge rate."""
     request = job_request(point, cluster)
     used = request.walltime_s if walltime_s is None else walltime_s
-    return estimated_service_units(request.queue, request.ncpus, request.ngpus, request.mem_gb, used)
+    return estimated_service_units(request.queue, request.ncpus, request.ngpus, request.mem_gib, used)
 
 
 @dataclass

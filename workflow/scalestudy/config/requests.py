@@ -31,7 +31,7 @@ class JobRequest:
     ncpus_per_node: int
     ngpus_per_node: int
     # In the cluster file's unit, the site's "GB" (2^30 bytes; config.clusters), as requested.
-    mem_per_node_gb: int
+    mem_per_node_gib: int
     walltime_s: int
     # What the point itself runs with: the batch walltime adds the cluster's margin.
     point_walltime_s: int
@@ -51,8 +51,8 @@ class JobRequest:
         return self.nodes * self.ngpus_per_node
 
     @property
-    def mem_gb(self) -> int:
-        return self.nodes * self.mem_per_node_gb
+    def mem_gib(self) -> int:
+        return self.nodes * self.mem_per_node_gib
 
 
 def job_name(point: Point) -> str:
@@ -94,18 +94,18 @@ def job_request(point: Point, cluster: Cluster) -> JobRequest:
     else:
         ncpus_per_node = cores_used
     if point.nodes > 1 or ncpus_per_node >= queue.cores_per_node:
-        mem_per_node = queue.mem_per_node_gb  # whole nodes
+        mem_per_node = queue.mem_per_node_gib  # whole nodes
     elif point.gpus_per_node and queue.gpus_per_node:
-        mem_per_node = queue.mem_per_node_gb * point.gpus_per_node / queue.gpus_per_node
+        mem_per_node = queue.mem_per_node_gib * point.gpus_per_node / queue.gpus_per_node
     else:
-        mem_per_node = ncpus_per_node * queue.mem_per_core_gb
+        mem_per_node = ncpus_per_node * queue.mem_per_core_gib
     return JobRequest(
         name=job_name(point),
         queue=queue,
         nodes=point.nodes,
         ncpus_per_node=ncpus_per_node,
         ngpus_per_node=point.gpus_per_node,
-        mem_per_node_gb=max(1, math.floor(mem_per_node)),
+        mem_per_node_gib=max(1, math.floor(mem_per_node)),
         walltime_s=point.walltime_seconds + cluster.walltime_margin_s,
         point_walltime_s=point.walltime_seconds,
         hyperthreads=point.hyperthreads,
@@ -218,7 +218,7 @@ def sweep_problems(points: list[Point], cluster: Cluster, rules: Iterable[Reques
 
 
 def estimated_service_units(
-    queue: Queue, ncpus: int, ngpus: int, mem_gb: float, walltime_used_s: float
+    queue: Queue, ncpus: int, ngpus: int, mem_gib: float, walltime_used_s: float
 ) -> float | None:
     """Cost from the request and the queue's rate (the way Gadi charges):
     rate x max(ncpus, mem / memory per core) x hours, or rate x ngpus x hours per GPU-hour."""
@@ -227,4 +227,4 @@ def estimated_service_units(
     hours = walltime_used_s / 3600
     if queue.charge_unit == "gpu_hour":
         return queue.charge_rate * ngpus * hours
-    return queue.charge_rate * max(ncpus, mem_gb / queue.mem_per_core_gb) * hours
+    return queue.charge_rate * max(ncpus, mem_gib / queue.mem_per_core_gib) * hours

@@ -102,14 +102,14 @@ def resources(point: Point, cluster: Cluster, wall_s: float | None) -> dict[str,
         "cores_allocated": request.ncpus,
         "gpus_allocated": request.ngpus,
         # The request is in the site's unit (2^30 bytes, config.clusters); the record's in GB (10^9).
-        "memory_requested_gb": round(gib_in_gb(request.mem_gb), 4),
+        "memory_requested_gb": round(gib_in_gb(request.mem_gib), 4),
         "walltime_requested_s": point.walltime_seconds,
         WALLTIME_USED.name: wall_s,
         "charge_rate": request.queue.charge_rate,
         "charge_unit": request.queue.charge_unit,
     }
     if wall_s is not None:
-        units = estimated_service_units(request.queue, request.ncpus, request.ngpus, request.mem_gb, wall_s)
+        units = estimated_service_units(request.queue, request.ncpus, request.ngpus, request.mem_gib, wall_s)
         if units is not None:
             used["service_units"] = round(units, 6)
             used["service_units_source"] = "estimated"

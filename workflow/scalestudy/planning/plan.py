@@ -519,7 +519,7 @@ class Plan:
             "runtime": lambda point: minutes(self.batch_walltime_s(point)),
             # Memory per node as the request says (the record's memory_requested_gb over its
             # nodes), in the unit of Slurm's `--mem` that the plugin writes it as: MiB.
-            "mem_mb": lambda point: job_request(point, self.cluster).mem_per_node_gb * GIB // MIB,
+            "mem_mb": lambda point: job_request(point, self.cluster).mem_per_node_gib * GIB // MIB,
             "walltime_s": lambda point: point.walltime_seconds,
         }
 

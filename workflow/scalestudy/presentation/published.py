@@ -5,7 +5,7 @@ a comparison's baseline: compare).
 A record is a CSV (lines starting with '#' are notes) with one row per run:
 nodes, cores_per_node, steps_per_s, walltime_used (as PBS prints it: hh:mm:ss, or mm:ss
 for short jobs; read by scalestudy.model.timefmt, so '0:55' is 55 s), and optional
-memory_used_gb (PBS's "Memory Used" as printed: 2^30 bytes; shown in GB of 10^9 bytes),
+memory_used_gib (PBS's "Memory Used" as printed: 2^30 bytes; shown in GB of 10^9 bytes),
 warmup_steps, benchmark_steps. Published HPC tables often give a
 "speedup" from the whole job's wall time and an "efficiency" that is that speedup
 divided by total cores; the benchmark's own rate tells a different story when the
@@ -114,9 +114,9 @@ def read_record(path: str | Path, study: str | None = None) -> pd.DataFrame:
     for column in ("warmup_steps", "benchmark_steps"):
         if column in record.columns:
             runs[column] = record[column]
-    if "memory_used_gb" in record.columns:
+    if "memory_used_gib" in record.columns:
         # As PBS prints it ("Memory Used"): 2^30 bytes; ours is 10^9.
-        runs["memory_used_gb"] = record["memory_used_gb"].map(gib_in_gb)
+        runs["memory_used_gb"] = record["memory_used_gib"].map(gib_in_gb)
     return runs
 
 

@@ -75,9 +75,9 @@ class GadiDialect(Dialect):
         if request.ngpus:
             items.append(f"ngpus={request.ngpus}")
         # PBS's GB (2^30 bytes), the cluster file's numbers as they are (config.clusters).
-        items += [f"mem={request.mem_gb}GB", self.walltime(request)]
-        if self.cluster.jobfs_gb:
-            items.append(f"jobfs={self.cluster.jobfs_gb:g}GB")
+        items += [f"mem={request.mem_gib}GB", self.walltime(request)]
+        if self.cluster.jobfs_gib:
+            items.append(f"jobfs={self.cluster.jobfs_gib:g}GB")
         if self.cluster.storage:
             items.append(f"storage={self.cluster.storage.format(project=project)}")
         if request.hyperthreads:
@@ -118,7 +118,7 @@ class SelectDialect(Dialect):
         if request.ngpus_per_node:
             chunk += f":ngpus={request.ngpus_per_node}"
         chunk += f":mpiprocs={request.ranks_per_node}:ompthreads={request.threads_per_rank}"
-        chunk += f":mem={request.mem_per_node_gb}GB"
+        chunk += f":mem={request.mem_per_node_gib}GB"
         items = [chunk]
         if request.nodes > 1:
             items.append("place=scatter")  # one chunk per node: the ranks per node the point asks for

@@ -79,7 +79,7 @@ def generic_request(properties: Mapping[str, Any], cluster) -> JobRequest:
         nodes=1,
         ncpus_per_node=ncpus,
         ngpus_per_node=0,
-        mem_per_node_gb=max(1, int(mem_mb * MB / GIB) if mem_mb else int(ncpus * queue.mem_per_core_gb)),
+        mem_per_node_gib=max(1, int(mem_mb * MB / GIB) if mem_mb else int(ncpus * queue.mem_per_core_gib)),
         walltime_s=walltime_s,
         point_walltime_s=walltime_s,
     )
