@@ -1,5 +1,7 @@
 """The memory model (scalestudy.model.memory) held to references nobody here wrote, and to
 measured CPU ranks:
+(One file past 500 lines on purpose: each reference's cells are written out as published, beside
+the readers and the one printed table they share; `python benchmarks/memory_anchors.py` runs all.)
 
 1. LitGPT's resource table (Lightning-AI/litgpt tutorials/resource-tables.md, 10/2023, A100
    40GB, bf16-true, LoRA r=8 on query and value, Alpaca at its longest example): every cell,

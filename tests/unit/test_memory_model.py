@@ -2,7 +2,8 @@
 three answers, the strategies' sharding, the counted activations (the fused attention kernel
 never keeps the s x s scores), the load-time refusal and warning, bf16 on a V100, and
 `python -m scalestudy memory`. Each published figure is cited where it is used; the
-benchmark (benchmarks/memory_anchors.py) prints every cell."""
+benchmark (benchmarks/memory_anchors.py) prints every cell. One file past 500 lines on purpose:
+the published cells are written out where they are checked, beside the shared fixtures."""
 
 from pathlib import Path
 
