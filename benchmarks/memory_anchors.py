@@ -1,7 +1,5 @@
 """The memory model (scalestudy.model.memory) held to references nobody here wrote, and to
 measured CPU ranks:
-(One file past 500 lines on purpose: each reference's cells are written out as published, beside
-the readers and the one printed table they share; `python benchmarks/memory_anchors.py` runs all.)
 
 1. LitGPT's resource table (Lightning-AI/litgpt tutorials/resource-tables.md, 10/2023, A100
    40GB, bf16-true, LoRA r=8 on query and value, Alpaca at its longest example): every cell,
@@ -29,6 +27,9 @@ the readers and the one printed table they share; `python benchmarks/memory_anch
 
 Each line: the figure, its definition, the ratio predicted / reference; a summary line per
 section with how many are within 0.8-1.2 (n).
+
+(One file past 500 lines on purpose: each reference's cells are written out as published, beside
+the readers and the one printed table they share; `python benchmarks/memory_anchors.py` runs all.)
 """
 
 from __future__ import annotations
