@@ -2,12 +2,16 @@
 output, command lines, MPI flavours, strong and weak scaling in the sweep."""
 
 import dataclasses
+import re
+import shlex
+from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 from points import HOSTILE, hoomd_points, md_config, point
 from scalestudy.analysis import tables
-from scalestudy.apps import APPS, ParseError
+from scalestudy.apps import APPS, ParseError, hoomd_wca
 from scalestudy.apps.hoomd import parse_hoomd
 from scalestudy.apps.lammps import parse_lammps
 from scalestudy.config import clusters, study
@@ -15,6 +19,8 @@ from scalestudy.config.clusters import MpiLauncher
 from scalestudy.launch.command import mpirun_command
 from scalestudy.model.errors import SweepError
 from scalestudy.model.paths import Layout
+from snakemake.io import regex_from_filepattern, update_wildcard_constraints
+from snakemake.utils import format as snakemake_format
 
 
 def problems_of(config):
@@ -221,6 +227,32 @@ def test_hoomd_initial_state_is_one_file_per_n_density_dimensions():
         "/scratch/ab12/results/assets/hoomd-wca/hard_sphere_2000_0.9_3.gsd",
         "/scratch/ab12/results/assets/hoomd-wca/hard_sphere_4000_0.9_3.gsd",
     ]
+
+
+def test_the_initial_state_rule_makes_the_file_each_point_reads(tmp_path, monkeypatch):
+    """The rule (workflow/rules/hoomd.smk) only wires what the app declares: its output pattern,
+    under its wildcard constraints as Snakemake reads them, matches the state every point reads,
+    and its command on those wildcards is one the rank program reads as that point's N, density
+    and dimensions, writing that file."""
+    hoomd = APPS["hoomd"]
+    layout = Layout(str(tmp_path / "results dir"))
+    rule_output = update_wildcard_constraints(hoomd.state_pattern(layout), hoomd.state_wildcards, {})
+    output_regex = re.compile(regex_from_filepattern(rule_output))
+    made = []
+    monkeypatch.setattr(hoomd_wca, "initial_state", lambda *args: made.append(args))
+    weak_2d = md_config(app="hoomd", scaling="weak", particles_per_rank=1000, density=0.9, dimensions=2)
+    points = [*hoomd_points(N=4000, density=2), *study.load(weak_2d).points]
+    wanted = []
+    for each in points:
+        state = hoomd.inputs(each, layout)["initial_state"]
+        wildcards = output_regex.fullmatch(state)
+        assert wildcards, f"{state} is not the rule's output {rule_output}"
+        filled = {"wildcards": SimpleNamespace(**wildcards.groupdict()), "output": [state]}
+        assert hoomd_wca.main(shlex.split(snakemake_format(hoomd.make_state_arguments, **filled))) == 0
+        density, dimensions = hoomd.setting(each, "density"), hoomd.setting(each, "dimensions")
+        wanted.append((hoomd.particles(each), float(density), dimensions, Path(state), "CPU"))
+    assert made == wanted
+    assert {args[:3] for args in made} == {(4000, 2.0, 3), (1000, 0.9, 2), (2000, 0.9, 2), (4000, 0.9, 2)}
 
 
 def test_weak_efficiency_of_md_is_per_time_step():

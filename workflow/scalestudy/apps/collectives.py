@@ -23,7 +23,7 @@ from ..model.metrics import SIZE_COLUMN, SIZE_TABLE, declare
 from ..model.paths import Layout
 from ..model.point import Point
 from ..model.rank_probe import rank_lines
-from . import collectives_rank as rank_program
+from . import collectives_rank
 from .base import App, Param, ParseError
 from .pingpong import table_and_summary
 
@@ -43,9 +43,11 @@ SIZE_FIGURES = (
 
 
 def parse_collectives(log_text: str) -> dict[str, Any]:
-    table, summary = table_and_summary(log_text, rank_program.TABLE_HEADER, rank_program.SUMMARY_PREFIX, "collectives")
+    table, summary = table_and_summary(
+        log_text, collectives_rank.TABLE_HEADER, collectives_rank.SUMMARY_PREFIX, "collectives"
+    )
     rows = [
-        dict(zip(rank_program.COLUMNS, (int(size), int(count), *map(float, rest)), strict=True))
+        dict(zip(collectives_rank.COLUMNS, (int(size), int(count), *map(float, rest)), strict=True))
         for size, count, *rest in ROW.findall(table)
     ]
     if not rows:
@@ -85,15 +87,15 @@ class Collectives(App):
     compared = {"backend": "mpi"}
     params = {
         "operation": Param(
-            str, choices=rank_program.OPERATIONS, default="allreduce", help="the collective, or latency/bw/bibw"
+            str, choices=collectives_rank.OPERATIONS, default="allreduce", help="the collective, or latency/bw/bibw"
         ),
-        "backend": Param(str, choices=rank_program.BACKENDS, default="mpi", help="mpi4py, or torch.distributed's"),
+        "backend": Param(str, choices=collectives_rank.BACKENDS, default="mpi", help="mpi4py, or torch.distributed's"),
         "device": Param(str, choices=("cpu", "cuda"), default="cpu", help="where the buffers live (cuda: nccl only)"),
         "min_bytes": Param(int, minimum=1, default=4, help="smallest message size in bytes (nccl-tests' size)"),
         "max_bytes": Param(int, minimum=1, default=1 << 20, help="largest message size in bytes"),
         "iterations": Param(int, minimum=1, default=100, help="timed calls per size"),
         "warmup": Param(int, minimum=0, default=10, help="untimed calls per size before timing"),
-        "dtype": Param(str, choices=tuple(rank_program.DTYPES), default="float32", help="element type"),
+        "dtype": Param(str, choices=tuple(collectives_rank.DTYPES), default="float32", help="element type"),
     }
 
     def param_problems(self, params: Mapping[str, Any]) -> list[str]:
@@ -111,10 +113,10 @@ class Collectives(App):
                     " device cpu with mpi or gloo"
                 )
         for low, dtype in itertools.product(get["min_bytes"], get["dtype"]):
-            if low < rank_program.DTYPES[dtype]:
+            if low < collectives_rank.DTYPES[dtype]:
                 problems.append(
-                    f"params.min_bytes: {low} is less than one {dtype} ({rank_program.DTYPES[dtype]} bytes);"
-                    f" allowed: ≥ {rank_program.DTYPES[dtype]}"
+                    f"params.min_bytes: {low} is less than one {dtype} ({collectives_rank.DTYPES[dtype]} bytes);"
+                    f" allowed: ≥ {collectives_rank.DTYPES[dtype]}"
                 )
         return list(dict.fromkeys(problems))
 
@@ -125,9 +127,9 @@ class Collectives(App):
                 f"ranks_per_node={point.ranks_per_node} = {point.ranks}"
             ]
         operation = self.setting(point, "operation")
-        if operation in rank_program.PARTITIONED:
+        if operation in collectives_rank.PARTITIONED:
             dtype, largest = self.setting(point, "dtype"), self.setting(point, "max_bytes")
-            least = rank_program.DTYPES[dtype] * point.ranks
+            least = collectives_rank.DTYPES[dtype] * point.ranks
             if largest < least:
                 return [
                     f"params.max_bytes: {largest} holds less than one {dtype} per rank for {operation} on "
@@ -136,9 +138,9 @@ class Collectives(App):
         return []
 
     def memory(self, point: Point, figures: Mapping[str, Any] | None = None) -> Need:
-        """The message buffers a rank holds at max_bytes (rank_program.buffer_messages)."""
+        """The message buffers a rank holds at max_bytes (collectives_rank.buffer_messages)."""
         largest = self.setting(point, "max_bytes")
-        messages = rank_program.buffer_messages(
+        messages = collectives_rank.buffer_messages(
             self.setting(point, "operation"), self.setting(point, "backend"), point.ranks
         )
         return buffers_need(messages * largest, "max_bytes", largest, self.setting(point, "device") == "cuda")
@@ -162,7 +164,7 @@ class Collectives(App):
         return None
 
     def rank_command(self, point: Point, run_dir: Path, layout: Layout) -> list[str]:
-        command = [sys.executable, str(Path(rank_program.__file__).resolve())]
+        command = [sys.executable, str(Path(collectives_rank.__file__).resolve())]
         for name in self.params:
             command += [f"--{name.replace('_', '-')}", str(self.setting(point, name))]
         return command

@@ -18,6 +18,9 @@ Three commands:
 (hard-sphere Monte Carlo, as the reference does), once, outside every timed job.
 `reference` runs hoomd-benchmarks' own md_pair_wca module (params.harness: hoomd_benchmarks)
 on that same cached state, from the run directory.
+
+The app (apps/hoomd.py) builds these command lines and parses what they print; this program
+imports nothing of scalestudy (pyproject.toml: its import contract), so a rank loads no planner.
 """
 
 from __future__ import annotations

@@ -25,6 +25,8 @@ INPUT_SCRIPT = Path(__file__).with_name("lammps_wca.in")
 TIMED_RUN = re.compile(r"^scalestudy: timed run (\d+) of (\d+)", re.M)
 PERFORMANCE = re.compile(r"^Performance:.*?([0-9.]+(?:[eE][-+]?\d+)?) timesteps/s", re.M)
 DONE = "scalestudy: done"
+# The processor grid, "1 by 1 by 2 MPI processor grid".
+DECOMPOSITION = re.compile(r"^\s*(\d+) by (\d+) by (\d+) MPI processor grid", re.M)
 LOOP = re.compile(r"^Loop time of [0-9.eE+-]+ on \d+ procs for (\d+) steps", re.M)
 # LAMMPS's own end-of-run "MPI task timing breakdown" (its default `timer normal`, so every run
 # prints it): each section's min, avg and max time over the ranks. Other has the avg only.
@@ -143,7 +145,7 @@ def parse_lammps(log_text: str) -> dict[str, Any]:
     if DONE not in log_text:
         raise ParseError(f"no {DONE!r} line: LAMMPS stopped after the timed runs")
     atoms = re.search(r"^Created (\d+) atoms", log_text, re.M)
-    figures = md_figures(per_run, int(atoms.group(1)) if atoms else None, log_text)
+    figures = md_figures(per_run, int(atoms.group(1)) if atoms else None, log_text, DECOMPOSITION)
     return {**figures, **breakdown_figures([log_text[m.end() :] for m in markers])}
 
 

@@ -16,10 +16,6 @@ from ..model.metrics import Metric, declare
 from ..model.point import Point
 from .base import App, Param, ParseError
 
-# Both domain-decomposition lines become "n_x x n_y x n_z".
-HOOMD_DECOMPOSITION = re.compile(r"Using domain decomposition: n_x = (\d+) n_y = (\d+) n_z = (\d+)")
-LAMMPS_DECOMPOSITION = re.compile(r"^\s*(\d+) by (\d+) by (\d+) MPI processor grid", re.M)
-
 
 class WcaBenchmark(App):
     """Base of the HOOMD-blue and LAMMPS twins: same physics, same parameters, same figure."""
@@ -61,16 +57,11 @@ class WcaBenchmark(App):
         return (point.combination, self.particles(point))
 
 
-def decomposition(log_text: str) -> str | None:
-    for pattern in (HOOMD_DECOMPOSITION, LAMMPS_DECOMPOSITION):
-        found = pattern.search(log_text)
-        if found:
-            return "x".join(found.groups())
-    return None
-
-
-def md_figures(per_run: list[float], particles: int | None, log_text: str) -> dict[str, Any]:
-    """The figures of one job from the steps/s of its timed runs."""
+def md_figures(
+    per_run: list[float], particles: int | None, log_text: str, decomposition: re.Pattern[str]
+) -> dict[str, Any]:
+    """The figures of one job from the steps/s of its timed runs. `decomposition`: the app's
+    line naming its domain decomposition (n_x, n_y, n_z as its groups), recorded as "n_x x n_y x n_z"."""
     if not per_run or any(value <= 0 for value in per_run):
         raise ParseError(f"no positive time steps per second among the timed runs: {per_run}")
     mean = statistics.fmean(per_run)
@@ -83,7 +74,7 @@ def md_figures(per_run: list[float], particles: int | None, log_text: str) -> di
     if particles:
         figures["particles"] = particles
         figures["particle_steps_per_s"] = particles * mean
-    layout = decomposition(log_text)
-    if layout:
-        figures["domain_decomposition"] = layout
+    found = decomposition.search(log_text)
+    if found:
+        figures["domain_decomposition"] = "x".join(found.groups())
     return figures

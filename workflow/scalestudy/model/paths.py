@@ -2,8 +2,10 @@
 
 Every path of the results layout is computed here, and nowhere else: the rules (which
 call these functions with wildcards, e.g. ``layout.run_dir("{study}", "{point}")``), the
-apps (the HOOMD-blue initial state a point reads), the runner, the analysis and the
-report. A results directory may be anywhere (`results_dir:`, e.g. /scratch on Gadi).
+apps, the runner, the analysis and the report; under the assets, the app that makes a file
+names it (apps.hoomd.state_file: HOOMD-blue's initial states; apps.litgpt_assets: the files of
+the LitGPT stand-in under Layout.litgpt_tiny). A results directory may be anywhere
+(`results_dir:`, e.g. /scratch on Gadi).
 
     <results>/<study>/runs/<point id>/{metrics.json, stdout.log, launch.sh, batch.log, attempts/, history/}
     <results>/<study>/runs/<point id>/history/<tag>/{metrics.json, stdout.log, ..., definition.json}
@@ -167,12 +169,6 @@ class Layout:
         return f"{self.results}/{LOCK_NAME}"
 
     # ---- assets
-
-    def hoomd_state(self, particles: int | str, rho: float | str, dimensions: int | str, suffix: str = "gsd") -> str:
-        """The HOOMD-blue initial state of (N, density, dimensions), named as the reference
-        harness names its cache (rho as a float), so that `harness: hoomd_benchmarks` finds it."""
-        rho_text = rho if isinstance(rho, str) else float(rho)
-        return f"{self.assets}/hoomd-wca/hard_sphere_{particles}_{rho_text}_{dimensions}.{suffix}"
 
     @property
     def litgpt_tiny(self) -> str:

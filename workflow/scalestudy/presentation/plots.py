@@ -17,10 +17,9 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
+from ..analysis import scaling_models
 from ..analysis.breakdown import DEFINITIONS as BREAKDOWN_DEFINITIONS  # noqa: E402
 from ..analysis.breakdown import curves, parts_table, whole_name, without_breakdown  # noqa: E402
-from ..analysis.scaling_models import missing_reason as no_model_reason
-from ..analysis.scaling_models import plot_models
 from ..analysis.sizes import has_size_tables, size_curves, size_declarations, size_text, study_size_figures
 from ..analysis.tables import DEFINITIONS, GOOD_EFFICIENCY, curve_name  # noqa: E402
 from ..model.metrics import WALLTIME_USED
@@ -83,7 +82,7 @@ def missing_plots(
         why["cost"] = "no service units recorded (no charge rate on this cluster)"
     if parts_table(scaling, study).empty:
         why["breakdown"] = no_breakdown_reason(table)
-    no_model = no_model_reason(scaling, study, str(table["metric"].iloc[0]))
+    no_model = scaling_models.missing_reason(scaling, study, str(table["metric"].iloc[0]))
     if no_model:
         why["models"] = no_model
     return why
@@ -190,7 +189,7 @@ def plot_study(
     if "sizes" not in missing:
         plot_sizes(runs, study, Path(out["sizes"]))
     if "models" not in missing:
-        plot_models(scaling, study, str(table["metric"].iloc[0]), Path(out["models"]))
+        scaling_models.plot_models(scaling, study, str(table["metric"].iloc[0]), Path(out["models"]))
 
 
 def plot_sizes(runs: pd.DataFrame, study: str, path: Path) -> None:
