@@ -89,5 +89,15 @@ def anchors(page: Path) -> set[str]:
 
 
 def links(page: Path) -> list[tuple[int, str]]:
-    """Every link target outside code, with its line."""
-    return [(number, match.group(1)) for number, line in prose(page) for match in LINK.finditer(line)]
+    """Every link target outside code, with the line its text starts on (a link's text may
+    run over a line break)."""
+    lines = prose(page)
+    text = "\n".join(line for _, line in lines)
+    starts = [0]
+    for _, line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    found = []
+    for match in LINK.finditer(text):
+        index = max(i for i, start in enumerate(starts) if start <= match.start())
+        found.append((lines[index][0], match.group(1)))
+    return found

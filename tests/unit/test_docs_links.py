@@ -43,12 +43,14 @@ def test_a_broken_anchor_or_file_is_found(tmp_path, monkeypatch):
     page.write_text(
         "[ok](other.md#two-words-code-here) [second](other.md#two-words-code-here-1) [self](#a-b)\n"
         "## A, b\n"
-        "[bad](other.md#two-words) [gone](missing.md) `[in code](missing.md)`\n"
+        "[bad](other.md#two-words) [gone](missing.md) `[in code](missing.md)` [over a\n"
+        "line break](other.md#over)\n"
         "```\n[in a block](missing.md)\n```\n"
     )
     assert broken_links(page) == [
         "page.md:3: other.md#two-words: no heading makes #two-words in other.md",
         "page.md:3: missing.md: no such file",
+        "page.md:3: other.md#over: no heading makes #over in other.md",
     ]
 
 
