@@ -172,7 +172,7 @@ def test_after_the_rerun_nothing_is_to_be_done_with_or_without_metadata(study):
 
 
 def test_report_on_a_cluster_profile_submits_nothing(tmp_path):
-    # The README's "only the report": the shipped sweep, never run, through the ASPIRE 2A profile.
+    # docs/profiles.md's "only the report": the shipped sweep, never run, through the ASPIRE 2A profile.
     command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
                "--profile", str(REPO / "profiles/aspire2a"), "report", "-n",
                "--config", "cluster=aspire2a", f"results_dir={tmp_path / 'results'}"]  # fmt: skip

@@ -175,14 +175,14 @@ def test_a_yaml_mistake_in_the_default_sweep_names_its_file_and_line(tmp_path):
     ]
 
 
-def test_targets_go_before_configfile_as_the_readme_shows(tmp_path):
+def test_targets_go_before_configfile_as_the_sweep_reference_shows(tmp_path):
     dry = snakemake(
         tmp_path, {"results_dir": str(tmp_path / "results")}, "-n", "report", profile="local"
     )  # `report` before --configfile
     assert dry.returncode == 0, dry.stderr[-2000:]
     assert re.search(r"^report\s+1$", dry.stdout, re.M)
-    readme = (REPO / "README.md").read_text()
-    assert "snakemake --profile profiles/local report --configfile my-sweep.yaml" in readme
+    reference = (REPO / "docs/sweep.md").read_text()
+    assert "snakemake --profile profiles/local report --configfile my-sweep.yaml" in reference
 
 
 def test_a_placement_the_apps_mpi_lacks_stops_everything_with_one_line(tmp_path):

@@ -254,7 +254,7 @@ def test_runs_started_in_the_same_second_end_the_search_for_runs_apart():
 def test_a_run_is_contended_when_others_took_more_cpus_than_it_left_free():
     from scalestudy.model.contention import CONTENDED_SLACK_CPUS, contended, contention
 
-    # The README's collectives study: 2 ranks on this 2-CPU machine, others at 76%: 1.52 CPUs taken.
+    # docs/report.md's collectives study: 2 ranks on this 2-CPU machine, others at 76%: 1.52 CPUs taken.
     assert contention(0.76, 0.0, 2, 2) == pytest.approx(1.52) and contended(0.76, 0.0, 2, 2)
     # The same share on a 128-CPU node where the run's 4 ranks leave 124 free: not contended.
     assert not contended(0.76, 0.0, 128, 4)
@@ -327,7 +327,7 @@ def test_runs_measured_together_are_counted_before_the_contended_are_left_out():
 
 
 def test_two_runs_a_side_far_apart_wait_for_more_repeats():
-    # The README's numbers, with no conditions recorded: Welch's CI on n = 2 excludes 1.
+    # docs/report.md's numbers, with no conditions recorded: Welch's CI on n = 2 excludes 1.
     row = verdict_of(runs_table([5759.0, 1430.0], [1.9, 3.8]))
     assert row["statistical_verdict"] == "faster"
     assert row["verdict"] == (
