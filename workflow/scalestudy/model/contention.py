@@ -10,7 +10,7 @@ from __future__ import annotations
 # A run is contended when other processes (and the hypervisor's steal) took more of the
 # machine's CPUs than the run left free (the CPUs less those its ranks on this host needed), by
 # more than this share of one CPU: a busy-polling rank that loses its CPU waits a whole time
-# slice (milliseconds) where a message takes microseconds (README "Contended runs" has the
+# slice (milliseconds) where a message takes microseconds (docs/benchmarks.md "Contended runs" has the
 # measurements). The slack keeps the machine's own daemons, a few percent of a CPU, from
 # marking every run of a fully used node.
 CONTENDED_SLACK_CPUS = 0.1
