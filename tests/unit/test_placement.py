@@ -6,7 +6,9 @@ import json
 import pandas as pd
 import pytest
 from points import batch_point, md_config, pingpong_point
-from scalestudy.analysis.tables import aggregate, scaling, variants
+from scalestudy.analysis.records import aggregate
+from scalestudy.analysis.scaling import scaling
+from scalestudy.analysis.verdicts import variants
 from scalestudy.config import clusters, study
 from scalestudy.config.clusters import MpiLauncher
 from scalestudy.config.requests import job_request, request_problems

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from points import pingpong_point, point
-from scalestudy.analysis.tables import aggregate
+from scalestudy.analysis.records import aggregate
 from scalestudy.launch.runner import new_record
 from scalestudy.model.paths import Layout
 from scalestudy.model.record import definition, definition_changes, recorded_definition, same_definition

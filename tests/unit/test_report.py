@@ -54,7 +54,7 @@ def test_published_command_line_writes_the_page(tmp_path, capsys):
 
 
 def test_cost_lines_name_the_scale_the_budget_and_n():
-    from scalestudy.analysis.tables import scaling
+    from scalestudy.analysis.scaling import scaling
     from scalestudy.presentation.report import cost_lines
 
     rows = []
@@ -143,7 +143,8 @@ def test_a_large_studys_provenance_is_only_in_the_side_file(tmp_path, monkeypatc
 
 def test_one_scale_draws_no_speedup_or_efficiency_box():
     from pages import md_runs
-    from scalestudy.analysis.tables import scaling, variants
+    from scalestudy.analysis.scaling import scaling
+    from scalestudy.analysis.verdicts import variants
     from scalestudy.presentation.plots import missing_plots
 
     runs = md_runs()
@@ -175,14 +176,14 @@ def test_memory_table_puts_the_prediction_beside_the_measured_peak_with_n():
 
 def test_a_run_that_failed_at_exit_after_its_result_is_listed_with_its_figures_kept():
     from pages import md_runs
-    from scalestudy.analysis import tables
+    from scalestudy.analysis.records import run_row
     from scalestudy.presentation import report
     from scalestudy.presentation.page import to_html
 
     runs = md_runs()
     reason = "result complete, then failed at exit: MPI job aborted or lost a rank (exit code 134 (SIGABRT)): ..."
     record = {"status": "ok", "reason": reason, "exit_failure": {"category": "mpi_abort", "reason": "..."}}
-    row = tables.run_row({**record, "point": {"study": "md"}, "figures": {"t": 1.0}})
+    row = run_row({**record, "point": {"study": "md"}, "figures": {"t": 1.0}})
     assert row["status"] == "ok" and row["exit_failure"] == "mpi_abort" and row["t"] == 1.0
     runs["exit_failure"] = ""
     runs.loc[1, ["reason", "exit_failure"]] = [reason, "mpi_abort"]

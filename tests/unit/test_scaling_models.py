@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scalestudy.analysis import scaling_models
-from scalestudy.analysis.tables import scaling
+from scalestudy.analysis.scaling import scaling
 from scalestudy.apps.lammps import BREAKDOWN
 from scalestudy.model import pmnf
 from scalestudy.presentation.published import read_record

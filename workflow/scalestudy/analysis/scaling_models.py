@@ -25,7 +25,7 @@ from ..config.sweep import defaults
 from ..model import pmnf
 from ..model.metrics import DECLARED
 from .breakdown import part_of
-from .tables import curve_columns
+from .scaling import curve_columns
 
 THRESHOLD_KEY, BEYOND_KEY = "efficiency_threshold", "predict_up_to"
 # Scales on which a prediction is drawn and searched, from the smallest measured to `predict_up_to`
@@ -351,8 +351,8 @@ def add_model_columns(
 
 
 def add_to_scaling_csv(path: str | Path, threshold: float | None = None, beyond: float | None = None) -> None:
-    """The scaling rule's step after analysis.write_scaling_tables: the model columns, in place."""
-    from .tables import read_table, write_table
+    """The scaling rule's step after analysis.verdicts.write_scaling_tables: the model columns, in place."""
+    from .records import read_table, write_table
 
     write_table(add_model_columns(read_table(Path(path)), threshold, beyond), path)
 

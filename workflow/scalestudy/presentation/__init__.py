@@ -1,6 +1,7 @@
 """Pages, plots and side files made from the analysis's tables.
 
 page.py                  blocks, renderers and number text (knows nothing of what a page says)
+glossary.py              the analysis's definitions, in the order the report lists them
 plots.py                 every figure of a study
 report.py                the report page of every study, and its provenance side files
 compare.py               two results directories (or a published record and one) compared

@@ -9,7 +9,7 @@ a team checks its cluster against a paper's table; `--study` names the study it 
 For every study, curve (MPI flag set, NCCL env set, parameter axes) and scale present in both,
 and every figure: the speed ratio candidate / baseline (> 1: the candidate is faster; the
 figure's direction is its kind's, scalestudy.model.metrics) with its 95% CI and verdict, by the
-same code as the MPI flag-set verdicts (analysis.speed_ratio). Then what changed in the shape
+same code as the MPI flag-set verdicts (analysis.verdicts.speed_ratio). Then what changed in the shape
 of each curve (parallel efficiency per scale, the Amdahl serial fraction), the points only one
 side has, and what differs in the runs' provenance (modules, MPI and NCCL versions, hosts,
 package versions and hash), since that is usually the cause.
@@ -30,25 +30,16 @@ from pathlib import Path
 import pandas as pd
 
 from ..analysis.breakdown import part_of, whole_name
-from ..analysis.tables import (
-    CONTENDED,
-    DEFINITIONS,
-    MEAN,
-    SCALE_COLUMNS,
-    VERDICTS,
-    curve_columns,
-    curve_name,
-    few_repeats,
-    read_table,
-    scaling,
-    speed_ratio,
-    write_table,
-)
+from ..analysis.records import read_table, write_table
+from ..analysis.scaling import SCALE_COLUMNS, curve_columns, curve_name, scaling
+from ..analysis.statistics import MEAN
+from ..analysis.verdicts import CONTENDED, VERDICTS, few_repeats, speed_ratio
 from ..model.errors import SweepError
 from ..model.metrics import DECLARED, HIGHER_IS_BETTER, direction
 from ..model.paths import Layout, compare_outputs
 from ..model.point import AXIS_PREFIX
 from ..model.steplog import step_log
+from .glossary import DEFINITIONS
 from .page import Bullets, Heading, Image, Para, Table, fmt, missing, scale_text, write_page
 from .plots import message_plot, plot_ratios
 from .published import read_record, record_scaling
@@ -185,7 +176,7 @@ def key_text(value) -> str:
 
 
 def point_keys(base: pd.DataFrame, cand: pd.DataFrame) -> list[str]:
-    """The columns that name a point on both sides: the curve (analysis.curve_columns: sets,
+    """The columns that name a point on both sides: the curve (analysis.scaling.curve_columns: sets,
     placement, the parameter axes both have), the scale and the figure. A published record has
     no parameter columns: its rows then match a candidate's curve whatever its parameters (the
     page says which were ignored)."""
@@ -242,7 +233,7 @@ def points(base: pd.DataFrame, cand: pd.DataFrame) -> pd.DataFrame:
 def held_back(row: Mapping, stats: Mapping[str, Mapping]) -> dict:
     """The statistical verdict kept as `statistical_verdict`; the verdict held back where a side's
     figure rests on contended runs (analysis DEFINITIONS['contended']: a summary cannot leave them
-    out) or on two runs a side that do not agree (analysis.few_repeats); else its justification."""
+    out) or on two runs a side that do not agree (analysis.verdicts.few_repeats); else its justification."""
     out = {"verdict": row["verdict"], "statistical_verdict": row["verdict"], "justification": ""}
     if row["verdict"] not in VERDICTS:
         return out

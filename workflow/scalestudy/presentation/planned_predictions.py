@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..analysis.records import read_table
+from ..analysis.scaling import scaling
 from ..analysis.scaling_models import prediction_lines
-from ..analysis.tables import read_table, scaling
 from ..model.paths import Layout
 from .published import APP as RECORD_APP
 from .published import read_record

@@ -19,13 +19,14 @@ from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 from ..analysis.breakdown import DEFINITIONS as BREAKDOWN_DEFINITIONS  # noqa: E402
 from ..analysis.breakdown import curves, parts_table, whole_name, without_breakdown  # noqa: E402
+from ..analysis.scaling import GOOD_EFFICIENCY, curve_name
 from ..analysis.scaling_models import missing_reason as no_model_reason
 from ..analysis.scaling_models import plot_models
 from ..analysis.sizes import has_size_tables, size_curves, size_declarations, size_text, study_size_figures
-from ..analysis.tables import DEFINITIONS, GOOD_EFFICIENCY, curve_name  # noqa: E402
 from ..model.metrics import WALLTIME_USED
 from ..model.paths import PLOT_KINDS
 from ..model.steplog import step_log  # noqa: E402
+from .glossary import DEFINITIONS
 
 
 def repeats_note(table: pd.DataFrame) -> str:
@@ -134,7 +135,7 @@ def plot_from_files(
     runs_csv: str | None = None,
 ) -> None:
     """The plots rule's entry: the study's tables in, its plots out."""
-    from ..analysis.tables import read_table
+    from ..analysis.records import read_table
 
     with step_log(log) as note:
         runs = read_table(runs_csv) if runs_csv else None

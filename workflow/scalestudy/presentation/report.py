@@ -16,27 +16,16 @@ import pandas as pd
 
 from ..analysis.breakdown import DEFINITIONS as BREAKDOWN_DEFINITIONS
 from ..analysis.breakdown import curves, growth_sentence, part_of, parts_table, wholes
+from ..analysis.records import STATUS_PENDING, contended_mask, read_table
+from ..analysis.scaling import GOOD_EFFICIENCY, apps_of
 from ..analysis.sizes import band_text, band_verdicts, size_curves, size_declarations, size_text, study_size_figures
-from ..analysis.tables import (
-    CONDITIONS_DIFFERED,
-    CONTENDED,
-    DEFINITIONS,
-    ESTIMATOR_NAMES,
-    GOOD_EFFICIENCY,
-    MEAN,
-    MEASURE_AGAIN,
-    NOT_INTERLEAVED,
-    STATUS_PENDING,
-    VARIANT_AXES,
-    WAITS,
-    apps_of,
-    contended_mask,
-    read_table,
-)
+from ..analysis.statistics import ESTIMATOR_NAMES, MEAN
+from ..analysis.verdicts import CONDITIONS_DIFFERED, CONTENDED, MEASURE_AGAIN, NOT_INTERLEAVED, VARIANT_AXES, WAITS
 from ..model.metrics import WALLTIME_USED, metric
 from ..model.paths import PLOT_KINDS
 from ..model.steplog import step_log
 from ..model.units import MEMORY_UNIT
+from .glossary import DEFINITIONS
 from .page import (
     Bullets,
     Details,
@@ -532,7 +521,7 @@ def provenance_records(runs: pd.DataFrame) -> list[dict]:
 
 def write_provenance(runs: pd.DataFrame, path: Path) -> None:
     """The side file: one JSON line per run, the same keys as on the page. The JSON columns of
-    runs.csv (written by analysis.run_row) are spliced in as they are: parsing and writing
+    runs.csv (written by analysis.records.run_row) are spliced in as they are: parsing and writing
     again 10,000 runs' provenance would cost seconds."""
     path.parent.mkdir(parents=True, exist_ok=True)
     keys = [k for k in PROVENANCE_KEYS if k in runs.columns]

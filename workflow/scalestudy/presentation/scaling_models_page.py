@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.breakdown import part_of
+from ..analysis.scaling import curve_columns
 from ..analysis.scaling_models import (
     DEFINITIONS,
     MULTIPLES,
@@ -22,7 +23,6 @@ from ..analysis.scaling_models import (
     overtaking,
     study_sentence,
 )
-from ..analysis.tables import curve_columns
 from .page import Bullets, Details, Heading, Para, Table, fmt
 
 HEADING = "Where scaling will stop: scaling models"
@@ -109,7 +109,7 @@ def limits(fits: list[CurveFit]) -> str:
 
 def exponent_lines(base: pd.DataFrame, new: pd.DataFrame) -> list[str]:
     """Per curve and figure of both scaling tables (paired as compare pairs points:
-    analysis.curve_columns without the variant text): where the lead term of the model changed
+    analysis.scaling.curve_columns without the variant text): where the lead term of the model changed
     ('Comm went from log2 p to p')."""
     if base.empty or new.empty:
         return []
