@@ -17,7 +17,7 @@ from scalestudy.launch.provenance import settings_proof
 from scalestudy.model.errors import SweepError
 from scalestudy.model.point import PLACEMENT_DEFAULTS
 from scalestudy.model.rank_probe import cpu_list, parse_cpu_list, topology
-from scalestudy.presentation import report
+from scalestudy.presentation import runs_section
 from scalestudy.scheduler.pbs import dialects, submit
 
 OPEN_MPI = MpiLauncher()
@@ -331,7 +331,7 @@ def test_the_report_lists_unproven_settings_and_each_ranks_cpus():
              "bindings": "0@n1:0 1@n1:0-47"},
         ]
     )  # fmt: skip
-    heading, unproven, details = report.proof_blocks(runs)
+    heading, unproven, details = runs_section.proof_blocks(runs)
     assert heading.text.startswith("Settings not proven (1)")
     assert unproven.rows == [["a/bind-core/rep2", "binding core: rank 1 ..."]]
     assert details.blocks[0].rows == [

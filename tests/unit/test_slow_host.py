@@ -126,7 +126,7 @@ def test_a_run_with_a_slow_host_is_contended_in_its_record_and_in_runs_csv():
 
 
 def test_the_report_names_the_slow_host():
-    from scalestudy.presentation.report import contended_line
+    from scalestudy.presentation.runs_section import contended_line
 
     runs = pd.DataFrame(
         {

@@ -355,7 +355,8 @@ def test_compare_holds_back_two_wide_runs_and_contended_figures():
 
 
 def test_the_report_counts_contended_runs_and_says_how_to_measure_them_again():
-    from scalestudy.presentation.report import contended_line, notes_of
+    from scalestudy.presentation.runs_section import contended_line
+    from scalestudy.presentation.scaling_section import notes_of
 
     runs = contended_runs(runs_table([10.0, 10.2, 9.9], [8.0, 8.1, 7.9], share=(0.76, 0.05)), [])
     assert contended_line(runs) == ""
@@ -369,7 +370,7 @@ def test_the_report_counts_contended_runs_and_says_how_to_measure_them_again():
 
 
 def test_the_summary_sentence_says_when_its_figures_rest_on_contended_runs():
-    from scalestudy.presentation.report import summary_sentence
+    from scalestudy.presentation.scaling_section import summary_sentence
 
     runs = runs_table([10.0, 10.2, 9.9], [8.0, 8.1, 7.9])
     runs = runs[runs["mpi_flag_set"] == "default"]

@@ -17,10 +17,12 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
-from ..analysis.breakdown import DEFINITIONS as BREAKDOWN_DEFINITIONS  # noqa: E402
+from ..analysis import (
+    breakdown,  # noqa: E402
+    scaling_models,
+)
 from ..analysis.breakdown import curves, parts_table, whole_name, without_breakdown  # noqa: E402
 from ..analysis.scaling import GOOD_EFFICIENCY, curve_name
-from ..analysis.scaling_models import missing_reason as no_model_reason
 from ..analysis.scaling_models import plot_models
 from ..analysis.sizes import has_size_tables, size_curves, size_declarations, size_text, study_size_figures
 from ..model.metrics import WALLTIME_USED
@@ -84,7 +86,7 @@ def missing_plots(
         why["cost"] = "no service units recorded (no charge rate on this cluster)"
     if parts_table(scaling, study).empty:
         why["breakdown"] = no_breakdown_reason(table)
-    no_model = no_model_reason(scaling, study, str(table["metric"].iloc[0]))
+    no_model = scaling_models.missing_reason(scaling, study, str(table["metric"].iloc[0]))
     if no_model:
         why["models"] = no_model
     return why
@@ -312,7 +314,7 @@ def plot_breakdown(scaling: pd.DataFrame, table: pd.DataFrame, study: str, path:
     ]
     fig.legend(handles, [*names, name], loc="lower center", ncol=min(len(names) + 1, 4), fontsize=8)
     wholes = "; ".join(sorted({whole for _v, whole, _r in groups}))
-    subtitle = f"parts as fractions of the {wholes}; {BREAKDOWN_DEFINITIONS['fraction']}; {repeats_note(table)}"
+    subtitle = f"parts as fractions of the {wholes}; {breakdown.DEFINITIONS['fraction']}; {repeats_note(table)}"
     fig.suptitle(f"{study}: where the time goes, beside the {name}\n" + textwrap.fill(subtitle, int(13 * width)),
                  fontsize=9)  # fmt: skip
     fig.tight_layout(rect=(0, 0.1, 1, 1))
