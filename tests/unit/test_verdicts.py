@@ -12,7 +12,16 @@ from points import pingpong_point
 from scalestudy.analysis.records import run_row
 from scalestudy.analysis.scaling import scaling
 from scalestudy.analysis.statistics import median_ci, summarize
-from scalestudy.analysis.verdicts import MEASURE_AGAIN, METHOD_NAMES, TOO_FEW_FOR_RANKS, rank_ratio, variants
+from scalestudy.analysis.verdicts import (
+    MEASURE_AGAIN,
+    METHOD_NAMES,
+    TOO_FEW_FOR_RANKS,
+    Sides,
+    rank_ratio,
+    side_runs,
+    times,
+    variants,
+)
 from scalestudy.model import order
 from scalestudy.model.paths import Layout
 from scalestudy.model.repeats import Repeats, limits, needed, relative_ci
@@ -380,3 +389,24 @@ def test_the_summary_sentence_says_when_its_figures_rest_on_contended_runs():
     table = table[table["primary"]]
     assert summary_sentence(table).endswith("(on 2 contended runs of 6: see the notes).")
     assert "contended" not in summary_sentence(scaling(contended_runs(both, []))[lambda t: t["primary"]])
+
+
+def test_each_side_is_found_once_and_as_a_search_of_the_whole_table_finds_it():
+    # variants looks each side up in Sides (grouped once) instead of searching the runs per comparison:
+    # the same runs, in the same order, for every row; a failed run, another study, a run of another
+    # scale and one whose scale is missing are never a side's.
+    runs = runs_table([10.0, 10.2, 9.9, 10.1], [8.0, 8.1, 7.9, 8.2])
+    extra = [{**runs.iloc[0], "status": "failed", "latency_us": 9.0}, {**runs.iloc[1], "study": "t"},
+             {**runs.iloc[2], "ranks": 4, "nodes": 2}, {**runs.iloc[3], "ranks": np.nan}]  # fmt: skip
+    runs = pd.concat([runs, pd.DataFrame(extra)], ignore_index=True).sample(frac=1, random_state=1)
+    table = scaling(runs)
+    found = Sides(runs)
+    for _, row in table.iterrows():
+        for metric in ("latency_us", "walltime_used_s"):
+            pd.testing.assert_frame_equal(found.of(row, metric), side_runs(runs, row, metric))
+    assert found.of({**table.iloc[0], "ranks": np.nan}, "latency_us").empty
+    texts = pd.Series(
+        ["2026-11-25T10:00:00+00:00", "not a time", None, "2026-11-25T10:02:00+00:00"], index=[4, 2, 7, 1]
+    )
+    pd.testing.assert_series_equal(times(texts), pd.to_datetime(texts, utc=True, errors="coerce"))
+    pd.testing.assert_series_equal(times(texts.iloc[::-1]), pd.to_datetime(texts.iloc[::-1], utc=True, errors="coerce"))

@@ -80,14 +80,22 @@ def median_ci(sorted_values: np.ndarray, confidence: float = CONFIDENCE) -> dict
     x = sorted_values
     n = int(x.size)
     out = {"median": float(np.median(x)) if n else np.nan, "median_ci_low": np.nan, "median_ci_high": np.nan}
+    best = median_rank(n, confidence)
+    if best:
+        out.update(median_ci_low=float(x[best - 1]), median_ci_high=float(x[n - best]))
+    return out
+
+
+@functools.cache
+def median_rank(n: int, confidence: float) -> int:
+    """The largest k whose order statistics x(k), x(n+1-k) cover the median with `confidence`
+    (0: none); the same for every point of n repeats, so found once per n."""
     # P(x(k) <= median < x(n+1-k)) = 1 - 2 P(B <= k-1), B ~ binomial(n, 1/2)
     best = 0
     for k in range(1, n // 2 + 1):
         if 1 - 2 * stats.binom.cdf(k - 1, n, 0.5) >= confidence:
             best = k
-    if best:
-        out.update(median_ci_low=float(x[best - 1]), median_ci_high=float(x[n - best]))
-    return out
+    return best
 
 
 def outlier_mask(values: pd.Series) -> pd.Series:
@@ -107,7 +115,14 @@ def near_normal(values: np.ndarray) -> bool:
     """Do these repeats fit a comparison that assumes normal (log) values? No outlier (modified
     z-score) and Shapiro–Wilk on the logs not rejected; fewer than 3 cannot tell (Welch)."""
     x = np.asarray(values, dtype=float)
-    x = x[np.isfinite(x) & (x > 0)]
+    return near_normal_values(tuple(x[np.isfinite(x) & (x > 0)]))
+
+
+@functools.lru_cache(maxsize=4096)
+def near_normal_values(kept: tuple[float, ...]) -> bool:
+    """near_normal of the finite, positive values, once per set of them (a baseline's repeats
+    are checked in every comparison it is part of)."""
+    x = np.asarray(kept, dtype=float)
     if x.size < 3:
         return True
     if outlier_mask(pd.Series(x)).any():

@@ -167,12 +167,73 @@ def side_runs(runs: pd.DataFrame | None, row: Mapping, metric_name: str) -> pd.D
     return ok[pd.to_numeric(ok[metric_name], errors="coerce") > 0]
 
 
+class Sides:
+    """side_runs of one runs table, each found once: `variants` compares a baseline with every
+    set of every axis, and searching the whole table for each side was most of its time (10,000
+    runs: 620 searches). The runs are grouped by SIDE_KEYS once; a row with a missing key, or a
+    table without those columns, is searched as side_runs searches it."""
+
+    SIDE_KEYS = ("study", "variant", "nodes", "ranks")
+
+    def __init__(self, runs: pd.DataFrame | None):
+        self.runs = runs
+        self.found: dict = {}
+        self.pairs: dict = {}
+        self.groups: dict | None = None
+        columns = () if runs is None else runs.columns
+        if runs is not None and not runs.empty and {"status", *self.SIDE_KEYS} <= set(columns):
+            self.ok = runs[runs["status"] == "ok"]
+            self.groups = self.ok.groupby(list(self.SIDE_KEYS), sort=False, dropna=False).indices
+
+    def of(self, row: Mapping, metric_name: str) -> pd.DataFrame:
+        key = tuple(row[k] for k in self.SIDE_KEYS)
+        if self.groups is None or metric_name not in self.runs.columns or any(pd.isna(v) for v in key):
+            return side_runs(self.runs, row, metric_name)
+        if (key, metric_name) not in self.found:
+            side = self.ok.iloc[self.groups.get(key, [])]
+            self.found[key, metric_name] = side[pd.to_numeric(side[metric_name], errors="coerce") > 0]
+        return self.found[key, metric_name]
+
+    def together(self, variant: pd.DataFrame, baseline: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+        """measured_together of two sides of these runs, once per pair of sides (each figure of a
+        point compares the same runs)."""
+        key = (tuple(variant.index), tuple(baseline.index))
+        if key not in self.pairs:
+            self.pairs[key] = measured_together(variant, baseline)
+        return self.pairs[key]
+
+
+# Columns of times parsed (times): (their values, dtype) -> the parsed values.
+PARSED_TIMES: dict = {}
+PARSED_TIMES_KEPT = 4096
+
+
+def parsed_times(column: pd.Series):
+    """pd.to_datetime(column, utc=True, errors="coerce")'s values, parsed once per distinct
+    column of times (each side's are read in every comparison it is part of)."""
+    try:
+        key = (tuple(column), str(column.dtype))
+        parsed = PARSED_TIMES.get(key)
+    except TypeError:  # a cell that cannot be a key: parsed as it is
+        return pd.to_datetime(column, utc=True, errors="coerce").array
+    if parsed is None:
+        if len(PARSED_TIMES) >= PARSED_TIMES_KEPT:
+            PARSED_TIMES.clear()
+        parsed = PARSED_TIMES[key] = pd.to_datetime(column, utc=True, errors="coerce").array
+    return parsed
+
+
+def times(column: pd.Series) -> pd.Series:
+    """pd.to_datetime(column, utc=True, errors="coerce"), through parsed_times."""
+    return pd.Series(parsed_times(column), index=column.index, name=column.name)
+
+
 def time_span(side: pd.DataFrame) -> tuple[pd.Timestamp, pd.Timestamp] | None:
     if side.empty or "started" not in side.columns or "finished" not in side.columns:
         return None
-    started = pd.to_datetime(side["started"], utc=True, errors="coerce").dropna()
-    finished = pd.to_datetime(side["finished"], utc=True, errors="coerce").dropna()
-    if started.empty or finished.empty:
+    started, finished = parsed_times(side["started"]), parsed_times(side["finished"])
+    started, finished = started[~started.isna()], finished[~finished.isna()]
+    if not len(started) or not len(finished):
         return None
     return started.min(), finished.max()
 
@@ -205,8 +266,7 @@ def measured_together(variant: pd.DataFrame, baseline: pd.DataFrame) -> tuple[pd
     that side was measured alone; those runs are left out (but one next to an interleaved
     stretch's run of its round), where each side keeps two or more."""
     sides = [variant, baseline]
-    starts = [pd.to_datetime(side["started"], utc=True, errors="coerce") if "started" in side else None
-              for side in sides]  # fmt: skip
+    starts = [times(side["started"]) if "started" in side else None for side in sides]
     if any(when is None or when.isna().any() or len(when) < 2 for when in starts):
         return None
     # Records say when a run started to the second: runs in the same second go in their round's
@@ -257,16 +317,20 @@ def conditions_differed(variant: pd.DataFrame, baseline: pd.DataFrame, names: tu
     return f"{CONDITIONS_DIFFERED}: " + "; ".join(found) if found else ""
 
 
-def comparison(variant: Mapping, baseline: Mapping, kind: str, runs: pd.DataFrame | None, names: tuple[str, str]):
+def comparison(
+    variant: Mapping, baseline: Mapping, kind: str, runs: pd.DataFrame | Sides | None, names: tuple[str, str]
+):
     """The verdict of `variant` against `baseline` (scaling-table rows), with the comparison
     the data fit (Welch where both sides' repeats are near-normal, ranks otherwise; only the
     summaries known: Welch) and the checks that hold it back: sides not interleaved in time,
     clearly different conditions, contended runs (only the uncontended are compared where each side
     has 2), fewer than N_CHECKED runs a side without a justification (few_repeats).
-    `statistical_verdict` keeps what the CI alone said."""
+    `statistical_verdict` keeps what the CI alone said. `runs`: the runs table, or its Sides
+    (`variants` finds each side once)."""
     metric_name = variant["metric"]
-    everything = side_runs(runs, variant, metric_name), side_runs(runs, baseline, metric_name)
-    together = measured_together(*everything)
+    found = runs if isinstance(runs, Sides) else Sides(runs)
+    everything = found.of(variant, metric_name), found.of(baseline, metric_name)
+    together = found.together(*everything)
     sides = together or everything
     contended_counts = [int(contended_mask(side).sum()) for side in sides]
     measured = sides
@@ -369,6 +433,7 @@ def variants(scaling_table: pd.DataFrame, runs: pd.DataFrame | None = None) -> p
     if scaling_table.empty:
         return pd.DataFrame()
     rows = []
+    sides = Sides(runs)
     params = [c for c in scaling_table.columns if c.startswith(AXIS_PREFIX)]
     axes = [(axis, column, baseline) for axis, column, baseline in VARIANT_AXES if column in scaling_table.columns]
     # (axis, column, baseline value, the one app it applies to or None)
@@ -402,7 +467,7 @@ def variants(scaling_table: pd.DataFrame, runs: pd.DataFrame | None = None) -> p
                         "n": int(row["n"]),
                         "n_baseline": int(base_row["n"]),
                         "estimator": row.get("estimator", MEAN),
-                        **comparison(row, base_row, row["kind"], runs, (f"{row[column]}", f"{baseline}")),
+                        **comparison(row, base_row, row["kind"], sides, (f"{row[column]}", f"{baseline}")),
                         **quality_beside(runs, row, base_row),
                     }
                 )
