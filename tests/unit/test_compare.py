@@ -11,7 +11,8 @@ from scalestudy.analysis.scaling import scaling
 from scalestudy.analysis.statistics import summarize
 from scalestudy.model.metrics import metric
 from scalestudy.model.paths import Layout, compare_outputs
-from scalestudy.presentation.compare import CompareError, compare, load_side, parse_threshold, points
+from scalestudy.presentation.compare import compare
+from scalestudy.presentation.comparison import CompareError, load_side, parse_threshold, points
 
 DATA = Path(__file__).parents[1] / "data"
 

@@ -350,7 +350,7 @@ def test_two_runs_a_side_far_apart_wait_for_more_repeats():
 
 
 def test_compare_holds_back_two_wide_runs_and_contended_figures():
-    from scalestudy.presentation.compare import held_back
+    from scalestudy.presentation.comparison import held_back
 
     wide = {"mean": 3594.5, "std": 3061.1, "n": 2, "n_used": 2}
     narrow = {"mean": 2.85, "std": 1.3435, "n": 2, "n_used": 2}
