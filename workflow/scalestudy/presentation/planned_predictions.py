@@ -18,8 +18,7 @@ from ..analysis.records import read_table
 from ..analysis.scaling import scaling
 from ..analysis.scaling_models import curve_fits
 from ..model.paths import Layout
-from .published import APP as RECORD_APP
-from .published import read_record
+from . import published
 from .scaling_models_page import reliability
 
 
@@ -40,10 +39,10 @@ def measured_scaling(path: str | Path, studies: list[str], app_of: dict[str, str
     study of its app."""
     path = Path(path)
     if path.is_file():
-        runs = read_record(path)
+        runs = published.read_record(path)
         frames = []
         for study in studies:
-            if app_of.get(study) == RECORD_APP:
+            if app_of.get(study) == published.APP:
                 frames.append(scaling(runs.assign(study=study)))
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     layout = Layout(str(path))
