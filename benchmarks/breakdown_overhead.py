@@ -6,7 +6,7 @@ the figure should not move. This runs one point with and without the breakdown, 
 
 (a) the figure, samples/s (the app's own: global batch / median step time of the slowest rank),
     mean ± 95% CI (n) of each side, and the speed ratio with / without, 95% CI (Welch t on the
-    log ratio, scalestudy.analysis.tables.speed_ratio). Target: the CI includes 1.
+    log ratio, scalestudy.analysis.verdicts.speed_ratio). Target: the CI includes 1.
 (b) the profiler's cost on the steps it splits: the profiled step's wall time / the timed
     median step of the same run (median over runs, n; mean, min and max beside): how much
     slower the split steps are than the figure's (the parts are fractions of those slower steps).
@@ -31,7 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-from scalestudy.analysis.tables import speed_ratio, summarize  # noqa: E402
+from scalestudy.analysis.statistics import summarize  # noqa: E402
+from scalestudy.analysis.verdicts import speed_ratio  # noqa: E402
 from scalestudy.apps.torch_parallel import parse_torch_parallel  # noqa: E402
 from scalestudy.model.metrics import metric  # noqa: E402
 

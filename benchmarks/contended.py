@@ -14,7 +14,7 @@ Two parts, each on real runs measured as the workflow measures them
 2. An A/A test on contended runs. `default` against `allreduce-recursive-doubling` (which changes
    only MPI's allreduce, so for alltoall it is a no-op) for the same latency, 2 ranks, with 1 or 2
    busy processes beside them (alternating per comparison). Each comparison is `--window` runs a
-   side, interleaved in a seeded random order; its verdict is scalestudy.analysis.tables.variants's.
+   side, interleaved in a seeded random order; its verdict is scalestudy.analysis.verdicts.variants's.
 
        false-verdict rate: A/A comparisons whose verdict is faster or slower, over all of them;
                            target <= 5% (what a 95% CI promises). Printed with the new rules
@@ -46,7 +46,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
 import verdicts  # noqa: E402  (benchmarks/verdicts.py, beside this file)
-from scalestudy.analysis.tables import VERDICTS, aggregate, scaling, variants  # noqa: E402
+from scalestudy.analysis.records import aggregate  # noqa: E402
+from scalestudy.analysis.scaling import scaling  # noqa: E402
+from scalestudy.analysis.verdicts import VERDICTS, variants  # noqa: E402
 from scalestudy.config import clusters  # noqa: E402
 from scalestudy.launch.runner import run_point  # noqa: E402
 from scalestudy.model.contention import CONTENDED_SLACK_CPUS, contended, contention  # noqa: E402

@@ -5,8 +5,8 @@ repeats, 1% failed) is written as one metrics.json per run, with provenance shap
 real run's (about 1 KB per run and 0.7 KB per rank: the rank probe's line of every rank).
 Then the steps behind `snakemake report`, timed one by one, in this process:
 
-    runs.csv                     analysis.write_runs_table       (rule aggregate: every record read)
-    scaling.csv + variants.csv   analysis.write_scaling_tables   (rule scaling)
+    runs.csv                     records.write_runs_table        (rule aggregate: every record read)
+    scaling.csv + variants.csv   verdicts.write_scaling_tables   (rule scaling)
     the model columns            scaling_models.add_to_scaling_csv (rule scaling)
     the plots                    plots.plot_from_files           (rule plots)
     index.html + index.md        report.build_from_files         (rule report; provenance side file)
@@ -35,8 +35,10 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
+from scalestudy.analysis.records import write_runs_table  # noqa: E402
+from scalestudy.analysis.scaling import CURVE_COLUMNS, SCALE_COLUMNS  # noqa: E402
 from scalestudy.analysis.scaling_models import add_to_scaling_csv  # noqa: E402
-from scalestudy.analysis.tables import CURVE_COLUMNS, SCALE_COLUMNS, write_runs_table, write_scaling_tables  # noqa: E402
+from scalestudy.analysis.verdicts import write_scaling_tables  # noqa: E402
 from scalestudy.model.metrics import WALLTIME_USED  # noqa: E402
 from scalestudy.model.paths import PLOT_KINDS, Layout  # noqa: E402
 from scalestudy.model.point import PLACEMENT_DEFAULTS  # noqa: E402

@@ -37,7 +37,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
 from scalestudy.analysis import scaling_models  # noqa: E402
-from scalestudy.analysis.tables import read_table, scaling  # noqa: E402
+from scalestudy.analysis.records import read_table  # noqa: E402
+from scalestudy.analysis.scaling import scaling  # noqa: E402
 from scalestudy.model import pmnf  # noqa: E402
 from scalestudy.presentation.published import read_record  # noqa: E402
 

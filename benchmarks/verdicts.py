@@ -9,7 +9,7 @@ rounds, each round in a seeded random order (scalestudy.model.order's design), w
 background busy loop (one CPU) switches on and off.
 
 The rounds are cut into windows of `--window` rounds; each window is one study whose verdicts
-(scalestudy.analysis.tables: scaling, then variants, the report's own path) compare `same`, `same2`
+(scalestudy.analysis: scaling.scaling, then verdicts.variants, the report's own path) compare `same`, `same2`
 and `slower` with `default` on the primary figure (steps/s). Then:
 
     false-verdict rate: A/A comparisons (same, same2 vs default) whose verdict is faster or
@@ -37,7 +37,9 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-from scalestudy.analysis.tables import VERDICTS, aggregate, scaling, variants  # noqa: E402
+from scalestudy.analysis.records import aggregate  # noqa: E402
+from scalestudy.analysis.scaling import scaling  # noqa: E402
+from scalestudy.analysis.verdicts import VERDICTS, variants  # noqa: E402
 from scalestudy.config import clusters  # noqa: E402
 from scalestudy.launch.runner import run_point  # noqa: E402
 from scalestudy.model.paths import Layout  # noqa: E402

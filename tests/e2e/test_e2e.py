@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 from browser import plots_loaded
-from scalestudy.analysis.tables import CONDITIONS_DIFFERED, CONTENDED, WAITS
+from scalestudy.analysis.verdicts import CONDITIONS_DIFFERED, CONTENDED, WAITS
 from scalestudy.model.paths import PLOT_KINDS
 from scalestudy.model.rank_probe import parse_cpu_list
 
@@ -270,7 +270,7 @@ def test_the_placement_study_records_each_ranks_cpus_and_has_a_verdict(study):
     assert row["set"] == "core" and row["baseline"] == "default" and row["n"] == row["n_baseline"] == 2
     verdicts = ("faster", "slower", "no measurable difference")
     assert row["statistical_verdict"] in verdicts
-    # Contended runs or two wide runs a side hold the verdict back, saying why (analysis.comparison).
+    # Contended runs or two wide runs a side hold the verdict back, saying why (analysis.verdicts.comparison).
     assert row["verdict"] in verdicts or row["verdict"].startswith((CONDITIONS_DIFFERED, CONTENDED, WAITS)), row
     page = (study["results"] / "report/index.html").read_text()
     assert "binding core" in page and "Settings proof and the CPUs each rank could run on" in page

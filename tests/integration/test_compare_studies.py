@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 import sweeps
 import yaml
-from scalestudy.analysis.tables import contended_mask
+from scalestudy.analysis.records import contended_mask
 from scalestudy.model.paths import Layout, compare_outputs
 
 pytestmark = pytest.mark.e2e

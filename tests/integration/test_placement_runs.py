@@ -8,7 +8,8 @@ import sys
 import pandas as pd
 import pytest
 from points import md_config, pingpong_point
-from scalestudy.analysis.tables import write_runs_table, write_scaling_tables
+from scalestudy.analysis.records import write_runs_table
+from scalestudy.analysis.verdicts import write_scaling_tables
 from scalestudy.config import clusters, study
 from scalestudy.launch.runner import run_point
 from scalestudy.model.paths import Layout, compare_outputs

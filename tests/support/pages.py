@@ -8,7 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scalestudy.analysis.tables import TRIMMED_MEAN, scaling, variants
+from scalestudy.analysis.scaling import scaling
+from scalestudy.analysis.statistics import TRIMMED_MEAN
+from scalestudy.analysis.verdicts import variants
 from scalestudy.apps.hoomd import MISSING_HOOMD
 from scalestudy.model.paths import PLOT_KINDS, Layout
 from scalestudy.presentation.plots import plot_study

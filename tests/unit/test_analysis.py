@@ -2,7 +2,7 @@
 
 import pandas as pd
 import pytest
-from scalestudy.analysis.tables import scaling
+from scalestudy.analysis.scaling import scaling
 
 
 def runs(values, metric="training_time_s", scaling_kind="strong", status=None):
@@ -63,7 +63,7 @@ def test_every_run_failed_gives_no_speedup_and_no_crash():
 
 
 def test_an_unreadable_metrics_file_is_a_failed_row_that_keeps_its_name(tmp_path):
-    from scalestudy.analysis.tables import aggregate
+    from scalestudy.analysis.records import aggregate
 
     good = tmp_path / "results/s/runs/nodes1-rpn1/mpi-default/nccl-default/rep1/metrics.json"
     bad = tmp_path / "results/s/runs/nodes1-rpn2/mpi-default/nccl-default/rep1/metrics.json"
@@ -84,7 +84,7 @@ def test_an_unreadable_metrics_file_is_a_failed_row_that_keeps_its_name(tmp_path
 
 
 def test_confidence_interval_is_student_t_of_the_mean():
-    from scalestudy.analysis.tables import summarize
+    from scalestudy.analysis.statistics import summarize
 
     s = summarize([1.0, 2.0, 3.0])
     # t(0.975, 2 dof) = 4.3027; std = 1; half-width = 4.3027 / sqrt(3)
@@ -114,7 +114,7 @@ def test_two_nearly_equal_repeats_do_not_make_the_third_an_outlier():
 
 
 def test_amdahl_fit_recovers_a_known_serial_fraction():
-    from scalestudy.analysis.tables import amdahl_fit
+    from scalestudy.analysis.scaling import amdahl_fit
 
     q = [1, 2, 4, 8, 16]
     serial, ceiling = amdahl_fit(q, [1 / (0.1 + 0.9 / x) for x in q])
@@ -144,7 +144,7 @@ def variant_runs(default, other, name="no-ucx", ranks=1):
 
 
 def test_a_variant_is_faster_only_when_the_ci_excludes_one():
-    from scalestudy.analysis.tables import variants
+    from scalestudy.analysis.verdicts import variants
 
     clear = variants(scaling(variant_runs([100.0, 101.0, 99.0], [120.0, 121.0, 119.0])))
     row = clear.query("metric == 'tokens_per_s'").iloc[0]
@@ -159,7 +159,7 @@ def test_a_variant_is_faster_only_when_the_ci_excludes_one():
 
 
 def test_a_faster_time_is_a_ratio_above_one():
-    from scalestudy.analysis.tables import variants
+    from scalestudy.analysis.verdicts import variants
 
     frame = variant_runs([10.0, 10.1, 9.9], [5.0, 5.1, 4.9])
     frame = frame.rename(columns={"tokens_per_s": "training_time_s"})
@@ -186,7 +186,7 @@ def test_cost_optimal_scale_and_fastest_within_budget():
 
 
 def test_pending_points_are_counted_not_dropped(tmp_path):
-    from scalestudy.analysis.tables import aggregate
+    from scalestudy.analysis.records import aggregate
 
     record = runs([(2, 1.0)]).iloc[0].drop(["status", "training_time_s"]).to_dict()
     frame = aggregate([], expected=[(record, tmp_path / "missing/metrics.json")])
@@ -234,7 +234,7 @@ def test_a_consistent_record_is_explained_by_its_start_up(tmp_path):
 
 
 def test_the_sites_usage_record_replaces_the_estimated_cost(tmp_path, data_dir):
-    from scalestudy.analysis.tables import aggregate
+    from scalestudy.analysis.records import aggregate
     from scalestudy.model.paths import BATCH_LOG
 
     run_dir = tmp_path / "results/s/runs/nodes12-rpn48/mpi-default/nccl-default/rep1"

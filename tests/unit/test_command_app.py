@@ -6,8 +6,9 @@ import json
 import shlex
 
 import pytest
+from scalestudy.analysis.records import read_metrics
+from scalestudy.analysis.scaling import scaling
 from scalestudy.analysis.sizes import size_curves
-from scalestudy.analysis.tables import read_metrics, scaling
 from scalestudy.apps import APPS, ParseError, app_for, app_of_row
 from scalestudy.apps.command import Command
 from scalestudy.config.study import load
@@ -233,7 +234,7 @@ def test_the_record_check_asks_for_the_studys_primary_figure(tmp_path):
 
 def test_scaling_and_size_curves_read_the_studys_own_figures(data_dir):
     import pandas as pd
-    from scalestudy.analysis.tables import run_row
+    from scalestudy.analysis.records import run_row
 
     figures = {
         "t": {"regex": BENCH_TIME, "unit": "s", "better": "lower", "per_size": True, "label": "one-way time"},

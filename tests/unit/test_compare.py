@@ -6,10 +6,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from scalestudy.analysis.tables import scaling, summarize, write_table
+from scalestudy.analysis.records import write_table
+from scalestudy.analysis.scaling import scaling
+from scalestudy.analysis.statistics import summarize
 from scalestudy.model.metrics import metric
 from scalestudy.model.paths import Layout, compare_outputs
-from scalestudy.presentation.compare import CompareError, compare, load_side, parse_threshold, points
+from scalestudy.presentation.compare import compare
+from scalestudy.presentation.comparison import CompareError, load_side, parse_threshold, points
 
 DATA = Path(__file__).parents[1] / "data"
 

@@ -149,7 +149,7 @@ def pingpong_at(results_dir, **settings):
 
 
 def baseline_refusal(plan, baseline):
-    from scalestudy.presentation.compare import check_side
+    from scalestudy.presentation.comparison import check_side
 
     with pytest.raises(SweepError) as raised:
         plan.compare_baseline({"compare_baseline": str(baseline)}, check_side)

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 from points import HOSTILE, hoomd_points, md_config, point
-from scalestudy.analysis import tables
+from scalestudy.analysis.scaling import scaling
 from scalestudy.apps import APPS, ParseError, hoomd_wca
 from scalestudy.apps.hoomd import parse_hoomd
 from scalestudy.apps.lammps import parse_lammps
@@ -264,6 +264,6 @@ def test_weak_efficiency_of_md_is_per_time_step():
          "steps_per_s": rate, "time_per_step_ms": 1000 / rate, "particle_steps_per_s": 1000 * ranks * rate}
         for ranks, rate in ((1, 1000.0), (4, 800.0))
     ]  # fmt: skip
-    table = tables.scaling(pd.DataFrame(rows)).set_index(["metric", "ranks"])
+    table = scaling(pd.DataFrame(rows)).set_index(["metric", "ranks"])
     for metric in ("steps_per_s", "time_per_step_ms", "particle_steps_per_s"):
         assert table.loc[(metric, 4), "weak_efficiency"] == pytest.approx(0.8), metric

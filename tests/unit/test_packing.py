@@ -8,13 +8,13 @@ import json
 import pandas as pd
 import pytest
 import yaml
-from scalestudy.analysis import tables
+from scalestudy.analysis.records import run_row
 from scalestudy.config.forecast import forecast
 from scalestudy.config.packing import packs
 from scalestudy.model.errors import SweepError
 from scalestudy.model.order import run_order
 from scalestudy.planning import dry_plan
-from scalestudy.presentation import report
+from scalestudy.presentation import runs_section
 from scalestudy.scheduler import site
 from scalestudy.scheduler.pbs import submit
 
@@ -127,11 +127,11 @@ def test_the_report_names_the_points_that_shared_a_batch_job():
                 "provenance": {"job_id": job}}  # fmt: skip
 
     runs = pd.DataFrame(
-        [tables.run_row(record(p, j, t)) for p, j, t in
+        [run_row(record(p, j, t)) for p, j, t in
          [("a/rep1", "48.vm", "1"), ("b/rep1", "48.vm", "2"), ("a/rep2", "48.vm", "3"), ("c/rep1", "49.vm", "1")]]
     )  # fmt: skip
-    assert report.shared_batch_jobs(runs) == {"48.vm": ["a/rep1", "b/rep1", "a/rep2"]}
-    text = json.dumps([str(block) for block in report.run_blocks(runs)])
+    assert runs_section.shared_batch_jobs(runs) == {"48.vm": ["a/rep1", "b/rep1", "a/rep2"]}
+    text = json.dumps([str(block) for block in runs_section.run_blocks(runs)])
     assert "Packed (3 runs in 1 batch jobs)" in text and "batch job 48.vm: a/rep1, b/rep1, a/rep2" in text
 
 

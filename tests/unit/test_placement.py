@@ -6,7 +6,9 @@ import json
 import pandas as pd
 import pytest
 from points import batch_point, md_config, pingpong_point
-from scalestudy.analysis.tables import aggregate, scaling, variants
+from scalestudy.analysis.records import aggregate
+from scalestudy.analysis.scaling import scaling
+from scalestudy.analysis.verdicts import variants
 from scalestudy.config import clusters, study
 from scalestudy.config.clusters import MpiLauncher
 from scalestudy.config.requests import job_request, request_problems
@@ -15,7 +17,7 @@ from scalestudy.launch.provenance import settings_proof
 from scalestudy.model.errors import SweepError
 from scalestudy.model.point import PLACEMENT_DEFAULTS
 from scalestudy.model.rank_probe import cpu_list, parse_cpu_list, topology
-from scalestudy.presentation import report
+from scalestudy.presentation import runs_section
 from scalestudy.scheduler.pbs import dialects, submit
 
 OPEN_MPI = MpiLauncher()
@@ -329,7 +331,7 @@ def test_the_report_lists_unproven_settings_and_each_ranks_cpus():
              "bindings": "0@n1:0 1@n1:0-47"},
         ]
     )  # fmt: skip
-    heading, unproven, details = report.proof_blocks(runs)
+    heading, unproven, details = runs_section.proof_blocks(runs)
     assert heading.text.startswith("Settings not proven (1)")
     assert unproven.rows == [["a/bind-core/rep2", "binding core: rank 1 ..."]]
     assert details.blocks[0].rows == [

@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import pytest
 from points import pingpong_point
-from scalestudy.analysis.tables import read_metrics, write_runs_table
+from scalestudy.analysis.records import read_metrics, write_runs_table
 from scalestudy.launch.runner import new_record
 
 INVALID_RECORD = "invalid_record"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from points import pingpong_point, point
-from scalestudy.analysis.tables import aggregate
+from scalestudy.analysis.records import aggregate
 from scalestudy.launch.runner import new_record
 from scalestudy.model.paths import Layout
 from scalestudy.model.record import definition, definition_changes, recorded_definition, same_definition
@@ -160,7 +160,7 @@ def test_a_rerun_snakemake_chose_keeps_its_record_outside_the_inputs(tmp_path):
 
 def test_the_runs_table_and_report_say_a_point_was_measured_again(tmp_path):
     from scalestudy.presentation.page import to_html
-    from scalestudy.presentation.report import run_blocks
+    from scalestudy.presentation.runs_section import run_blocks
 
     layout = Layout(str(tmp_path / "results"))
     old = pingpong_point(study="pp")

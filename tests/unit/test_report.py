@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 from scalestudy.model.paths import PLOT_KINDS
-from scalestudy.presentation.report import hpc_table, summary_sentence
+from scalestudy.presentation.scaling_section import hpc_table, summary_sentence
 
 
 def test_the_published_table_is_on_the_page_and_in_markdown(record_page):
@@ -54,8 +54,8 @@ def test_published_command_line_writes_the_page(tmp_path, capsys):
 
 
 def test_cost_lines_name_the_scale_the_budget_and_n():
-    from scalestudy.analysis.tables import scaling
-    from scalestudy.presentation.report import cost_lines
+    from scalestudy.analysis.scaling import scaling
+    from scalestudy.presentation.scaling_section import cost_lines
 
     rows = []
     for ranks, rate, su in ((1, 100.0, 10.0), (2, 150.0, 12.0), (4, 180.0, 20.0)):
@@ -72,7 +72,7 @@ def test_cost_lines_name_the_scale_the_budget_and_n():
 
 
 def test_amdahl_line_names_a_slowdown_instead_of_a_ceiling_below_one():
-    from scalestudy.presentation.report import amdahl_lines
+    from scalestudy.presentation.scaling_section import amdahl_lines
 
     table = pd.DataFrame(
         {"scaling": "strong", "variant": "v", "n": [2, 2], "p0": [1, 1],
@@ -123,27 +123,28 @@ def test_a_large_studys_provenance_is_only_in_the_side_file(tmp_path, monkeypatc
     import json
 
     from pages import md_runs
-    from scalestudy.presentation import report
+    from scalestudy.presentation import runs_section
     from scalestudy.presentation.page import to_html
 
     runs = md_runs()
     runs["provenance"] = '{"hosts": ["n1"], "ranks": [{"rank": 0, "env": {"A": "1"}}]}'
     runs.loc[0, "reason"] = 'a reason with "quotes" and a | pipe'
     side = tmp_path / "provenance/md.jsonl"
-    report.write_provenance(runs, side)
+    runs_section.write_provenance(runs, side)
     lines = [json.loads(line) for line in side.read_text().splitlines()]
     assert len(lines) == len(runs) and lines[0]["reason"] == 'a reason with "quotes" and a | pipe'
     assert lines[1]["provenance"]["ranks"][0]["env"] == {"A": "1"} and lines[1]["point"] == runs["point"][1]
-    monkeypatch.setattr(report, "INLINE_PROVENANCE_BYTES", 1000)
-    page = to_html(report.run_blocks(runs, "provenance/md.jsonl"))
+    monkeypatch.setattr(runs_section, "INLINE_PROVENANCE_BYTES", 1000)
+    page = to_html(runs_section.run_blocks(runs, "provenance/md.jsonl"))
     assert "href='provenance/md.jsonl'" in page and "<details>" not in page
-    monkeypatch.setattr(report, "INLINE_PROVENANCE_BYTES", 10**7)
-    assert to_html(report.run_blocks(runs, "provenance/md.jsonl")).count("<details>") == len(runs) + 1
+    monkeypatch.setattr(runs_section, "INLINE_PROVENANCE_BYTES", 10**7)
+    assert to_html(runs_section.run_blocks(runs, "provenance/md.jsonl")).count("<details>") == len(runs) + 1
 
 
 def test_one_scale_draws_no_speedup_or_efficiency_box():
     from pages import md_runs
-    from scalestudy.analysis.tables import scaling, variants
+    from scalestudy.analysis.scaling import scaling
+    from scalestudy.analysis.verdicts import variants
     from scalestudy.presentation.plots import missing_plots
 
     runs = md_runs()
@@ -154,7 +155,7 @@ def test_one_scale_draws_no_speedup_or_efficiency_box():
 
 
 def test_memory_table_puts_the_prediction_beside_the_measured_peak_with_n():
-    from scalestudy.presentation.report import memory_blocks
+    from scalestudy.presentation.scaling_section import memory_blocks
 
     runs = pd.DataFrame(
         [
@@ -175,17 +176,17 @@ def test_memory_table_puts_the_prediction_beside_the_measured_peak_with_n():
 
 def test_a_run_that_failed_at_exit_after_its_result_is_listed_with_its_figures_kept():
     from pages import md_runs
-    from scalestudy.analysis import tables
-    from scalestudy.presentation import report
+    from scalestudy.analysis.records import run_row
+    from scalestudy.presentation import runs_section
     from scalestudy.presentation.page import to_html
 
     runs = md_runs()
     reason = "result complete, then failed at exit: MPI job aborted or lost a rank (exit code 134 (SIGABRT)): ..."
     record = {"status": "ok", "reason": reason, "exit_failure": {"category": "mpi_abort", "reason": "..."}}
-    row = tables.run_row({**record, "point": {"study": "md"}, "figures": {"t": 1.0}})
+    row = run_row({**record, "point": {"study": "md"}, "figures": {"t": 1.0}})
     assert row["status"] == "ok" and row["exit_failure"] == "mpi_abort" and row["t"] == 1.0
     runs["exit_failure"] = ""
     runs.loc[1, ["reason", "exit_failure"]] = [reason, "mpi_abort"]
-    page = to_html(report.run_blocks(runs))
+    page = to_html(runs_section.run_blocks(runs))
     assert "Runs that failed at exit after their complete result (1): their figures are kept" in page
     assert reason in page and "Failed runs" not in page

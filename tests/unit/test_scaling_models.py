@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from scalestudy.analysis import scaling_models
-from scalestudy.analysis.tables import scaling
+from scalestudy.analysis.scaling import scaling
 from scalestudy.apps.lammps import BREAKDOWN
 from scalestudy.model import pmnf
+from scalestudy.presentation import scaling_models_page
 from scalestudy.presentation.published import read_record
 from scalestudy.presentation.scaling_models_page import exponent_lines
 
@@ -90,7 +91,7 @@ def test_the_scale_where_efficiency_falls_below_the_threshold():
     found = scaling_models.efficiency_limit(cf)
     assert found["at"] == pytest.approx(102, rel=0.03)
     assert found["low"] <= found["at"] <= found["high"]
-    assert "falls below 50% at about p = 10" in scaling_models.efficiency_sentence(cf)
+    assert "falls below 50% at about p = 10" in scaling_models_page.efficiency_sentence(cf)
 
 
 def test_the_scale_where_communication_passes_the_largest_part():
@@ -102,7 +103,7 @@ def test_the_scale_where_communication_passes_the_largest_part():
     # 0.5 + 100/p = 1 + 2 log2 p at p ≈ 12.75 (the grid: steps of 2%)
     assert found["part"].metric == comm and found["over"].metric == pair
     assert found["at"] == pytest.approx(12.75, rel=0.02) and not found["measured"]
-    assert scaling_models.overtake_sentence(found).startswith("Comm passes Pair at about p = 13")
+    assert scaling_models_page.overtake_sentence(found).startswith("Comm passes Pair at about p = 13")
 
 
 def test_compare_names_a_lead_term_that_changed():

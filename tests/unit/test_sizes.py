@@ -5,10 +5,9 @@ import json
 
 import pandas as pd
 import pytest
-from scalestudy.analysis.sizes import band_figures, band_of, band_verdicts, size_curves
-from scalestudy.analysis.tables import SIZE_BANDS
+from scalestudy.analysis.sizes import SIZE_BANDS, band_figures, band_of, band_verdicts, size_curves
 from scalestudy.model.metrics import SIZE_TABLE
-from scalestudy.presentation.report import size_blocks
+from scalestudy.presentation.variants_section import size_blocks
 
 SIZES = (1024, 4096, 65536, 4 << 20, 8 << 20)
 

@@ -6,7 +6,7 @@ import os
 
 import pandas as pd
 import pytest
-from scalestudy.analysis import tables
+from scalestudy.analysis.records import run_row
 from scalestudy.launch.conditions import Snapshot, conditions, cpu_times, host_conditions
 from scalestudy.model.contention import MIN_HOST_WINDOW_S, contended_hosts
 from scalestudy.model.rank_probe import (
@@ -119,14 +119,14 @@ def test_a_run_with_a_slow_host_is_contended_in_its_record_and_in_runs_csv():
     assert record["contended"] is True and record["hosts"] == hosts
     assert conditions(before, after, cpus_needed=1)["contended"] is False
     point = {"ranks_per_node": 1, "threads_per_rank": 1, "ranks": 2, "nodes": 2}
-    row = tables.run_row({"point": point, "status": "ok", "conditions": record})
+    row = run_row({"point": point, "status": "ok", "conditions": record})
     assert row["contended"] is True and row["contended_hosts"] == "n2" and row["contended_cpus"] < 0
-    quiet = tables.run_row({"point": point, "status": "ok", "conditions": {**record, "hosts": {"n1": hosts["n1"]}}})
+    quiet = run_row({"point": point, "status": "ok", "conditions": {**record, "hosts": {"n1": hosts["n1"]}}})
     assert quiet["contended"] is False and "contended_hosts" not in quiet
 
 
 def test_the_report_names_the_slow_host():
-    from scalestudy.presentation.report import contended_line
+    from scalestudy.presentation.runs_section import contended_line
 
     runs = pd.DataFrame(
         {

@@ -7,7 +7,7 @@ import os
 
 import pandas as pd
 import pytest
-from scalestudy.analysis.tables import variants
+from scalestudy.analysis.verdicts import variants
 from scalestudy.apps import APPS, ParseError
 from scalestudy.apps.torch_parallel import parse_torch_parallel
 from scalestudy.apps.torch_parallel_rank import __main__ as rank_program

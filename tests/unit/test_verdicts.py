@@ -9,7 +9,19 @@ import numpy as np
 import pandas as pd
 import pytest
 from points import pingpong_point
-from scalestudy.analysis import tables
+from scalestudy.analysis.records import run_row
+from scalestudy.analysis.scaling import scaling
+from scalestudy.analysis.statistics import median_ci, summarize
+from scalestudy.analysis.verdicts import (
+    MEASURE_AGAIN,
+    METHOD_NAMES,
+    TOO_FEW_FOR_RANKS,
+    Sides,
+    rank_ratio,
+    side_runs,
+    times,
+    variants,
+)
 from scalestudy.model import order
 from scalestudy.model.paths import Layout
 from scalestudy.model.repeats import Repeats, limits, needed, relative_ci
@@ -56,7 +68,7 @@ def test_repeats_run_min_first_then_one_more_while_the_ci_is_too_wide():
     assert needed(adaptive, 3, [1.0, 1.01, 0.99]) == (3, f"CI ±{relative_ci([1.0, 1.01, 0.99]):.1%} ≤ ±5%")
     assert needed(limits(4), 0, []) == (4, "fixed at 4")
     # The CI is Student t's: the same as the analysis gives the point's mean.
-    summary = tables.summarize(noisy)
+    summary = summarize(noisy)
     assert relative_ci(noisy) == pytest.approx(summary["ci95"] / summary["mean"])
 
 
@@ -89,15 +101,15 @@ def test_a_study_plans_only_the_repeats_still_needed_and_keeps_every_recorded_on
 def test_the_medians_ci_is_the_published_order_statistics():
     # n = 10: x(2) and x(9), coverage 97.9% (the sign-test table); n = 5: no 95% interval exists.
     x = np.arange(1.0, 11.0)
-    assert tables.median_ci(x) == {"median": 5.5, "median_ci_low": 2.0, "median_ci_high": 9.0}
-    assert math.isnan(tables.median_ci(np.arange(1.0, 6.0))["median_ci_low"])
+    assert median_ci(x) == {"median": 5.5, "median_ci_low": 2.0, "median_ci_high": 9.0}
+    assert math.isnan(median_ci(np.arange(1.0, 6.0))["median_ci_low"])
 
 
 @pytest.mark.parametrize("n1,n0", [(4, 4), (5, 7), (8, 8)])
 def test_the_rank_ci_is_where_scipys_exact_mann_whitney_test_stops_rejecting(n1, n0):
     rng = np.random.default_rng(n1 * 10 + n0)
     a, b = rng.lognormal(0.2, 0.3, n1), rng.lognormal(0.0, 0.3, n0)
-    result = tables.rank_ratio(a, b, "rate")
+    result = rank_ratio(a, b, "rate")
 
     def p_value(shift):
         return stats.mannwhitneyu(np.log(a) - shift, np.log(b), method="exact").pvalue
@@ -110,12 +122,8 @@ def test_the_rank_ci_is_where_scipys_exact_mann_whitney_test_stops_rejecting(n1,
 
 
 def test_three_repeats_a_side_are_too_few_for_a_rank_verdict():
-    assert tables.rank_ratio(np.array([1.0, 1.1, 1.2]), np.array([2.0, 2.1, 2.2]), "rate")["verdict"] == (
-        tables.TOO_FEW_FOR_RANKS
-    )
-    assert tables.rank_ratio(np.array([1.0, 1.1, 1.2, 1.3]), np.array([2.0, 2.1, 2.2, 2.3]), "rate")["verdict"] == (
-        "slower"
-    )
+    assert rank_ratio(np.array([1.0, 1.1, 1.2]), np.array([2.0, 2.1, 2.2]), "rate")["verdict"] == TOO_FEW_FOR_RANKS
+    assert rank_ratio(np.array([1.0, 1.1, 1.2, 1.3]), np.array([2.0, 2.1, 2.2, 2.3]), "rate")["verdict"] == "slower"
 
 
 def runs_table(default, other, start_other=0, share=(0.05, 0.05)):
@@ -136,13 +144,13 @@ def runs_table(default, other, start_other=0, share=(0.05, 0.05)):
 
 
 def verdict_of(runs):
-    table = tables.variants(tables.scaling(runs), runs=runs)
+    table = variants(scaling(runs), runs=runs)
     return table[table["primary"]].iloc[0]
 
 
 def test_a_clear_difference_between_interleaved_sides_under_like_conditions_is_a_verdict():
     row = verdict_of(runs_table([10.0, 10.2, 9.9, 10.1], [8.0, 8.1, 7.9, 8.2]))
-    assert row["verdict"] == "faster" and row["interleaved"] and row["method"] == tables.METHOD_NAMES["welch"]
+    assert row["verdict"] == "faster" and row["interleaved"] and row["method"] == METHOD_NAMES["welch"]
     assert row["runs_compared"] == ""  # interleaved: every run compared
 
 
@@ -165,7 +173,7 @@ def test_sides_under_clearly_different_conditions_are_not_compared():
 
 def test_repeats_with_an_outlier_are_compared_by_ranks():
     row = verdict_of(runs_table([10.0, 10.1, 10.0, 10.1, 10.05], [8.0, 8.1, 2.0, 8.2, 8.1]))
-    assert row["method"] == tables.METHOD_NAMES["ranks"] and row["verdict"] == "faster"
+    assert row["method"] == METHOD_NAMES["ranks"] and row["verdict"] == "faster"
 
 
 def test_proc_stat_is_read_as_busy_and_stolen_seconds_and_cpus():
@@ -227,9 +235,9 @@ def test_runs_that_started_in_the_same_second_keep_their_rounds_order():
 
 def test_sides_measured_apart_say_so_also_where_the_method_gives_no_verdict():
     row = verdict_of(runs_table([10.0, 10.1, 3.0], [8.0, 8.1, 7.9], start_other=30))
-    assert row["method"] == tables.METHOD_NAMES["ranks"] and row["statistical_verdict"] == tables.TOO_FEW_FOR_RANKS
+    assert row["method"] == METHOD_NAMES["ranks"] and row["statistical_verdict"] == TOO_FEW_FOR_RANKS
     assert row["verdict"].startswith("not interleaved: the baseline ran 2026-11-25 10:00")
-    assert row["verdict"].endswith(f"; {tables.TOO_FEW_FOR_RANKS}")
+    assert row["verdict"].endswith(f"; {TOO_FEW_FOR_RANKS}")
 
 
 def test_interleaved_rounds_whose_shuffle_puts_a_side_twice_in_a_row_are_all_compared():
@@ -279,7 +287,7 @@ def test_a_record_says_whether_its_run_was_contended():
     # runs.csv has it too, from the record's conditions and the point's ranks per node.
     point = {"ranks_per_node": 2, "threads_per_rank": 1, "ranks": 2, "nodes": 1}
     measured = {"other_cpu_share": 0.76, "steal_share": 0.0, "machine_cpus": 2}
-    row = tables.run_row({"point": point, "status": "ok", "conditions": measured})
+    row = run_row({"point": point, "status": "ok", "conditions": measured})
     assert row["contended"] is True and row["contended_cpus"] == pytest.approx(1.52)
 
 
@@ -300,7 +308,7 @@ def test_the_readme_case_both_sides_contended_gives_no_verdict():
         "(mean share of the CPUs 76% and 83%); raise repeats"
     )
     assert (row["contended_runs"], row["contended_runs_baseline"]) == (4, 4)
-    scaled = tables.scaling(runs)
+    scaled = scaling(runs)
     assert set(scaled.loc[scaled["metric"] == "latency_us", "n_contended"]) == {4}
 
 
@@ -342,7 +350,7 @@ def test_two_runs_a_side_far_apart_wait_for_more_repeats():
 
 
 def test_compare_holds_back_two_wide_runs_and_contended_figures():
-    from scalestudy.presentation.compare import held_back
+    from scalestudy.presentation.comparison import held_back
 
     wide = {"mean": 3594.5, "std": 3061.1, "n": 2, "n_used": 2}
     narrow = {"mean": 2.85, "std": 1.3435, "n": 2, "n_used": 2}
@@ -356,7 +364,8 @@ def test_compare_holds_back_two_wide_runs_and_contended_figures():
 
 
 def test_the_report_counts_contended_runs_and_says_how_to_measure_them_again():
-    from scalestudy.presentation.report import contended_line, notes_of
+    from scalestudy.presentation.runs_section import contended_line
+    from scalestudy.presentation.scaling_section import notes_of
 
     runs = contended_runs(runs_table([10.0, 10.2, 9.9], [8.0, 8.1, 7.9], share=(0.76, 0.05)), [])
     assert contended_line(runs) == ""
@@ -364,19 +373,40 @@ def test_the_report_counts_contended_runs_and_says_how_to_measure_them_again():
     assert contended_line(runs) == (
         "3 of the 6 successful runs were contended: other processes held the CPUs their ranks needed (their share "
         "of the CPUs 76%–76%). The tables mark figures that rest on them and no verdict rests on them; to measure "
-        f"them again, {tables.MEASURE_AGAIN}."
+        f"them again, {MEASURE_AGAIN}."
     )
     assert notes_of({"n": 3, "n_contended": 3}) == "3 of 3 contended"
 
 
 def test_the_summary_sentence_says_when_its_figures_rest_on_contended_runs():
-    from scalestudy.presentation.report import summary_sentence
+    from scalestudy.presentation.scaling_section import summary_sentence
 
     runs = runs_table([10.0, 10.2, 9.9], [8.0, 8.1, 7.9])
     runs = runs[runs["mpi_flag_set"] == "default"]
     wider = runs.assign(nodes=2, ranks=4, ranks_per_node=2, latency_us=runs["latency_us"] / 1.8)
     both = contended_runs(pd.concat([runs, wider], ignore_index=True), [1])
-    table = tables.scaling(both)
+    table = scaling(both)
     table = table[table["primary"]]
     assert summary_sentence(table).endswith("(on 2 contended runs of 6: see the notes).")
-    assert "contended" not in summary_sentence(tables.scaling(contended_runs(both, []))[lambda t: t["primary"]])
+    assert "contended" not in summary_sentence(scaling(contended_runs(both, []))[lambda t: t["primary"]])
+
+
+def test_each_side_is_found_once_and_as_a_search_of_the_whole_table_finds_it():
+    # variants looks each side up in Sides (grouped once) instead of searching the runs per comparison:
+    # the same runs, in the same order, for every row; a failed run, another study, a run of another
+    # scale and one whose scale is missing are never a side's.
+    runs = runs_table([10.0, 10.2, 9.9, 10.1], [8.0, 8.1, 7.9, 8.2])
+    extra = [{**runs.iloc[0], "status": "failed", "latency_us": 9.0}, {**runs.iloc[1], "study": "t"},
+             {**runs.iloc[2], "ranks": 4, "nodes": 2}, {**runs.iloc[3], "ranks": np.nan}]  # fmt: skip
+    runs = pd.concat([runs, pd.DataFrame(extra)], ignore_index=True).sample(frac=1, random_state=1)
+    table = scaling(runs)
+    found = Sides(runs)
+    for _, row in table.iterrows():
+        for metric in ("latency_us", "walltime_used_s"):
+            pd.testing.assert_frame_equal(found.of(row, metric), side_runs(runs, row, metric))
+    assert found.of({**table.iloc[0], "ranks": np.nan}, "latency_us").empty
+    texts = pd.Series(
+        ["2026-11-25T10:00:00+00:00", "not a time", None, "2026-11-25T10:02:00+00:00"], index=[4, 2, 7, 1]
+    )
+    pd.testing.assert_series_equal(times(texts), pd.to_datetime(texts, utc=True, errors="coerce"))
+    pd.testing.assert_series_equal(times(texts.iloc[::-1]), pd.to_datetime(texts.iloc[::-1], utc=True, errors="coerce"))

@@ -27,7 +27,7 @@ rule aggregate:
     resources:
         **LOCAL_STEP,
     run:
-        from scalestudy.analysis.tables import write_runs_table
+        from scalestudy.analysis.records import write_runs_table
 
         write_runs_table(PLAN.expected_runs(wildcards.study), output[0], log[0])
 
@@ -60,7 +60,7 @@ rule scaling:
     resources:
         **LOCAL_STEP,
     run:
-        from scalestudy.analysis.tables import write_scaling_tables
+        from scalestudy.analysis.verdicts import write_scaling_tables
         from scalestudy.analysis.scaling_models import add_to_scaling_csv
 
         write_scaling_tables(

@@ -131,7 +131,7 @@ finished_fingerprint = of_study(PLAN.finished_fingerprint, report_only)
 
 
 def compare_baseline():
-    from scalestudy.presentation.compare import check_side  # pandas: only when a comparison is asked for
+    from scalestudy.presentation.comparison import check_side  # pandas: only when a comparison is asked for
 
     try:
         return PLAN.compare_baseline(config, check_side)

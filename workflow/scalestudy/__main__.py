@@ -141,7 +141,8 @@ def plan_command(profile: Path, configfiles: list[str], config: list[str], predi
 def compare_command(args) -> int:
     """Every primary verdict on stdout, the page in --out; 1 when --fail-slower trips, 2 on bad input."""
     from .model.paths import compare_outputs
-    from .presentation.compare import compare, parse_threshold, summary_lines
+    from .presentation.compare import compare, summary_lines
+    from .presentation.comparison import parse_threshold
 
     threshold = parse_threshold(args.fail_slower) if args.fail_slower is not None else None
     table, failing = compare(args.baseline, args.candidate, args.out, threshold, args.study)

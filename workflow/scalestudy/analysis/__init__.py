@@ -1,9 +1,14 @@
 """What a study's records say: read after the runs, from a results directory's state
 (scalestudy.results) and a site's usage records, never from a scheduler or a running job.
+Imports go one way, down this list (an import-linter contract):
 
-tables.py           runs.csv, scaling.csv and variants.csv: records, statistics, laws, verdicts
-accounting.py       a site's own record of a batch job's resource use (Gadi's usage block)
-breakdown.py        where a step's time went (compute, communication, ...)
-sizes.py            collectives' figures per message size
 scaling_models.py   PMNF scaling models fitted to the curves, and their forecasts
+sizes.py            figures that are curves over message size: statistics and verdicts per size band
+breakdown.py        where a step's time went (compute, communication, ...)
+verdicts.py         variants.csv: speed ratios of each set against its baseline, the verdicts that
+                    hold; the scaling rule's entry (scaling.csv and variants.csv)
+scaling.py          scaling.csv: curves, speedup, efficiency, scaling laws, cost choices
+records.py          runs.csv: records read and checked, pending points; reading and writing tables
+statistics.py       statistics of repeats: mean and CI, trimmed mean, median CI, outliers, rank tests
+accounting.py       a site's own record of a batch job's resource use (Gadi's usage block)
 """

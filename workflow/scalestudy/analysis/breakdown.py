@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..apps import APPS
 from ..model.metrics import DECLARED, Metric
-from .tables import SCALE_COLUMNS, curve_columns
+from .scaling import SCALE_COLUMNS, curve_columns
 
 DEFINITIONS = {
     "fraction": "mean time of a part over the repeats / the sum of the parts' means at that scale",

@@ -7,7 +7,10 @@ time overtakes the largest one.
 
 scaling.csv gains the model columns (`add_model_columns`, in the scaling rule); the report and
 its plot recompute the intervals from the table (`curve_fits`: the fits are deterministic, the
-bootstrap seeded).
+bootstrap seeded). What the models say in words and pictures is the presentation's: the
+sentences and the models' section (presentation.scaling_models_page), the `models` plot
+(presentation.plots.plot_models), a planned sweep's predicted scales
+(presentation.planned_predictions.prediction_lines).
 
 Definitions (also printed beside the models): see DEFINITIONS.
 """
@@ -25,7 +28,7 @@ from ..config.sweep import defaults
 from ..model import pmnf
 from ..model.metrics import DECLARED
 from .breakdown import part_of
-from .tables import curve_columns
+from .scaling import curve_columns
 
 THRESHOLD_KEY, BEYOND_KEY = "efficiency_threshold", "predict_up_to"
 # Scales on which a prediction is drawn and searched, from the smallest measured to `predict_up_to`
@@ -351,211 +354,7 @@ def add_model_columns(
 
 
 def add_to_scaling_csv(path: str | Path, threshold: float | None = None, beyond: float | None = None) -> None:
-    """The scaling rule's step after analysis.write_scaling_tables: the model columns, in place."""
-    from .tables import read_table, write_table
+    """The scaling rule's step after analysis.verdicts.write_scaling_tables: the model columns, in place."""
+    from .records import read_table, write_table
 
     write_table(add_model_columns(read_table(Path(path)), threshold, beyond), path)
-
-
-# ---------------------------------------------------------------- sentences
-
-
-def scale_range(cf: CurveFit, found: dict) -> str:
-    """'about 24 nodes (p = 1,152), 16-40' or 'beyond p = 96' where it is not reached."""
-    if math.isinf(found["at"]):
-        return f"not within {cf.scale_words(found['up_to'] if 'up_to' in found else cf.p.max() * cf.beyond)}"
-    high = "beyond the range" if math.isinf(found["high"]) else cf.nodes_words(found["high"])
-    return f"about {cf.scale_words(found['at'])}, {cf.nodes_words(found['low'])}–{high}"
-
-
-def efficiency_sentence(cf: CurveFit) -> str:
-    name = "weak efficiency" if cf.scaling == "weak" else "parallel efficiency"
-    if cf.fit.best is None:
-        return f"{cf.label}: {cf.fit.reason}."
-    found = efficiency_limit(cf)
-    if found is None:
-        return ""
-    if math.isinf(found["at"]):
-        return (
-            f"The model keeps {name} above {cf.threshold:.0%} up to {cf.scale_words(found['up_to'])}"
-            f" ({cf.beyond:g}× the largest measured scale)"
-            + ("." if math.isinf(found["low"]) else f"; its interval reaches it from {cf.scale_words(found['low'])}.")
-        )
-    measured = cf.efficiency(cf.mean, cf.p)
-    below = np.nonzero(measured < cf.threshold)[0]
-    if below.size:
-        k = below[0]
-        return (
-            f"{name.capitalize()} is already below {cf.threshold:.0%} at {cf.scale_words(cf.p[k])} as measured"
-            f" ({measured[k]:.2f}); the model puts the crossing at {scale_range(cf, found)}."
-        )
-    return f"{name.capitalize()} falls below {cf.threshold:.0%} at {scale_range(cf, found)}."
-
-
-def reliability(cf: CurveFit) -> str:
-    """'' for a model that predicts its own scales well; else why its predictions are weak."""
-    best = cf.fit.best
-    if best is not None and best.smape_loo > POOR_FIT:
-        return (
-            f"a poor fit: each scale left out is missed by {best.smape_loo:.0f}% (SMAPE) on average, so its"
-            " predictions say little"
-        )
-    return ""
-
-
-def model_sentence(cf: CurveFit) -> str:
-    """'Steps/s ≈ −1,246 + 1,662·p^(1/2) (grows with the square root of p; leave-one-out SMAPE 4.6%,
-    adjusted R² 0.998, 4 scales).'"""
-    best = cf.fit.best
-    if best is None:
-        return f"{cf.label}: {cf.fit.reason}."
-    weak = reliability(cf)
-    return (
-        f"{cf.label} ≈ {best.symbols()} ({best.words()}; leave-one-out SMAPE {best.smape_loo:.2g}%,"
-        f" adjusted R² {best.adj_r2:.3g}, {len(cf.p)} scales{'; ' + weak if weak else ''})."
-    )
-
-
-def overtake_sentence(found: dict) -> str:
-    part, over = part_of(found["part"].metric), part_of(found["over"].metric)
-    cf = found["part"]
-    name = part.part if part else found["part"].label
-    other = over.part if over else found["over"].label
-    if found["measured"]:
-        passed = cf.mean > found["over"].mean[: len(cf.mean)] if len(cf.mean) == len(found["over"].mean) else None
-        if passed is not None and passed.any():
-            return f"{name} has passed {other} by {cf.scale_words(cf.p[np.nonzero(passed)[0][0]])} as measured."
-        return f"{name} passes {other} within the measured scales (the model: at about {cf.scale_words(found['at'])})."
-    return f"{name} passes {other} at {scale_range(cf, found)}."
-
-
-def study_sentence(scaling: pd.DataFrame, study: str, primary: str) -> str:
-    """One sentence per study: the primary figure's model and where its efficiency falls below the
-    threshold (its default curve, else its first)."""
-    fits = curve_fits(scaling, study, [primary])
-    if not fits:
-        return ""
-    default = [cf for cf in fits if cf.variant == "mpi-default/nccl-default"]
-    cf = (default or fits)[0]
-    if cf.fit.best is None:
-        return f"{cf.label}: {cf.fit.reason}; no prediction beyond the measured scales."
-    limit = efficiency_sentence(cf)
-    return f"{model_sentence(cf)[:-1]}; {limit[:1].lower()}{limit[1:]}"
-
-
-# ---------------------------------------------------------------- the plot
-
-
-def plot_models(scaling: pd.DataFrame, study: str, primary: str, path: Path) -> None:
-    """The primary figure of each curve, and each part of its breakdown: measured means with
-    their CI, the model, the band of predictions up to predict_up_to × the largest scale."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fits = curve_fits(scaling, study, [primary])
-    variants = [cf.variant for cf in fits]
-    shown = "mpi-default/nccl-default" if "mpi-default/nccl-default" in variants else (variants or [""])[0]
-    if len(fits) > MAX_DRAWN:  # more would be a tangle of bands: the default curve alone
-        fits = [cf for cf in fits if cf.variant == shown]
-    parts = [cf for cf in curve_fits(scaling, study) if is_part(cf.metric) and cf.variant == shown]
-    panels = [("figure", fits)] + ([("parts", parts)] if parts else [])
-    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4.6), squeeze=False)
-    for ax, (what, group) in zip(axes[0], panels, strict=True):
-        colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-        for k, cf in enumerate(group):
-            colour = colours[k % len(colours)]
-            declared = part_of(cf.metric)
-            name = declared.part if declared else (cf.variant if len(group) > 1 else cf.label.split(" (")[0])
-            ax.errorbar(cf.p, cf.mean, yerr=1.96 * np.nan_to_num(cf.se), fmt="o", color=colour, capsize=3, label=name)
-            if cf.fit.best is None:
-                continue
-            at = cf.grid()
-            found = cf.prediction(at)
-            # No figure here goes below zero: a model that does is drawn only while it stays above.
-            value = np.where(found.value > 0, found.value, np.nan)
-            ax.plot(at, value, "-", color=colour, lw=1.2, label=f"{name}: {cf.fit.best.form()}")
-            ax.fill_between(at, np.fmax(found.low, 0), np.fmax(found.high, 0), color=colour, alpha=0.18, lw=0)
-        ax.set_xscale("log", base=2)
-        if what == "parts":
-            ax.set_yscale("log")  # parts differ by orders of magnitude
-        else:
-            ax.set_ylim(bottom=0)
-        if group and group[0].fit.best is not None:
-            ax.axvline(group[0].p.max(), color="grey", ls=":", lw=1)
-        unit = group[0].unit if group else ""
-        label = group[0].label.split(" (")[0] if group else ""
-        ax.set_ylabel(f"{label} [{unit}]" if what == "figure" else f"time per step [{unit}] (log scale)")
-        ax.set_xlabel("p = MPI ranks (log scale); dotted: the largest measured")
-        ax.legend(fontsize=7)
-    reasons = sorted({cf.fit.reason for cf in fits + parts if cf.fit.best is None})
-    subtitle = "; ".join(reasons) if reasons else "band: 95% bootstrap interval over the repeats' noise and the models"
-    fig.suptitle(f"{study}: scaling models (PMNF, leave-one-out SMAPE)\n{subtitle}", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-def missing_reason(scaling: pd.DataFrame, study: str, primary: str) -> str | None:
-    """Why a study has no model plot (no curve has a model), or None."""
-    fits = curve_fits(scaling, study, [primary])
-    if not fits:
-        return "no successful run"
-    if all(cf.fit.best is None for cf in fits):
-        return fits[0].fit.reason
-    return None
-
-
-# ---------------------------------------------------------------- planning larger scales
-
-
-def prediction_lines(scaling: pd.DataFrame, points, cluster, source: str) -> list[str]:
-    """For a sweep being planned, from a study measured at smaller scales (`scaling`: its
-    scaling.csv, or a published record's): each planned scale beyond the measured ones, what
-    the primary figure's model predicts there (with its interval and efficiency) and what one
-    run may cost (the model of the job's walltime used x the request's charge); a scale
-    predicted below the efficiency threshold is named. `points`: the planned points."""
-    from ..config.forecast import point_service_units
-    from ..model.metrics import WALLTIME_USED
-
-    lines = []
-    seen = set()
-    for point in points:
-        rows = scaling[scaling["study"] == point.study] if not scaling.empty else scaling
-        if rows.empty or "primary" not in rows.columns:
-            continue
-        primary = str(rows.loc[rows["primary"].astype(bool), "metric"].iloc[0])
-        found_fits = curve_fits(rows, point.study, [primary, WALLTIME_USED.name])
-        # The point's own curve, or the one curve a record (or a study of one variant) has.
-        alone = len({c.variant for c in found_fits}) == 1
-        fits = {cf.metric: cf for cf in found_fits if alone or cf.variant == point.variant}
-        cf = fits.get(primary)
-        key = (point.study, point.ranks, point.nodes)
-        if cf is None or key in seen or point.ranks <= cf.p.max():
-            continue
-        seen.add(key)
-        where = f"{point.study} {point.nodes} node{'s' if point.nodes != 1 else ''} (p = {point.ranks:,})"
-        if cf.fit.best is None:
-            lines.append(f"predicted from {source}: {where}: none ({cf.fit.reason})")
-            continue
-        at = np.array([float(point.ranks)])
-        found = cf.prediction(at)
-        if found.value[0] <= 0:
-            lines.append(f"predicted from {source}: {where}: the model of {cf.label} is at or below zero here:"
-                         f" it leaves the figure's range ({reliability(cf) or 'no prediction'})")  # fmt: skip
-            continue
-        efficiency = float(cf.efficiency(found.value, at)[0])
-        kind = "weak" if cf.scaling == "weak" else "parallel"
-        text = (f"predicted from {source}: {where}: {cf.label} {found.value[0]:,.4g} [{max(found.low[0], 0):,.4g}–"
-                f"{found.high[0]:,.4g}], {kind} efficiency {efficiency:.2f}")  # fmt: skip
-        wall = fits.get(WALLTIME_USED.name)
-        if wall is not None and wall.fit.best is not None:
-            seconds = float(max(wall.fit.best(at)[0], 0.0))
-            cost = point_service_units(point, cluster, seconds)
-            text += f"; walltime used ≈ {seconds:,.0f} s" + (f", ≈ {cost:,.3g} SU a run" if cost else "")
-        if efficiency < cf.threshold:
-            text += f"; below the {cf.threshold:.0%} efficiency threshold: a point to drop?"
-        weak = reliability(cf)
-        lines.append(text + (f" ({weak})" if weak else ""))
-    return lines

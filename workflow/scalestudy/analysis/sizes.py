@@ -3,22 +3,23 @@ tables): per curve, scale and size the statistics of the repeats, and the varian
 size band, so that "flag set X helps large allreduces and hurts small ones" reads off a table.
 
 A run's size table is figures[SIZE_TABLE] of its record, carried into runs.csv as JSON (one
-cell per run, `analysis.run_row`); its columns are the app's declared `size_figures`.
+cell per run, `analysis.records.run_row`); its columns are the app's declared `size_figures`.
 
-- Size band of a message of s bytes (analysis.SIZE_BANDS, defined in analysis.DEFINITIONS):
+- Size band of a message of s bytes (SIZE_BANDS, worded in DEFINITIONS below):
   small s < 8 KiB (latency-bound: eager protocols, one packet on most networks), medium
   8 KiB ≤ s ≤ 1 MiB, large s > 1 MiB (bandwidth-bound: rendezvous, pipelined and segmented
   algorithms).
 - A run's figure in a band: the geometric mean of its per-size figure over the band's sizes
   (every size weighs the same whatever its magnitude; the ratio of two such means is the
   geometric mean of the per-size ratios). Its repeats, their CI and the verdicts against the
-  baseline are the analysis' own (`analysis.summarize`, `analysis.variants`), the band's figure
+  baseline are the analysis' own (`statistics.summarize`, `verdicts.variants`), the band's figure
   named `<figure>@<band>`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -26,7 +27,24 @@ import pandas as pd
 
 from ..apps import app_of_row
 from ..model.metrics import SIZE_COLUMN, SIZE_TABLE, Metric
-from .tables import KIB, MEAN, MIB, SCALE_COLUMNS, SIZE_BANDS, apps_of, curve_columns, summarize, variants
+from ..model.units import KIB, MIB
+from .scaling import SCALE_COLUMNS, apps_of, curve_columns
+from .statistics import MEAN, summarize
+from .verdicts import variants
+
+# Message-size bands of a figure that is a curve over message size: (name,
+# smallest size, largest) in bytes. Below 8 KiB a message goes eagerly in one packet on most
+# networks (latency-bound); above 1 MiB rendezvous and segmented algorithms run (bandwidth-bound).
+SIZE_BANDS = (("small", 1, 8 * KIB - 1), ("medium", 8 * KIB, MIB), ("large", MIB + 1, math.inf))
+
+DEFINITIONS = {
+    "size_bands": "message sizes (nccl-tests' size: the bytes of a rank's whole buffer): small < 8 KiB ≤ medium"
+    " ≤ 1 MiB < large",
+    "band_figure": "a run's figure in a size band: geometric mean of its per-size figure over the band's sizes;"
+    " mean ± CI over the repeats and verdicts against the baseline as for every figure",
+    "busbw": "bus bandwidth (nccl-tests): algbw × factor, allreduce 2(n−1)/n, reduce_scatter, allgather and"
+    " alltoall (n−1)/n, bcast, reduce and point-to-point 1; algbw = size / latency (bibw: both directions)",
+}
 
 BAND_SEPARATOR = "@"
 
@@ -156,7 +174,7 @@ def long_statistics(rows: pd.DataFrame, extra: list[str], declared, estimator: s
 
 def band_verdicts(runs: pd.DataFrame, estimator: str = MEAN) -> pd.DataFrame:
     """Every variant (MPI and NCCL sets, placement, an app's compared axis: collectives' backend
-    against mpi) against its baseline per scale, size band and size figure (`analysis.variants`
+    against mpi) against its baseline per scale, size band and size figure (`verdicts.variants`
     on the band figures), with `figure` and `band` split out of the metric's name."""
     table = band_figures(runs, estimator)
     if table.empty:

@@ -3,7 +3,7 @@
 A run's timing says as much about the machine as about the point: another process taking
 half the CPUs, a virtual machine's steal time, a clock that dropped. Recorded per run
 (`metrics.json` `conditions`), they let a verdict between two sides that ran under clearly
-different conditions say so instead of "faster"/"slower" (scalestudy.analysis.tables).
+different conditions say so instead of "faster"/"slower" (scalestudy.analysis.verdicts).
 
     before = snapshot()
     ... run ...

@@ -1,3 +1,4 @@
+# Stays whole: one run job, pre-flight to metrics.json; its process control serves measure alone (tests patch it here).
 """Run one point: launch, time, parse, and always leave a metrics.json.
 
 A failed run is data: whatever happens (pre-flight refusal, non-zero exit,

@@ -17,14 +17,15 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
-from ..analysis import scaling_models
-from ..analysis.breakdown import DEFINITIONS as BREAKDOWN_DEFINITIONS  # noqa: E402
-from ..analysis.breakdown import curves, parts_table, whole_name, without_breakdown  # noqa: E402
-from ..analysis.sizes import has_size_tables, size_curves, size_declarations, size_text, study_size_figures
-from ..analysis.tables import DEFINITIONS, GOOD_EFFICIENCY, curve_name  # noqa: E402
+from ..analysis import breakdown  # noqa: E402
+from ..analysis.breakdown import curves, part_of, parts_table, whole_name, without_breakdown  # noqa: E402
+from ..analysis.scaling import GOOD_EFFICIENCY, curve_name  # noqa: E402
+from ..analysis.scaling_models import MAX_DRAWN, curve_fits, is_part  # noqa: E402
+from ..analysis.sizes import has_size_tables, size_curves, size_declarations, size_text, study_size_figures  # noqa: E402
 from ..model.metrics import WALLTIME_USED
 from ..model.paths import PLOT_KINDS
 from ..model.steplog import step_log  # noqa: E402
+from .glossary import DEFINITIONS
 
 
 def repeats_note(table: pd.DataFrame) -> str:
@@ -82,7 +83,7 @@ def missing_plots(
         why["cost"] = "no service units recorded (no charge rate on this cluster)"
     if parts_table(scaling, study).empty:
         why["breakdown"] = no_breakdown_reason(table)
-    no_model = scaling_models.missing_reason(scaling, study, str(table["metric"].iloc[0]))
+    no_model = no_model_reason(scaling, study, str(table["metric"].iloc[0]))
     if no_model:
         why["models"] = no_model
     return why
@@ -133,7 +134,7 @@ def plot_from_files(
     runs_csv: str | None = None,
 ) -> None:
     """The plots rule's entry: the study's tables in, its plots out."""
-    from ..analysis.tables import read_table
+    from ..analysis.records import read_table
 
     with step_log(log) as note:
         runs = read_table(runs_csv) if runs_csv else None
@@ -189,7 +190,7 @@ def plot_study(
     if "sizes" not in missing:
         plot_sizes(runs, study, Path(out["sizes"]))
     if "models" not in missing:
-        scaling_models.plot_models(scaling, study, str(table["metric"].iloc[0]), Path(out["models"]))
+        plot_models(scaling, study, str(table["metric"].iloc[0]), Path(out["models"]))
 
 
 def plot_sizes(runs: pd.DataFrame, study: str, path: Path) -> None:
@@ -310,7 +311,7 @@ def plot_breakdown(scaling: pd.DataFrame, table: pd.DataFrame, study: str, path:
     ]
     fig.legend(handles, [*names, name], loc="lower center", ncol=min(len(names) + 1, 4), fontsize=8)
     wholes = "; ".join(sorted({whole for _v, whole, _r in groups}))
-    subtitle = f"parts as fractions of the {wholes}; {BREAKDOWN_DEFINITIONS['fraction']}; {repeats_note(table)}"
+    subtitle = f"parts as fractions of the {wholes}; {breakdown.DEFINITIONS['fraction']}; {repeats_note(table)}"
     fig.suptitle(f"{study}: where the time goes, beside the {name}\n" + textwrap.fill(subtitle, int(13 * width)),
                  fontsize=9)  # fmt: skip
     fig.tight_layout(rect=(0, 0.1, 1, 1))
@@ -425,3 +426,62 @@ def plot_ratios(points: pd.DataFrame, path: Path | str, definition: str) -> bool
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return True
+
+
+# ---------------------------------------------------------------- the scaling models
+
+
+def plot_models(scaling: pd.DataFrame, study: str, primary: str, path: Path) -> None:
+    """The primary figure of each curve, and each part of its breakdown: measured means with
+    their CI, the model, the band of predictions up to predict_up_to × the largest scale."""
+    fits = curve_fits(scaling, study, [primary])
+    variants = [cf.variant for cf in fits]
+    shown = "mpi-default/nccl-default" if "mpi-default/nccl-default" in variants else (variants or [""])[0]
+    if len(fits) > MAX_DRAWN:  # more would be a tangle of bands: the default curve alone
+        fits = [cf for cf in fits if cf.variant == shown]
+    parts = [cf for cf in curve_fits(scaling, study) if is_part(cf.metric) and cf.variant == shown]
+    panels = [("figure", fits)] + ([("parts", parts)] if parts else [])
+    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 4.6), squeeze=False)
+    for ax, (what, group) in zip(axes[0], panels, strict=True):
+        colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        for k, cf in enumerate(group):
+            colour = colours[k % len(colours)]
+            declared = part_of(cf.metric)
+            name = declared.part if declared else (cf.variant if len(group) > 1 else cf.label.split(" (")[0])
+            ax.errorbar(cf.p, cf.mean, yerr=1.96 * np.nan_to_num(cf.se), fmt="o", color=colour, capsize=3, label=name)
+            if cf.fit.best is None:
+                continue
+            at = cf.grid()
+            found = cf.prediction(at)
+            # No figure here goes below zero: a model that does is drawn only while it stays above.
+            value = np.where(found.value > 0, found.value, np.nan)
+            ax.plot(at, value, "-", color=colour, lw=1.2, label=f"{name}: {cf.fit.best.form()}")
+            ax.fill_between(at, np.fmax(found.low, 0), np.fmax(found.high, 0), color=colour, alpha=0.18, lw=0)
+        ax.set_xscale("log", base=2)
+        if what == "parts":
+            ax.set_yscale("log")  # parts differ by orders of magnitude
+        else:
+            ax.set_ylim(bottom=0)
+        if group and group[0].fit.best is not None:
+            ax.axvline(group[0].p.max(), color="grey", ls=":", lw=1)
+        unit = group[0].unit if group else ""
+        label = group[0].label.split(" (")[0] if group else ""
+        ax.set_ylabel(f"{label} [{unit}]" if what == "figure" else f"time per step [{unit}] (log scale)")
+        ax.set_xlabel("p = MPI ranks (log scale); dotted: the largest measured")
+        ax.legend(fontsize=7)
+    reasons = sorted({cf.fit.reason for cf in fits + parts if cf.fit.best is None})
+    subtitle = "; ".join(reasons) if reasons else "band: 95% bootstrap interval over the repeats' noise and the models"
+    fig.suptitle(f"{study}: scaling models (PMNF, leave-one-out SMAPE)\n{subtitle}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def no_model_reason(scaling: pd.DataFrame, study: str, primary: str) -> str | None:
+    """Why a study has no model plot (no curve has a model), or None."""
+    fits = curve_fits(scaling, study, [primary])
+    if not fits:
+        return "no successful run"
+    if all(cf.fit.best is None for cf in fits):
+        return fits[0].fit.reason
+    return None

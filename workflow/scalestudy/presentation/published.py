@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..analysis.tables import scaling
+from ..analysis.scaling import scaling
 from ..apps import APPS
 from ..model.errors import SweepError
 from ..model.metrics import WALLTIME_USED, metric

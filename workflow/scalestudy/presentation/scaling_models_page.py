@@ -1,31 +1,123 @@
-"""The scaling models on a page (scalestudy.analysis.scaling_models): one sentence per study, a table of
-each curve's model of its primary figure and of each part of its time with the predictions at
-2x and 4x the largest measured scale, where efficiency falls below the threshold, where one
-part overtakes another, and how the models were chosen. The report's study section and the
-published record's page show it; compare names a model whose lead term changed.
+"""The scaling models on a page (scalestudy.analysis.scaling_models), and what they say in
+words: one sentence per study, a table of each curve's model of its primary figure and of each
+part of its time with the predictions at 2x and 4x the largest measured scale, where efficiency
+falls below the threshold, where one part overtakes another, and how the models were chosen.
+The report's study section and the published record's page show it; compare names a model
+whose lead term changed; a planned sweep's predictions (planned_predictions) say how reliable
+a model is in its words.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pandas as pd
 
 from ..analysis.breakdown import part_of
+from ..analysis.scaling import curve_columns
 from ..analysis.scaling_models import (
     DEFINITIONS,
     MULTIPLES,
+    POOR_FIT,
     CurveFit,
     curve_fits,
-    efficiency_sentence,
+    efficiency_limit,
     is_part,
-    overtake_sentence,
     overtaking,
-    study_sentence,
 )
-from ..analysis.tables import curve_columns
 from .page import Bullets, Details, Heading, Para, Table, fmt
 
 HEADING = "Where scaling will stop: scaling models"
+
+
+# ---------------------------------------------------------------- sentences
+
+
+def scale_range(cf: CurveFit, found: dict) -> str:
+    """'about 24 nodes (p = 1,152), 16-40' or 'beyond p = 96' where it is not reached."""
+    if math.isinf(found["at"]):
+        return f"not within {cf.scale_words(found['up_to'] if 'up_to' in found else cf.p.max() * cf.beyond)}"
+    high = "beyond the range" if math.isinf(found["high"]) else cf.nodes_words(found["high"])
+    return f"about {cf.scale_words(found['at'])}, {cf.nodes_words(found['low'])}–{high}"
+
+
+def efficiency_sentence(cf: CurveFit) -> str:
+    name = "weak efficiency" if cf.scaling == "weak" else "parallel efficiency"
+    if cf.fit.best is None:
+        return f"{cf.label}: {cf.fit.reason}."
+    found = efficiency_limit(cf)
+    if found is None:
+        return ""
+    if math.isinf(found["at"]):
+        return (
+            f"The model keeps {name} above {cf.threshold:.0%} up to {cf.scale_words(found['up_to'])}"
+            f" ({cf.beyond:g}× the largest measured scale)"
+            + ("." if math.isinf(found["low"]) else f"; its interval reaches it from {cf.scale_words(found['low'])}.")
+        )
+    measured = cf.efficiency(cf.mean, cf.p)
+    below = np.nonzero(measured < cf.threshold)[0]
+    if below.size:
+        k = below[0]
+        return (
+            f"{name.capitalize()} is already below {cf.threshold:.0%} at {cf.scale_words(cf.p[k])} as measured"
+            f" ({measured[k]:.2f}); the model puts the crossing at {scale_range(cf, found)}."
+        )
+    return f"{name.capitalize()} falls below {cf.threshold:.0%} at {scale_range(cf, found)}."
+
+
+def reliability(cf: CurveFit) -> str:
+    """'' for a model that predicts its own scales well; else why its predictions are weak."""
+    best = cf.fit.best
+    if best is not None and best.smape_loo > POOR_FIT:
+        return (
+            f"a poor fit: each scale left out is missed by {best.smape_loo:.0f}% (SMAPE) on average, so its"
+            " predictions say little"
+        )
+    return ""
+
+
+def model_sentence(cf: CurveFit) -> str:
+    """'Steps/s ≈ −1,246 + 1,662·p^(1/2) (grows with the square root of p; leave-one-out SMAPE 4.6%,
+    adjusted R² 0.998, 4 scales).'"""
+    best = cf.fit.best
+    if best is None:
+        return f"{cf.label}: {cf.fit.reason}."
+    weak = reliability(cf)
+    return (
+        f"{cf.label} ≈ {best.symbols()} ({best.words()}; leave-one-out SMAPE {best.smape_loo:.2g}%,"
+        f" adjusted R² {best.adj_r2:.3g}, {len(cf.p)} scales{'; ' + weak if weak else ''})."
+    )
+
+
+def overtake_sentence(found: dict) -> str:
+    part, over = part_of(found["part"].metric), part_of(found["over"].metric)
+    cf = found["part"]
+    name = part.part if part else found["part"].label
+    other = over.part if over else found["over"].label
+    if found["measured"]:
+        passed = cf.mean > found["over"].mean[: len(cf.mean)] if len(cf.mean) == len(found["over"].mean) else None
+        if passed is not None and passed.any():
+            return f"{name} has passed {other} by {cf.scale_words(cf.p[np.nonzero(passed)[0][0]])} as measured."
+        return f"{name} passes {other} within the measured scales (the model: at about {cf.scale_words(found['at'])})."
+    return f"{name} passes {other} at {scale_range(cf, found)}."
+
+
+def study_sentence(scaling: pd.DataFrame, study: str, primary: str) -> str:
+    """One sentence per study: the primary figure's model and where its efficiency falls below the
+    threshold (its default curve, else its first)."""
+    fits = curve_fits(scaling, study, [primary])
+    if not fits:
+        return ""
+    default = [cf for cf in fits if cf.variant == "mpi-default/nccl-default"]
+    cf = (default or fits)[0]
+    if cf.fit.best is None:
+        return f"{cf.label}: {cf.fit.reason}; no prediction beyond the measured scales."
+    limit = efficiency_sentence(cf)
+    return f"{model_sentence(cf)[:-1]}; {limit[:1].lower()}{limit[1:]}"
+
+
+# ---------------------------------------------------------------- the section
 
 
 def predicted_cell(cf: CurveFit, at: float) -> str:
@@ -109,7 +201,7 @@ def limits(fits: list[CurveFit]) -> str:
 
 def exponent_lines(base: pd.DataFrame, new: pd.DataFrame) -> list[str]:
     """Per curve and figure of both scaling tables (paired as compare pairs points:
-    analysis.curve_columns without the variant text): where the lead term of the model changed
+    analysis.scaling.curve_columns without the variant text): where the lead term of the model changed
     ('Comm went from log2 p to p')."""
     if base.empty or new.empty:
         return []

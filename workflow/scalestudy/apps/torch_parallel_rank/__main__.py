@@ -1,3 +1,4 @@
+# Stays whole: one rank's life on one argument namespace (group, strategy, Trainer, loops); models, breakdown are apart.
 """One rank of a torch-parallel point, launched by mpirun (see the package's docstring).
 
 Rank and world come from the MPI environment (Open MPI, MPICH/Hydra, PMIx, Slurm); rank 0's

@@ -1,0 +1,269 @@
+"""scaling.csv: one row per curve x scale x metric: the statistics of the repeats
+(scalestudy.analysis.statistics), speedup, efficiency, Karp–Flatt, the Amdahl fit, cost per run
+and per unit of work, the cost-optimal scale and the fastest within the budget.
+
+- p: total MPI ranks (nodes x ranks per node; one rank per GPU on GPU runs);
+  p0: the smallest p of the curve with at least one successful run; q = p/p0.
+- strong scaling: speedup S(p) = T(p0)/T(p) for times, R(p)/R(p0) for rates;
+  parallel efficiency E(p) = S(p) * p0/p; the per-core figure S(p)/cores that
+  some published tables call efficiency is given separately, under that name;
+  Karp-Flatt serial fraction e(p) = (1/S - 1/q)/(1 - 1/q); Amdahl fit: the
+  serial fraction f minimising the squared error of 1/S = f + (1 - f)/q over
+  the successful scales, and the speedup ceiling 1/f it implies.
+- weak scaling: efficiency T(p0)/T(p) for times, (R(p)/p)/(R(p0)/p0) for
+  rates; scaled speedup = efficiency * q.
+- cost: SU per million units of a rate metric = SU per hour of the job x 1e6 / rate / 3600.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..apps import APPS, App, app_of_row
+from ..model.metrics import WALLTIME_USED, Metric
+from ..model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS, PROGRAM
+from ..model.repeats import Repeats, limits, needed
+from .records import STATUS_PENDING, contended_mask
+from .statistics import MEAN, outlier_mask, summarize
+
+# Cut-off of the one-sentence summary: "parallel efficiency stays >= 70% up to ...".
+GOOD_EFFICIENCY = 0.7
+
+# What tells one curve from another (a curve: one study's points at every scale), with its
+# parameter axes (the AXIS_PREFIX columns beside): the runs.csv columns of model.point.Point.as_record.
+# Every table groups, pairs (scalestudy.presentation.compare) and holds fixed (variants) by these. VARIANT is
+# the same curve named in one text (Point.variant), carried in every table; never a key between
+# two results (a published record's names no parameter axes).
+VARIANT = "variant"
+CURVE_COLUMNS = ("study", "app", "scaling", VARIANT, "mpi_flag_set", "nccl_env_set", *PLACEMENT_DEFAULTS)
+# Where a point is on its curve.
+SCALE_COLUMNS = ["nodes", "ranks_per_node", "gpus_per_node", "ranks"]
+# Per-scale means of these resources go into scaling.csv beside every metric.
+RESOURCE_COLUMNS = [
+    "cores_allocated",
+    "gpus_allocated",
+    "memory_requested_gb",
+    "memory_used_gb",
+    "walltime_requested_s",
+    WALLTIME_USED.name,
+    "service_units",
+]
+
+DEFINITIONS = {
+    "speedup": "S(p) = T(p0)/T(p) (times) or R(p)/R(p0) (rates), p0 = smallest successful scale",
+    "parallel_efficiency": "E(p) = S(p) · p0/p",
+    "speedup_per_core": "S(p)/cores: what some published tables call 'efficiency'; not parallel efficiency",
+    "karp_flatt": "e(p) = (1/S − 1/q)/(1 − 1/q), q = p/p0",
+    "amdahl_fit": "serial fraction f of the least-squares fit 1/S = f + (1 − f)/q; speedup ceiling 1/f",
+    "weak_efficiency": "T(p0)/T(p) (times) or (R(p)/p)/(R(p0)/p0) (rates)",
+    "scaled_speedup": "weak efficiency · p/p0",
+    "repeats_until_clear": "repeats: {min, max, ci}: min repeats first, then one more per point and invocation"
+    " while the 95% CI of its mean primary figure is wider than ± ci of the mean and max is not reached",
+    "su_per_million": "SU per million units of a rate metric: SU per job-hour × 10⁶ / rate / 3600",
+}
+
+
+def curve_columns(*tables: pd.DataFrame, named: bool = True) -> list[str]:
+    """What identifies a curve in every one of `tables`: the CURVE_COLUMNS they all have, then
+    the parameter axes they all have. `named=False` leaves out the VARIANT text (two results'
+    tables may name one curve differently)."""
+    shared = set.intersection(*(set(table.columns) for table in tables))
+    curve = [c for c in CURVE_COLUMNS if c in shared and (named or c != VARIANT)]
+    return curve + sorted(c for c in shared if c.startswith(AXIS_PREFIX))
+
+
+def curve_name(curve: Mapping) -> str:
+    """E.g. 'md mpi-fast/nccl-default (N=8000, binding=core)': the curve's parameter axes, and
+    its placement where not the launcher's own. The cells are text (compare's key cells)."""
+    chosen = [(name, curve[name]) for name, default in PLACEMENT_DEFAULTS.items()
+              if curve.get(name, "") not in ("", str(default))]  # fmt: skip
+    axes = [(k[len(AXIS_PREFIX) :], v) for k, v in curve.items() if k.startswith(AXIS_PREFIX) and v != ""]
+    params = ", ".join(f"{k}={v}" for k, v in [*axes, *chosen])
+    sets = f"mpi-{curve.get('mpi_flag_set', '?')}/nccl-{curve.get('nccl_env_set', '?')}"
+    return f"{curve['study']} {sets}" + (f" ({params})" if params else "")
+
+
+def metrics_of(app: App) -> list[Metric]:
+    """The figures a curve is scaled by: the app's rates and times, then the job's wall time."""
+    return [m for m in app.metrics if m.scaled] + [WALLTIME_USED]
+
+
+def apps_of(runs: pd.DataFrame) -> list[App]:
+    """The apps of the runs, once per app and program (apps.app_of_row: a command study's own)."""
+    if runs.empty or "app" not in runs.columns:
+        return []
+    rows = runs.drop_duplicates([c for c in ("app", PROGRAM) if c in runs.columns]).to_dict("records")
+    return [app for row in rows if (app := app_of_row(row)) is not None]
+
+
+def scaling(
+    runs: pd.DataFrame,
+    budget_su: float | None = None,
+    metrics: Mapping[str, list[Metric]] | None = None,
+    primary: Mapping[str, str] | None = None,
+    estimator: str = MEAN,
+    repeats: Any = None,
+) -> pd.DataFrame:
+    """Statistics, speedup, efficiency and cost per curve, scale and metric (long format).
+
+    `metrics`/`primary` (by app name) default to the registered apps'; a published record
+    of an app this checkout does not have passes its own. `estimator`: the study's
+    (`mean` or `trimmed_mean`), named in every row. `repeats`: the study's setting; where
+    adaptive, the primary figure's rows say how many repeats each point ran and why it
+    stopped (`repeats_run`, `repeats_stop`, model.repeats.needed)."""
+    if runs.empty or "app" not in runs.columns:
+        return pd.DataFrame()
+    frames = []
+    keys = curve_columns(runs)
+    known = metrics or {}
+    # A run whose record was lost has no app: it is listed as failed, but draws no curve.
+    runs = runs[runs["app"].isin(list(known) or list(APPS))]
+    for curve, group in runs.groupby(keys, dropna=False, sort=True):
+        app_name = group["app"].iloc[0]
+        app = app_of_row(group.iloc[0])
+        app_metrics = known.get(app_name) or metrics_of(app)
+        primary_name = (primary or {}).get(app_name) or app.primary_metric
+        for metric in app_metrics:
+            if metric.name not in group.columns or group[metric.name].notna().sum() == 0:
+                continue
+            table = curve_table(group, dict(zip(keys, curve, strict=True)), metric, estimator)
+            table["primary"] = metric.name == primary_name
+            if table["primary"].all() and repeats is not None and limits(repeats).adaptive:
+                add_repeat_stops(table, group, metric.name, limits(repeats))
+            frames.append(table)
+    if not frames:
+        return pd.DataFrame()
+    table = pd.concat(frames, ignore_index=True)
+    return add_cost_choices(table, budget_su)
+
+
+def add_repeat_stops(table: pd.DataFrame, group: pd.DataFrame, metric_name: str, repeats: Repeats) -> None:
+    """Per scale: the repeats recorded and why no more are planned (or that one more is)."""
+    for index, row in table.iterrows():
+        at_scale = group[(group["nodes"] == row["nodes"]) & (group["ranks"] == row["ranks"])]
+        recorded = int((at_scale["status"] != STATUS_PENDING).sum())
+        ok = at_scale[at_scale["status"] == "ok"]
+        values = pd.to_numeric(ok[metric_name], errors="coerce").dropna().tolist()
+        table.loc[index, "repeats_run"] = recorded
+        table.loc[index, "repeats_stop"] = needed(repeats, recorded, values)[1]
+
+
+def curve_table(group: pd.DataFrame, curve: dict, metric: Metric, estimator: str = MEAN) -> pd.DataFrame:
+    ok = group[(group["status"] == "ok") & group[metric.name].notna()]
+    rows = []
+    for scale, at_scale in group.groupby(SCALE_COLUMNS, sort=True):
+        values = ok.loc[at_scale.index.intersection(ok.index), metric.name].astype(float)
+        outliers = outlier_mask(values)
+        repeats = ok.loc[values.index[outliers], "repeat"] if "repeat" in ok.columns else []
+        statuses = at_scale["status"]
+        row = {
+            **curve,
+            **dict(zip(SCALE_COLUMNS, scale, strict=True)),
+            "metric": metric.name,
+            "metric_label": metric.label,
+            "unit": metric.unit,
+            "kind": metric.kind,
+            **summarize(values, estimator=estimator),
+            "estimator": estimator,
+            "n_failed": int((statuses == "failed").sum() + ((statuses == "ok") & at_scale[metric.name].isna()).sum()),
+            "n_pending": int((statuses == STATUS_PENDING).sum()),
+            "n_outliers": int(outliers.sum()),
+            # The successful runs behind the figure measured while others held their CPUs.
+            "n_contended": int(contended_mask(ok.loc[values.index]).sum()),
+            # Text, not numbers: "rep2 rep3" stays as it is through the CSV.
+            "outlier_repeats": " ".join(f"rep{int(r)}" for r in repeats),
+        }
+        succeeded = ok.loc[values.index]
+        for column in RESOURCE_COLUMNS:
+            if column in succeeded.columns and pd.to_numeric(succeeded[column], errors="coerce").notna().any():
+                row[column] = pd.to_numeric(succeeded[column], errors="coerce").mean()
+        if "service_units_source" in succeeded.columns:
+            sources = sorted(set(succeeded["service_units_source"].dropna().astype(str)))
+            row["service_units_source"] = "+".join(sources)
+        if "service_units" in at_scale.columns:
+            # Failed runs burnt allocation too.
+            row["su_spent"] = pd.to_numeric(at_scale["service_units"], errors="coerce").sum(min_count=1)
+        rows.append(row)
+    table = pd.DataFrame(rows).sort_values(["ranks", "nodes"]).reset_index(drop=True)
+    if "cores_allocated" not in table.columns:
+        threads = group["threads_per_rank"].iloc[0] if "threads_per_rank" in group.columns else 1
+        table["cores_allocated"] = table["ranks"] * threads
+    add_cost_per_work(table, metric)
+    return add_scaling_laws(table, metric, curve.get("scaling") == "weak")
+
+
+def add_cost_per_work(table: pd.DataFrame, metric: Metric) -> None:
+    """SU per run, and for a rate metric SU per million of its units."""
+    if "service_units" not in table.columns:
+        return
+    su = table["service_units"].where(table["service_units"] > 0)
+    table["su_per_run"] = su
+    if metric.kind == "rate" and WALLTIME_USED.name in table.columns:
+        su_per_hour = su / (table[WALLTIME_USED.name] / 3600)
+        table["su_per_million"] = su_per_hour * 1e6 / table["mean"] / 3600
+
+
+def add_scaling_laws(table: pd.DataFrame, metric: Metric, weak: bool) -> pd.DataFrame:
+    succeeded = table[table["n"] > 0]
+    if succeeded.empty:
+        table["p0"] = np.nan
+        return table
+    base = succeeded.iloc[0]
+    p0, base_mean = base["ranks"], base["mean"]
+    ratio = base_mean / table["mean"] if metric.kind == "time" else table["mean"] / base_mean
+    q = table["ranks"] / p0
+    table["p0"] = p0
+    if weak:
+        # T(p0)/T(p) for times and per-step rates (MD steps/s); throughputs divide by p/p0.
+        efficiency = ratio if metric.kind == "time" or not metric.extensive else ratio / q
+        table["weak_efficiency"] = efficiency
+        table["scaled_speedup"] = efficiency * q
+        return table
+    table["speedup"] = ratio
+    table["parallel_efficiency"] = ratio / q
+    table["speedup_per_core"] = ratio / table["cores_allocated"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        karp_flatt = (1 / ratio - 1 / q) / (1 - 1 / q)
+    table["karp_flatt_serial_fraction"] = karp_flatt.where(q > 1)
+    serial, ceiling = amdahl_fit(q[table["n"] > 0], ratio[table["n"] > 0])
+    table["amdahl_serial_fraction"] = serial
+    table["amdahl_max_speedup"] = ceiling
+    return table
+
+
+def amdahl_fit(q: Iterable[float], speedup: Iterable[float]) -> tuple[float, float]:
+    """Least squares of 1/S - 1/q = f (1 - 1/q) (Amdahl, linear in f); needs 2 scales.
+    Returns (f, 1/f); the ceiling is infinite when f <= 0 (no serial part seen)."""
+    q, s = np.asarray(list(q), dtype=float), np.asarray(list(speedup), dtype=float)
+    keep = (q > 1) & np.isfinite(s) & (s > 0)
+    if not keep.any():
+        return np.nan, np.nan
+    x, y = 1 - 1 / q[keep], 1 / s[keep] - 1 / q[keep]
+    serial = float((x * y).sum() / (x * x).sum())
+    return serial, (1 / serial if serial > 0 else math.inf)
+
+
+def add_cost_choices(table: pd.DataFrame, budget_su: float | None) -> pd.DataFrame:
+    """Per curve and metric: the cost-optimal scale (least SU per run) and the fastest scale
+    whose SU per run fits the study's budget."""
+    table["cost_optimal"] = False
+    table["fastest_within_budget"] = False
+    if "su_per_run" not in table.columns:
+        return table
+    keys = [*curve_columns(table), "metric"]
+    for _, rows in table.groupby(keys, dropna=False):
+        costed = rows[rows["su_per_run"].notna() & (rows["n"] > 0)]
+        if costed.empty:
+            continue
+        table.loc[costed["su_per_run"].idxmin(), "cost_optimal"] = True
+        if budget_su is not None:
+            fits = costed[costed["su_per_run"] <= budget_su]
+            if not fits.empty:
+                best = fits["mean"].idxmin() if fits["kind"].iloc[0] == "time" else fits["mean"].idxmax()
+                table.loc[best, "fastest_within_budget"] = True
+    return table
