@@ -23,7 +23,8 @@ from ..model.paths import SCHEMA_PATH, folder_problem
 from ..model.point import SAFE_SEGMENT, Point, Sweep, program_of
 from ..model.repeats import limits as repeat_limits
 from ..model.repeats import problems as repeat_problems
-from .files import drop_nulls, read_yaml
+from ..model.settings import Settings, StudySettings
+from .files import drop_nulls, is_true, read_yaml
 from .nccl import value_problem
 
 # An MPI flag set is for one MPI flavour: Open MPI sets become `--mca name value`,
@@ -452,6 +453,37 @@ def expand_study(name: str, study: Mapping[str, Any], config: Mapping[str, Any])
     return points
 
 
+def study_settings(name: str, study: Mapping[str, Any]) -> StudySettings:
+    """A validated study's own settings (the schema's defaults filled in) as typed values."""
+    return StudySettings(
+        name=name,
+        app=study["app"],
+        repeats=study["repeats"],
+        pack=study["pack"],
+        budget_su=study.get("budget_su"),
+        estimator=study["estimator"],
+        efficiency_threshold=study["efficiency_threshold"],
+        predict_up_to=study["predict_up_to"],
+    )
+
+
+def settings_of(config: Mapping[str, Any], sweep: Sweep) -> Settings:
+    """The top-level settings of `config` (the schema's default where a key is not given) and
+    each study's (`sweep.studies`): the one reading of them; everything after reads these."""
+    return Settings(
+        cluster=setting(config, "cluster"),
+        results_dir=str(setting(config, "results_dir")),
+        partial=is_true(setting(config, "partial")),
+        retry_failed=is_true(setting(config, "retry_failed")),
+        budget_su_total=setting(config, "budget_su_total"),
+        order_seed=int(setting(config, "order_seed")),
+        predict_from=setting(config, "predict_from"),
+        compare_baseline=setting(config, "compare_baseline"),
+        assets=setting(config, "assets") or {},
+        studies=sweep.studies,
+    )
+
+
 def load(config: Mapping[str, Any]) -> Sweep:
     """Validate and expand; raises SweepError listing every problem, one line each."""
     return expand(validate(config))
@@ -468,7 +500,7 @@ def expand(config: Mapping[str, Any]) -> Sweep:
             excluded[name] = left_out
         points += planned
     return Sweep(
-        studies=config["studies"],
+        studies={name: study_settings(name, study) for name, study in config["studies"].items()},
         mpi_flag_sets=config["mpi_flag_sets"],
         nccl_env_sets=config["nccl_env_sets"],
         points=tuple(points),

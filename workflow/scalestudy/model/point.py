@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from .paths import SCHEMA_PATH
+from .settings import StudySettings
 from .timefmt import hms, hms_seconds
 
 # Axis values become path segments of the point id.
@@ -228,7 +229,8 @@ def program_of(study: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Sweep:
-    studies: Mapping[str, Mapping[str, Any]]
+    # Each study's own settings (model.settings; the raw config is not kept).
+    studies: Mapping[str, StudySettings]
     mpi_flag_sets: Mapping[str, Mapping[str, str]]
     nccl_env_sets: Mapping[str, Mapping[str, str]]
     points: tuple[Point, ...]
@@ -239,4 +241,4 @@ class Sweep:
         return [p for p in self.points if p.study == study]
 
     def studies_of_app(self, app: str) -> list[str]:
-        return [name for name, study in self.studies.items() if study["app"] == app]
+        return [name for name, study in self.studies.items() if study.app == app]
