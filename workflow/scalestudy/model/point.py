@@ -6,6 +6,7 @@ jobs get a point back from its JSON (`Point.from_json`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -96,9 +97,10 @@ class Point:
     def ranks(self) -> int:
         return self.nodes * self.ranks_per_node
 
-    @property
+    @functools.cached_property
     def id(self) -> str:
-        """Readable and stable: the same point always maps to the same directory."""
+        """Readable and stable: the same point always maps to the same directory. Computed once
+        per point (a plan looks it up several times per point; the fields never change)."""
         per_node = f"gpn{self.gpus_per_node}" if self.gpus_per_node else f"rpn{self.ranks_per_node}"
         return "/".join(
             [
