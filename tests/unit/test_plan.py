@@ -347,3 +347,22 @@ def test_onstart_is_a_list_of_steps_each_with_one_owner(tmp_path):
     with pytest.raises(SweepError):
         start_module.start(missing, start_module.Start(lock=True, reruns={}))
     assert not Path(plan.layout.lock).exists()  # stopped before the lock was taken
+
+
+def test_the_batch_jobs_snakemake_would_resume_are_asked_for_only_on_a_pbs_cluster(tmp_path, repo, monkeypatch):
+    """The PBS step of onstart is start's own (no PBS branch in common.smk): elsewhere Snakemake
+    is not asked which jobs it would resume."""
+    asked = []
+
+    def resumed():
+        asked.append(True)
+        return {}
+
+    start_module.start(pingpong_plan(tmp_path), start_module.Start(lock=False, reruns={}, resumed=resumed))
+    assert asked == []  # the local cluster: never asked
+    monkeypatch.setenv("PROJECT", "ab12")
+    shipped = yaml.safe_load((repo / "config/sweep.yaml").read_text())
+    config = {**shipped, "cluster": "gadi", "results_dir": str(tmp_path / "gadi")}
+    config["studies"] = {"hoomd-wca": shipped["studies"]["hoomd-wca"]}
+    start_module.start(load_plan(config), start_module.Start(lock=False, reruns={}, resumed=resumed))
+    assert asked == [True]

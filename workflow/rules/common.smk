@@ -86,7 +86,7 @@ onstart:
                         lock=RUN.lock_requested(),
                         reruns=RUN.jobs_to_rerun(RUN_RULES),
                         forcing=RUN.forcing(),
-                        resumed=RUN.resumed_batch_jobs(RUN_RULES) if CLUSTER.scheduler == "pbspro" else {},
+                        resumed=lambda: RUN.resumed_batch_jobs(RUN_RULES),
                         forget=RUN.forget_batch_job,
                     ),
                 )

@@ -16,7 +16,7 @@ function of the plan and of what Snakemake's DAG holds, each done by one owner:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..model.errors import SweepError
@@ -31,11 +31,12 @@ from .summary import rerun_line
 class Start:
     """What Snakemake holds at the start of a run (the adapter reads it): whether its lock is
     asked for; the run jobs it runs (metrics.json -> why); the batch jobs it would resume
-    (metrics.json -> job id; PBS only) and how to forget one; what it was told (`forcing`)."""
+    (`resumed()`: metrics.json -> job id, asked only on a PBS cluster) and how to forget one;
+    what it was told (`forcing`)."""
 
     lock: bool
     reruns: Mapping[str, str]
-    resumed: Mapping[str, str] = field(default_factory=dict)
+    resumed: Callable[[], Mapping[str, str]] = dict
     forget: Callable[[str], None] = lambda metrics: None
     forcing: Forcing | None = None
     say: Callable[[str], None] = print
@@ -69,7 +70,7 @@ def keep_before_rerun(plan: Plan, run: Start, held: list) -> None:
 def resubmit_never_ran(plan: Plan, run: Start, held: list) -> None:
     if plan.cluster.scheduler != "pbspro":
         return
-    for metrics in pbs_resume.never_ran(run.resumed):
+    for metrics in pbs_resume.never_ran(run.resumed()):
         run.say(f"scalestudy: {metrics}: its batch job was deleted before it ran; submitted again")
         run.forget(metrics)
 
