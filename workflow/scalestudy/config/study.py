@@ -6,6 +6,10 @@ scalestudy.scheduler.site.load_study, which passes the scheduler backend's site 
     study = load(config, files=workflow.configfiles)
     # raises SweepError: every problem, one line each, naming its key (or file and line)
 
+The sweep's settings are read here once (config.sweep.settings_of) into typed values
+(model.settings: `Study.settings`, each study's `Study.studies[name]`): nothing after
+loading reads the config dict by key.
+
 The configuration layer below reads the files strictly and checks the shape; here each
 study's app adds what only it knows (its parameters, the MPI its flag sets must be for,
 what fails at a given scale, which files a point reads), and the cluster adds what the

@@ -31,6 +31,7 @@ from typing import Any
 
 from ..apps import APPS
 from ..config import packing
+from ..config.clusters import Cluster
 from ..config.study import Study, inputs_by_key, made_here, under_assets
 from ..model import order
 from ..model.errors import SweepError
@@ -140,7 +141,7 @@ class Plan:
         return self.study.sweep
 
     @property
-    def cluster(self) -> Any:
+    def cluster(self) -> Cluster:
         return self.study.cluster
 
     @property
