@@ -5,10 +5,15 @@
     processes' own wall times (metrics.json resources.walltime_used_s).
     Target: <= 1.05.
 (b) planning overhead: `snakemake -n` on a generated 10,000-point sweep,
-    divided by bare Snakemake's dry run of a trivial 2-rule DAG with the same
-    number of jobs. Target: <= 1.3. Both quiet (`-q`: the job counts only) unless
-    --listing (every job printed, as a plain `snakemake -n` does); --profile runs
+    divided by bare Snakemake's dry run of an equal DAG (the same jobs of the same rules
+    and the same edges, read from scalestudy's own `snakemake --dag`; every job one `touch`,
+    no scalestudy code) and, as before, of a trivial 2-rule DAG with the same number of
+    jobs. Target: <= 1.15 against the equal DAG. Both quiet (`-q`: the job counts only)
+    unless --listing (every job printed, as a plain `snakemake -n` does); --profile runs
     scalestudy's side through profiles/local (what users type).
+(e) the start of `snakemake -n` on the shipped sweep (config/sweep.yaml, -q, one core)
+    against bare Snakemake's on its equal DAG, alternating, best of --repeats. Target: at
+    most 1.5 s more.
 (c) runner overhead per run job: the CPU time (user + system, the runner and everything it
     starts) of `python -m scalestudy run-point` on a 2-rank ping-pong point, less that of its
     launch (mpirun and its ranks: the runner's children's CPU time when the launcher was reaped
@@ -27,6 +32,7 @@
 Run from the repository root with the venv active:
     python benchmarks/overhead.py            # both
     python benchmarks/overhead.py --only b   # only the dry-run ratio
+    python benchmarks/overhead.py --only e   # the shipped sweep's dry-run start, against its equal DAG
     python benchmarks/overhead.py --only b --points 100000 --repeats 1 --profile --listing
     python benchmarks/overhead.py --only b --points 200 --repeats 1   # a smoke run (the tests do this)
     python benchmarks/overhead.py --only c --runs 5  # runner overhead, this checkout against 25b3435
@@ -39,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -131,6 +138,56 @@ def bare_snakefile(workdir: Path, points: int) -> Path:
     return path
 
 
+# What a run rule of scalestudy's declares per job besides its output (rules/run.smk): a log,
+# one param (the point's JSON, about this long), a priority and resources given by functions
+# of the job. Bare Snakemake with these costs what Snakemake itself costs for such a rule;
+# its functions are given their signature once, as scalestudy's are (Snakemake's own
+# overwrite_function_params), so that neither side pays inspect.signature per call.
+RUN_RULE_DIRECTIVES = """    log: 'out/{rule}/{{i}}.log'
+    params: point=per_job(lambda wildcards: POINT + wildcards.i)
+    priority: per_job(lambda wildcards: int(wildcards.i) % 97)
+    resources: nodes=per_job(lambda wildcards: 1), tasks=per_job(lambda wildcards: 2), measurement_slot=1
+"""
+DIRECTIVES_PRELUDE = """import inspect
+from snakemake.common import overwrite_function_params
+POINT = "x" * 480
+def per_job(function):
+    overwrite_function_params(function, inspect.signature(function).parameters)
+    return function
+"""
+
+
+def equal_dag_snakefile(
+    workdir: Path, ours_args: list[str], name: str = "Snakefile.equal", directives: bool = False
+) -> Path:
+    """A bare Snakefile whose DAG equals scalestudy's: its `snakemake --dag` (run once, not
+    timed) read back as jobs (node: rule) and edges (dependency -> dependent); each job one
+    `touch` of out/<rule>/<node>, its inputs its dependencies' files (a function only for the
+    rules whose jobs have any, as scalestudy's run rules have none). With `directives`, each
+    run rule also declares what scalestudy's does per job (RUN_RULE_DIRECTIVES)."""
+    dot = subprocess.run([sys.executable, "-m", "snakemake", "--directory", str(workdir), *ours_args, "--dag"],
+                         check=True, cwd=workdir, capture_output=True, text=True).stdout  # fmt: skip
+    # Rule names as Python names (a rule named after an app may hold a '-').
+    found = re.findall(r"^\s*(\d+)\[label = \"([^\"\\]+)", dot, re.M)
+    rule_of = {int(node): re.sub(r"\W", "_", rule) for node, rule in found}
+    deps: dict[int, list[int]] = {}
+    for before, after in re.findall(r"^\s*(\d+) -> (\d+)\s*$", dot, re.M):
+        deps.setdefault(int(after), []).append(int(before))
+    (target,) = [node for node, rule in rule_of.items() if rule == "all"]
+    files = {node: f"out/{rule}/{node}" for node, rule in rule_of.items()}
+    lines = [DIRECTIVES_PRELUDE] if directives else []
+    lines += [f"DEPS = {json.dumps({files[n]: [files[d] for d in ds] for n, ds in deps.items() if n != target})}",
+             f"rule all:\n    input: {json.dumps([files[d] for d in deps[target]])}\n"]  # fmt: skip
+    for rule in sorted(set(rule_of.values()) - {"all"}):
+        has_inputs = any(rule_of[n] == rule for n in deps)
+        inputs = f"    input: lambda w: DEPS.get('out/{rule}/' + w.i, [])\n" if has_inputs else ""
+        more = RUN_RULE_DIRECTIVES.format(rule=rule) if directives and rule.startswith("run_") else ""
+        lines.append(f"rule {rule}:\n{inputs}{more}    output: 'out/{rule}/{{i}}'\n    shell: 'touch {{output}}'\n")
+    path = workdir / name
+    path.write_text("\n".join(lines))
+    return path
+
+
 def big_sweep(workdir: Path, points: int) -> Path:
     """10 node counts x 10 ranks-per-node counts x points/100 repeats (10,000 points: 100 repeats)."""
     if points % 100:
@@ -156,6 +213,21 @@ def big_sweep(workdir: Path, points: int) -> Path:
     return path
 
 
+def side_by_side(workdir: Path, repeats: int, sides: dict[str, list[str]]) -> dict[str, list[tuple[float, float]]]:
+    """(wall, CPU) of each side's Snakemake run, `repeats` rounds, the sides alternating."""
+    runs: dict[str, list[tuple[float, float]]] = {label: [] for label in sides}
+    for _ in range(repeats):
+        for label, args in sides.items():
+            runs[label].append(timed_snakemake(workdir, *args))
+    return runs
+
+
+def times(runs: list[tuple[float, float]], kind: int) -> str:
+    return (
+        f"{min(run[kind] for run in runs):.2f} s (best of {len(runs)}: {', '.join(f'{run[kind]:.2f}' for run in runs)})"
+    )
+
+
 def dry_run_ratio(workdir: Path, repeats: int, points: int, profile: bool = False, listing: bool = False) -> None:
     bare = bare_snakefile(workdir, points)
     sweep = big_sweep(workdir, points)
@@ -163,22 +235,50 @@ def dry_run_ratio(workdir: Path, repeats: int, points: int, profile: bool = Fals
     # A --configfile given on the command line replaces the profile's configfiles.
     through = ["--profile", str(REPO / "profiles/local")] if profile else []
     ours_args = ["-s", str(REPO / "Snakefile"), *through, "--configfile", str(sweep), "-n", *quiet, "--cores", "1"]
-    bare_args = ["-s", str(bare), "-n", *quiet, "--cores", "1"]
+    dag_args = ["-s", str(REPO / "Snakefile"), *through, "--configfile", str(sweep)]
+    equal = equal_dag_snakefile(workdir, dag_args)
+    same = equal_dag_snakefile(workdir, dag_args, "Snakefile.directives", directives=True)
+    sides = {
+        "scalestudy": ours_args,
+        "equal": ["-s", str(equal), "-n", *quiet, "--cores", "1"],
+        "directives": ["-s", str(same), "-n", *quiet, "--cores", "1"],
+        "trivial": ["-s", str(bare), "-n", *quiet, "--cores", "1"],
+    }
     how = ", ".join(["through profiles/local" if profile else "no profile", "every job listed" if listing else "-q"])
-    ours, theirs = [], []
-    for _ in range(repeats):
-        theirs.append(timed_snakemake(workdir, *bare_args))
-        ours.append(timed_snakemake(workdir, *ours_args))
+    runs = side_by_side(workdir, repeats, sides)
     for label, kind in (("wall", 0), ("CPU", 1)):
-        ours_s, theirs_s = [run[kind] for run in ours], [run[kind] for run in theirs]
         # Best of N: on a shared 2-core machine the noise is one-sided (other work only adds time).
-        print(f"(b) {label} time, dry run of {points:,} points ({how}): scalestudy {min(ours_s):.2f} s "
-              f"(best of {repeats}: {', '.join(f'{t:.2f}' for t in ours_s)}); bare Snakemake, trivial 2-rule DAG "
-              f"of {points:,} jobs: {min(theirs_s):.2f} s ({', '.join(f'{t:.2f}' for t in theirs_s)})")  # fmt: skip
+        print(f"(b) {label} time, dry run of {points:,} points ({how}): scalestudy {times(runs['scalestudy'], kind)}; "
+              f"bare Snakemake, equal DAG: {times(runs['equal'], kind)}; the same with the run rules' directives: "
+              f"{times(runs['directives'], kind)}; trivial 2-rule DAG of {points:,} jobs: "
+              f"{times(runs['trivial'], kind)}")  # fmt: skip
+        best = {side: min(run[kind] for run in side_runs) for side, side_runs in runs.items()}
+        median = {side: statistics.median(run[kind] for run in side_runs) for side, side_runs in runs.items()}
         print(
-            f"(b) {label} ratio {min(ours_s) / min(theirs_s):.3f} best-of-{repeats}, "
-            f"{statistics.median(ours_s) / statistics.median(theirs_s):.3f} median  (target <= 1.3)"
+            f"(b) {label} ratio against the equal DAG {best['scalestudy'] / best['equal']:.3f} best-of-{repeats}, "
+            f"{median['scalestudy'] / median['equal']:.3f} median (target <= 1.15); against the equal DAG with "
+            f"the run rules' directives {best['scalestudy'] / best['directives']:.3f}; against the trivial DAG "
+            f"{best['scalestudy'] / best['trivial']:.3f} best-of-{repeats}; load average {os.getloadavg()[0]:.1f}"
         )
+
+
+def shipped_start(workdir: Path, repeats: int) -> None:
+    """(e): `snakemake -n` of the shipped sweep (its start: loading, planning, the DAG of its
+    151 points) against bare Snakemake on the same DAG, side by side."""
+    os.environ.setdefault("PROJECT", "ab12")  # the shipped sweep's cluster charges a project
+    ours_args = ["-s", str(REPO / "Snakefile"), "--configfile", str(REPO / "config/sweep.yaml")]
+    equal = equal_dag_snakefile(workdir, ours_args)
+    sides = {
+        "scalestudy": [*ours_args, "-n", "-q", "--cores", "1"],
+        "equal": ["-s", str(equal), "-n", "-q", "--cores", "1"],
+    }
+    runs = side_by_side(workdir, repeats, sides)
+    for label, kind in (("wall", 0), ("CPU", 1)):
+        best = {side: min(run[kind] for run in side_runs) for side, side_runs in runs.items()}
+        print(f"(e) {label} time of `snakemake -n` on the shipped sweep: scalestudy {times(runs['scalestudy'], kind)}; "
+              f"bare Snakemake, equal DAG: {times(runs['equal'], kind)}; difference "
+              f"{best['scalestudy'] - best['equal']:+.2f} s (target <= +1.5 s); "
+              f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
 
 
 # Runs `python -m scalestudy ...` with the launcher's Popen watched: the CPU time the runner's
@@ -285,7 +385,7 @@ def runner_overhead(workdir: Path, before: str, runs: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["a", "b", "c", "d"])
+    parser.add_argument("--only", choices=["a", "b", "c", "d", "e"])
     parser.add_argument("--max-steps", type=int, default=70, help="(a) steps per point; 70 gives >= 30 s points")
     parser.add_argument("--repeats", type=int, default=5, help="(b) dry runs of each; the best is used")
     parser.add_argument("--points", type=int, default=10_000, help="(b) points of the generated sweep")
@@ -296,11 +396,13 @@ def main() -> None:
     parser.add_argument("--study-before", help="(d) a revision whose local study runs first, for comparison")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="scalestudy-bench-") as tmp:
-        for part in ("b", "a", "c", "d"):
+        for part in ("b", "a", "c", "d", "e"):
             if args.only in (None, part):
                 (Path(tmp) / part).mkdir()
         if args.only in (None, "b"):
             dry_run_ratio(Path(tmp) / "b", args.repeats, args.points, args.profile, args.listing)
+        if args.only in (None, "e"):
+            shipped_start(Path(tmp) / "e", args.repeats)
         if args.only in (None, "c"):
             runner_overhead(Path(tmp) / "c", args.before, args.runs)
         if args.only in (None, "a"):

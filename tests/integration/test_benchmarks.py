@@ -21,6 +21,12 @@ def test_planning_overhead_runs_and_prints_its_ratio():
     assert "(b) wall ratio " in run.stdout and "(b) CPU ratio " in run.stdout
 
 
+def test_the_shipped_sweeps_start_is_measured_against_bare_snakemake_on_an_equal_dag():
+    run = benchmark("overhead.py", "--only", "e", "--repeats", "1")
+    assert "(e) wall time of `snakemake -n` on the shipped sweep: scalestudy " in run.stdout
+    assert "bare Snakemake, equal DAG: " in run.stdout and "(target <= +1.5 s)" in run.stdout
+
+
 def test_runner_overhead_runs_and_prints_its_ratio():
     run = benchmark("overhead.py", "--only", "c", "--runs", "1")
     assert run.returncode == 0, run.stderr[-3000:]

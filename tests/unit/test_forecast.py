@@ -17,7 +17,8 @@ from scalestudy.config.requests import job_request
 from scalestudy.model.errors import SweepError
 from scalestudy.model.paths import Layout
 from scalestudy.model.record import definition
-from scalestudy.planning.plan import Forcing, Plan
+from scalestudy.planning import summary
+from scalestudy.planning.plan import Forcing, Plan, load_plan
 from scalestudy.results.history import survey
 from scalestudy.scheduler import site
 
@@ -100,29 +101,29 @@ def test_a_record_of_another_definition_says_nothing_of_the_walltime(shipped, tm
 
 
 def gadi_plan(shipped, tmp_path, **settings) -> Plan:
-    return Plan.load({**shipped, "cluster": "gadi", "results_dir": str(tmp_path / "results"), **settings})
+    return load_plan({**shipped, "cluster": "gadi", "results_dir": str(tmp_path / "results"), **settings})
 
 
 def test_jobs_to_submit_over_the_budget_are_refused_naming_the_costliest_studies(shipped, tmp_path):
     plan = gadi_plan(shipped, tmp_path, budget_su_total=5000)
-    assert plan.budget_problems() == [
+    assert summary.budget_problems(plan) == [
         "budget_su_total: the 151 run jobs to submit may cost up to 16,122.0 SU on gadi (request x (walltime + "
         "margin) x charge rate), over the budget of 5,000.0 SU; costliest: torch-parallel 6,480.0 SU, hoomd-wca "
         "2,352.0 SU, lammps-wca 2,352.0 SU (fewer repeats, scales or variants, shorter walltimes, or a larger "
         "budget_su_total)"
     ]
-    assert gadi_plan(shipped, tmp_path, budget_su_total=16122).budget_problems() == []
+    assert summary.budget_problems(gadi_plan(shipped, tmp_path, budget_su_total=16122)) == []
 
 
 def test_the_budget_never_blocks_a_report_and_a_report_prints_no_forecast(shipped, tmp_path):
     # Loading is no refusal: the study loads whatever its budget (the report target reads it).
     plan = gadi_plan(shipped, tmp_path, budget_su_total=1)
-    assert plan.budget_problems(REPORT) == []
-    assert not any("cost forecast" in line for line in plan.summary_lines(REPORT))
-    assert any("cost forecast for the 151 run jobs to submit" in line for line in plan.summary_lines())
+    assert summary.budget_problems(plan, REPORT) == []
+    assert not any("cost forecast" in line for line in summary.summary_lines(plan, REPORT))
+    assert any("cost forecast for the 151 run jobs to submit" in line for line in summary.summary_lines(plan))
     # A batch job's own Snakemake submits nothing.
-    inside = Plan.load({**shipped, "cluster": "gadi", "budget_su_total": 1}, main_process=False)
-    assert inside.budget_problems() == []
+    inside = load_plan({**shipped, "cluster": "gadi", "budget_su_total": 1}, main_process=False)
+    assert summary.budget_problems(inside) == []
 
 
 def finish(plan: Plan, points) -> None:
@@ -138,11 +139,11 @@ def test_finished_points_are_not_priced(shipped, tmp_path):
     torch_points = [p for p in plan.study.points if p.study == "torch-parallel"]
     finish(plan, torch_points)
     again = gadi_plan(shipped, tmp_path, budget_su_total=16122 - 6480)
-    assert len(again.to_submit) == 151 - 72 and "torch-parallel" not in again.submit_forecast().maximum
-    assert again.submit_forecast().total == pytest.approx(16122 - 6480)
-    assert again.budget_problems() == []
+    assert len(again.to_submit) == 151 - 72 and "torch-parallel" not in summary.submit_forecast(again).maximum
+    assert summary.submit_forecast(again).total == pytest.approx(16122 - 6480)
+    assert summary.budget_problems(again) == []
     over = gadi_plan(shipped, tmp_path, budget_su_total=16122 - 6480 - 1)
-    assert over.budget_problems()[0].startswith(
+    assert summary.budget_problems(over)[0].startswith(
         "budget_su_total: the 79 run jobs to submit may cost up to 9,642.0 SU on gadi"
     )
 
@@ -153,12 +154,14 @@ def test_a_packed_study_is_priced_as_its_packs(shipped, tmp_path):
     studies = {"hoomd-wca": {**shipped["studies"]["hoomd-wca"], "pack": "scale"}}
     packed = gadi_plan({**shipped, "studies": studies}, tmp_path)
     alone = gadi_plan({**shipped, "studies": {"hoomd-wca": shipped["studies"]["hoomd-wca"]}}, tmp_path)
-    assert packed.submit_forecast().jobs == {"hoomd-wca": 3} and alone.submit_forecast().jobs == {"hoomd-wca": 18}
+    assert summary.submit_forecast(packed).jobs == {"hoomd-wca": 3} and summary.submit_forecast(alone).jobs == {
+        "hoomd-wca": 18
+    }
     # Rate 2 x cores x (6 x 30 min + 5 min) per pack, at 1, 2 and 4 nodes of 48 cores.
-    assert packed.submit_forecast().total == pytest.approx(2 * (48 + 96 + 192) * (6 * 30 + 5) / 60)
-    assert alone.submit_forecast().total == pytest.approx(2352.0)
-    budget = packed.submit_forecast().total
-    assert gadi_plan({**shipped, "studies": studies}, tmp_path, budget_su_total=budget).budget_problems() == []
+    assert summary.submit_forecast(packed).total == pytest.approx(2 * (48 + 96 + 192) * (6 * 30 + 5) / 60)
+    assert summary.submit_forecast(alone).total == pytest.approx(2352.0)
+    budget = summary.submit_forecast(packed).total
+    assert summary.budget_problems(gadi_plan({**shipped, "studies": studies}, tmp_path, budget_su_total=budget)) == []
 
 
 @pytest.mark.parametrize("budget", [0, -5, "abc"])
@@ -177,18 +180,18 @@ def test_the_opening_line_forecast_and_budget_count_what_the_targets_run(shipped
     """`snakemake ... -- <results>/hoomd-wca/runs.csv` under budget_su_total 3000: the sweep would
     cost 16,122 SU, hoomd-wca alone 2,352 SU; the line and the forecast name hoomd-wca's 18 jobs."""
     plan = gadi_plan(shipped, tmp_path, budget_su_total=3000)
-    assert plan.budget_problems(Forcing()) != []  # the whole sweep
+    assert summary.budget_problems(plan, Forcing()) != []  # the whole sweep
     runs_csv = Forcing(targets=frozenset({str(tmp_path / "results/hoomd-wca/runs.csv")}))
-    assert plan.budget_problems(runs_csv) == []
-    line, *forecast_line = plan.summary_lines(runs_csv)
+    assert summary.budget_problems(plan, runs_csv) == []
+    line, *forecast_line = summary.summary_lines(plan, runs_csv)
     assert line.startswith("scalestudy: 18 points (hoomd-wca 18); 18 run jobs to submit")
     assert "hoomd-wca 2,352.0 SU (18 jobs); total 2,352.0 SU" in forecast_line[0]
     two = Forcing(targets=frozenset({str(tmp_path / f"results/{s}/runs.csv") for s in ("hoomd-wca", "collectives")}))
-    assert plan.summary_lines(two)[0].startswith(
+    assert summary.summary_lines(plan, two)[0].startswith(
         "scalestudy: 36 points (hoomd-wca 18, collectives 18; 18 left out by exclude/zip)"
     )
     point = next(p for p in plan.study.points if p.study == "lammps-wca")
     one = Forcing(targets=frozenset({plan.layout.metrics(point.study, point.id)}))
-    assert plan.summary_lines(one)[0].startswith("scalestudy: 1 points (lammps-wca 1); 1 run jobs to submit")
+    assert summary.summary_lines(plan, one)[0].startswith("scalestudy: 1 points (lammps-wca 1); 1 run jobs to submit")
     # The report, or anything else, needs every point.
-    assert plan.summary_lines(Forcing(targets=frozenset({"all"})))[0].startswith("scalestudy: 151 points")
+    assert summary.summary_lines(plan, Forcing(targets=frozenset({"all"})))[0].startswith("scalestudy: 151 points")

@@ -148,32 +148,34 @@ def pingpong_at(results_dir, **settings):
             "studies": {"pp": {"app": "pingpong", "nodes": [1], "ranks_per_node": [2]}}}  # fmt: skip
 
 
-def baseline_refusal(plan, baseline):
+def baseline_refusal(results_dir, baseline):
+    """The compare target's refusal of `--config compare_baseline=BASELINE` (the typed setting)."""
+    from scalestudy.planning import tables
+    from scalestudy.planning.plan import load_plan
     from scalestudy.presentation.comparison import check_side
 
+    plan = load_plan(pingpong_at(results_dir, compare_baseline=str(baseline)))
     with pytest.raises(SweepError) as raised:
-        plan.compare_baseline({"compare_baseline": str(baseline)}, check_side)
+        tables.compare_baseline(plan, check_side)
     return raised.value.problems
 
 
 def test_a_compare_baseline_that_is_no_results_is_refused_before_the_dag(tmp_path):
-    from scalestudy.planning.plan import Plan
-
-    plan = Plan.load(pingpong_at(tmp_path / "results"))
+    results = tmp_path / "results"
     hint = "give a results directory (with <study>/runs.csv) or a published record (.csv)"
-    assert baseline_refusal(plan, tmp_path / "gone") == [f"compare_baseline: {tmp_path / 'gone'}: not found; {hint}"]
+    assert baseline_refusal(results, tmp_path / "gone") == [f"compare_baseline: {tmp_path / 'gone'}: not found; {hint}"]
     (tmp_path / "notes.txt").write_text("hello\n")
-    assert baseline_refusal(plan, tmp_path / "notes.txt") == [
+    assert baseline_refusal(results, tmp_path / "notes.txt") == [
         f"compare_baseline: {tmp_path / 'notes.txt'}: not a results directory nor a .csv file; {hint}"
     ]
     (tmp_path / "empty").mkdir()
-    assert baseline_refusal(plan, tmp_path / "empty") == [
+    assert baseline_refusal(results, tmp_path / "empty") == [
         f"compare_baseline: {tmp_path / 'empty'}: no runs.csv of any study (<study>/runs.csv); has the study been "
         "aggregated?"
     ]
     (tmp_path / "other/elsewhere").mkdir(parents=True)
     (tmp_path / "other/elsewhere/runs.csv").write_text("study\nelsewhere\n")
-    assert baseline_refusal(plan, tmp_path / "other") == [
+    assert baseline_refusal(results, tmp_path / "other") == [
         f"compare_baseline: {tmp_path / 'other'}: no study of this sweep (it has elsewhere); allowed: results of pp"
     ]
 
@@ -202,14 +204,14 @@ def test_a_pattern_does_not_pass_a_trailing_newline():
 def test_a_typo_under_the_assets_is_a_missing_input_not_a_made_one(tmp_path):
     # {results_dir}/assets/... that no rule makes: the documented warning (a real run stops),
     # not a DAG edge that Snakemake answers with MissingInputException.
-    from scalestudy.planning.plan import Plan
+    from scalestudy.planning.plan import load_plan
 
     params = {"method": "lora", "checkpoint_dir": "{results_dir}/assets/litgpt-tiny/checkpoint",
               "data_path": "{results_dir}/assets/litgpt-tiny/alpaca.jsn", "max_steps": 1, "global_batch_size": 8,
               "micro_batch_size": 1}  # fmt: skip
     config = {"cluster": "local", "results_dir": str(tmp_path),
               "studies": {"lg": {"app": "litgpt", "nodes": [1], "ranks_per_node": [1], "params": params}}}  # fmt: skip
-    plan = Plan.load(config)
+    plan = load_plan(config)
     assert plan.missing_inputs == [
         f"studies.lg.params.data_path: {tmp_path}/assets/litgpt-tiny/alpaca.jsn does not exist"
     ]
@@ -354,28 +356,29 @@ def finished_plan(tmp_path, repeats=1):
     import json
 
     from scalestudy.model.record import definition
-    from scalestudy.planning.plan import Plan
+    from scalestudy.planning.plan import load_plan
     from sweeps import sweep
 
     config = sweep("pingpong-tcp", results_dir=str(tmp_path / "results"))
     config["studies"]["pp"]["repeats"] = repeats
-    plan = Plan.load(config)
+    plan = load_plan(config)
     for point in plan.study.points:
         path = Path(plan.layout.metrics(point.study, point.id))
         path.parent.mkdir(parents=True, exist_ok=True)
         record = {"status": "ok", "definition": definition(point, plan.cluster.name), "figures": {"latency_us": 1.0},
                   "resources": {"walltime_used_s": 1.0}, "started": "2026-01-01T00:00:00+00:00"}  # fmt: skip
         path.write_text(json.dumps(record))
-    return Plan.load(config)
+    return load_plan(config)
 
 
 def test_forced_points_are_counted_in_the_summary(tmp_path):
+    from scalestudy.planning import summary
     from scalestudy.planning.plan import Forcing
 
     plan = finished_plan(tmp_path)
     metrics = plan.layout.metrics("pp", plan.study.points[0].id)
     forced = "forced (--forceall, --forcerun or --force)"
-    assert plan.summary_lines(Forcing())[0] == "scalestudy: 2 points (pp 2); 0 run jobs to submit"
+    assert summary.summary_lines(plan, Forcing())[0] == "scalestudy: 2 points (pp 2); 0 run jobs to submit"
     for forcing, n in (
         (Forcing(everything=True), 2),
         (Forcing(rules_or_files=frozenset({"run_pingpong"})), 2),
@@ -388,33 +391,39 @@ def test_forced_points_are_counted_in_the_summary(tmp_path):
         )
         # A point's metrics.json as the target: that point is all the line counts.
         points = "1 points (pp 1)" if forcing.targets else "2 points (pp 2)"
-        assert plan.summary_lines(forcing)[0] == f"scalestudy: {points}; {expected}", forcing
+        assert summary.summary_lines(plan, forcing)[0] == f"scalestudy: {points}; {expected}", forcing
     # The report alone runs no point, forced or not.
     report = Forcing(targets=frozenset({"report"}), everything=True)
     only = "scalestudy: 2 points (pp 2); report from the finished runs only: 0 run jobs"
-    assert plan.summary_lines(report)[0] == only
+    assert summary.summary_lines(plan, report)[0] == only
 
 
 def test_run_jobs_snakemake_adds_at_the_start_are_said_in_one_line(tmp_path):
+    from scalestudy.planning import summary
     from scalestudy.planning.plan import Forcing
 
     plan = finished_plan(tmp_path)
     metrics = [plan.layout.metrics(p.study, p.id) for p in plan.study.points]
     incomplete = Forcing(incomplete=True)
-    assert plan.summary_lines(incomplete)[1] == (
+    assert summary.summary_lines(plan, incomplete)[1] == (
         "scalestudy: --rerun-incomplete: points an interrupted run left incomplete run again too; the count is given "
         "when the run starts"
     )
-    assert plan.rerun_line({}, incomplete) is None
-    assert plan.rerun_line({metrics[0]: "Forced execution"}, incomplete) == (
+    assert summary.rerun_line(plan, {}, incomplete) is None
+    assert summary.rerun_line(plan, {metrics[0]: "Forced execution"}, incomplete) == (
         "scalestudy: Snakemake runs 1 run jobs, 1 more than counted above, for its own reasons: 1 Forced execution "
         "(--rerun-incomplete: left incomplete by an interrupted run)"
     )
     # What the summary counted is not said again.
-    assert plan.rerun_line({m: "Forced execution" for m in metrics}, Forcing(everything=True)) is None
+    assert summary.rerun_line(plan, {m: "Forced execution" for m in metrics}, Forcing(everything=True)) is None
 
 
 def test_the_set_of_points_is_a_param_of_the_tables(tmp_path):
-    one, two = finished_plan(tmp_path).points_digest("pp"), finished_plan(tmp_path, repeats=2).points_digest("pp")
+    from scalestudy.planning import tables
+
+    one, two = (
+        tables.points_digest(finished_plan(tmp_path), "pp"),
+        tables.points_digest(finished_plan(tmp_path, repeats=2), "pp"),
+    )
     assert one.startswith("2 points, sha256 ") and two.startswith("4 points, sha256 ")
-    assert finished_plan(tmp_path).points_digest("pp") == one  # the same sweep: no rebuild
+    assert tables.points_digest(finished_plan(tmp_path), "pp") == one  # the same sweep: no rebuild

@@ -321,10 +321,10 @@ def test_stage_3_mixed_precision_casts_the_shard_and_gathers_16_bit_units():
 
 def test_inside_a_batch_job_the_memory_check_is_not_repeated(tmp_path, monkeypatch):
     # The check counts models with torch (seconds); it ran where the job was submitted.
-    from scalestudy.planning.plan import Plan
+    from scalestudy.planning.plan import load_plan
 
     monkeypatch.setenv("PROJECT", "p00")
-    assert Plan.load(sweep(tmp_path, micro_batch=4), main_process=False).study.points
+    assert load_plan(sweep(tmp_path, micro_batch=4), main_process=False).study.points
 
 
 def test_fsdp_full_fine_tuning_holds_its_shard_the_root_gathered_and_the_larger_of_backward_and_step():

@@ -157,7 +157,8 @@ def test_the_dry_modes_budget_refusal_is_the_snakefiles_word_for_word(shipped, r
     """Packed points with repeats up to a max: the dry mode prices what a run would submit as
     the Snakefile does (the repeats needed now, packed; those up to max that later runs may
     add), because it asks the Snakefile's own plan."""
-    from scalestudy.planning.plan import Plan
+    from scalestudy.planning.plan import load_plan
+    from scalestudy.planning.summary import budget_problems
 
     monkeypatch.chdir(repo)
     hoomd = {**shipped["studies"]["hoomd-wca"], "pack": "scale", "repeats": {"min": 2, "max": 5, "ci": "5%"}}
@@ -166,6 +167,6 @@ def test_the_dry_modes_budget_refusal_is_the_snakefiles_word_for_word(shipped, r
     profile = repo / "profiles/gadi"
     with pytest.raises(SweepError) as refused:
         dry_plan.plan(profile, [str(sweep)])
-    snakefiles = Plan.load(dry_plan.workflow_config(profile, [str(sweep)]), files=[str(sweep)]).budget_problems()
+    snakefiles = budget_problems(load_plan(dry_plan.workflow_config(profile, [str(sweep)]), files=[str(sweep)]))
     assert refused.value.problems == snakefiles
     assert "and the 18 repeats up to max that later rounds may add" in snakefiles[0]

@@ -25,6 +25,7 @@ from scalestudy.analysis.verdicts import (
 from scalestudy.model import order
 from scalestudy.model.paths import Layout
 from scalestudy.model.repeats import Repeats, limits, needed, relative_ci
+from scalestudy.model.settings import StudySettings
 from scalestudy.results.repeats import in_play
 from scipy import stats
 
@@ -80,10 +81,16 @@ def write_record(layout, point, value, status="ok"):
     pathlib.Path(path).write_text(json.dumps({"status": status, "figures": {"latency_us": value}}))
 
 
+def study_settings(name, repeats):
+    """A ping-pong study's typed settings (model.settings) with `repeats`."""
+    return StudySettings(name=name, app="pingpong", repeats=repeats, pack=1, budget_su=None, estimator="mean",
+                         efficiency_threshold=0.5, predict_up_to=4)  # fmt: skip
+
+
 def test_a_study_plans_only_the_repeats_still_needed_and_keeps_every_recorded_one(tmp_path):
     layout = Layout(str(tmp_path))
     points = [pingpong_point(repeat=r) for r in range(1, 7)]
-    studies = {points[0].study: {"repeats": {"min": 2, "max": 6, "ci": "5%"}}}
+    studies = {points[0].study: study_settings(points[0].study, {"min": 2, "max": 6, "ci": "5%"})}
     assert [p.repeat for p in in_play(points, studies, layout)] == [1, 2]
     for p, value in zip(points[:2], (10.0, 14.0), strict=True):
         write_record(layout, p, value)
@@ -91,7 +98,7 @@ def test_a_study_plans_only_the_repeats_still_needed_and_keeps_every_recorded_on
     write_record(layout, points[2], 12.0)
     write_record(layout, points[5], 12.0)  # recorded out of turn (an earlier, longer plan): kept
     assert [p.repeat for p in in_play(points, studies, layout)] == [1, 2, 3, 4, 6]
-    fixed = {points[0].study: {"repeats": 6}}
+    fixed = {points[0].study: study_settings(points[0].study, 6)}
     assert in_play(points, fixed, layout) == points
 
 

@@ -20,7 +20,7 @@ rule aggregate:
     params:
         finished=finished_fingerprint,
         # The set of points: a grown sweep rebuilds the tables and the report (`report` too).
-        points=lambda wildcards: PLAN.points_digest(wildcards.study),
+        points=lambda wildcards: tables.points_digest(PLAN, wildcards.study),
     log:
         LAYOUT.study_log("{study}", "aggregate"),
     localrule: True
@@ -29,7 +29,7 @@ rule aggregate:
     run:
         from scalestudy.analysis.records import write_runs_table
 
-        write_runs_table(PLAN.expected_runs(wildcards.study), output[0], log[0])
+        write_runs_table(tables.expected_runs(PLAN, wildcards.study), output[0], log[0])
 
 
 rule scaling:
@@ -49,11 +49,11 @@ rule scaling:
             subcategory="tables",
         ),
     params:
-        budget_su=of_study(PLAN.study_setting, "budget_su"),
-        estimator=of_study(PLAN.study_setting, "estimator"),
-        repeats=lambda wildcards: PLAN.repeats_setting(wildcards.study),
-        efficiency_threshold=of_study(PLAN.study_setting, "efficiency_threshold"),
-        predict_up_to=of_study(PLAN.study_setting, "predict_up_to"),
+        budget_su=lambda wildcards: SETTINGS_OF[wildcards.study].budget_su,
+        estimator=lambda wildcards: SETTINGS_OF[wildcards.study].estimator,
+        repeats=lambda wildcards: SETTINGS_OF[wildcards.study].repeats_text,
+        efficiency_threshold=lambda wildcards: SETTINGS_OF[wildcards.study].efficiency_threshold,
+        predict_up_to=lambda wildcards: SETTINGS_OF[wildcards.study].predict_up_to,
     log:
         LAYOUT.study_log("{study}", "scaling"),
     localrule: True

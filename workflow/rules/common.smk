@@ -1,7 +1,9 @@
-# Snakemake glue: the plan (scalestudy/plan.py) builds everything the rules need from the
-# config and the files Snakemake read; this file hands it Snakemake's state through the
-# adapter (scalestudy/snakemake_adapter.py, every Snakemake internal) and wraps its values
+# Snakemake glue: the plan (scalestudy/planning/plan.py) is built once from the config and
+# the files Snakemake read; the functions of scalestudy/planning/{summary,run_rules,tables,start}.py
+# answer what the rules ask of it. This file hands them Snakemake's state through the adapter
+# (scalestudy/planning/snakemake_adapter.py, every Snakemake internal) and wraps their values
 # as directives. No logic here: a unit test cannot reach it.
+import functools
 import sys
 from pathlib import Path
 
@@ -16,7 +18,9 @@ from scalestudy.results import history  # noqa: E402
 from scalestudy.results.locking import ResultsBusy  # noqa: E402
 from scalestudy.model.errors import SweepError  # noqa: E402
 from scalestudy.model.paths import DEFAULT_SWEEP, KEEP_LOG, PLOT_KINDS, compare_outputs  # noqa: E402
-from scalestudy.planning.plan import LOCAL_STEP, Plan, python_module_shell, run_rule, shell_word  # noqa: E402
+from scalestudy.planning import run_rules, summary, tables  # noqa: E402
+from scalestudy.planning.plan import LOCAL_STEP, load_plan, python_module_shell, run_rule, shell_word  # noqa: E402
+from scalestudy.planning.start import Start, start  # noqa: E402
 from scalestudy.planning.snakemake_adapter import SnakemakeRun, of_wildcards, resources_of_wildcards  # noqa: E402
 
 RUN = SnakemakeRun(workflow)
@@ -45,41 +49,46 @@ if RUN.main_process:
     RUN.end_status_wait_at_shutdown()  # exit when the last job has ended, not a polling interval later
 
 try:
-    PLAN = Plan.load(config, files=RUN.configfiles, main_process=RUN.main_process)
+    PLAN = load_plan(config, files=RUN.configfiles, main_process=RUN.main_process)
 except SweepError as error:
     stop_on(error.problems)
 STUDY, SWEEP, CLUSTER, LAYOUT, STUDIES = PLAN.study, PLAN.sweep, PLAN.cluster, PLAN.layout, PLAN.studies
+# Each study's settings, typed (scalestudy.model.settings): the rules read attributes, never `config`.
+SETTINGS, SETTINGS_OF = STUDY.settings, STUDY.studies
 RUN_RULES = [run_rule(name) for name in APPS]
 RUN.count_group_components_as([pack.name for pack in PLAN.packs], GROUP_COMPONENTS_NAME)
-for warning in PLAN.warnings():
+for warning in summary.warnings(PLAN):
     print(f"sweep warning: {warning}", file=sys.stderr)
 if RUN.main_process:
     FORCING = RUN.forcing()
-    stop_on(PLAN.budget_problems(FORCING))
-    print("\n".join(PLAN.summary_lines(FORCING)), flush=True)
-    if config.get("predict_from"):
+    stop_on(summary.budget_problems(PLAN, FORCING))
+    print("\n".join(summary.summary_lines(PLAN, FORCING)), flush=True)
+    if SETTINGS.predict_from:
         # --config predict_from=PATH: the larger planned scales, predicted from a measured study.
         from scalestudy.presentation.planned_predictions import predictions
 
-        print("\n".join(f"scalestudy: {line}" for line in predictions(config["predict_from"])(STUDY)), flush=True)
-# Held while this workflow runs (see Plan.start).
+        print("\n".join(f"scalestudy: {line}" for line in predictions(SETTINGS.predict_from)(STUDY)), flush=True)
+# Held while this workflow runs (see scalestudy/planning/start.py).
 RESULTS_LOCK = []
 
 
 def report_only():
-    return PLAN.report_only(RUN.targets())
+    return summary.report_only(PLAN, RUN.targets())
 
 
 onstart:
     if not report_only():
         try:
             RESULTS_LOCK.extend(
-                PLAN.start(
-                    lock=RUN.lock_requested(),
-                    reruns=RUN.jobs_to_rerun(RUN_RULES),
-                    forcing=RUN.forcing(),
-                    resumed=RUN.resumed_batch_jobs(RUN_RULES) if CLUSTER.scheduler == "pbspro" else {},
-                    forget=RUN.forget_batch_job,
+                start(
+                    PLAN,
+                    Start(
+                        lock=RUN.lock_requested(),
+                        reruns=RUN.jobs_to_rerun(RUN_RULES),
+                        forcing=RUN.forcing(),
+                        resumed=lambda: RUN.resumed_batch_jobs(RUN_RULES),
+                        forget=RUN.forget_batch_job,
+                    ),
                 )
             )
         except SweepError as error:
@@ -89,7 +98,11 @@ onstart:
             sys.exit(1)
         # A point's record survives a batch job Slurm ended (TIMEOUT, CANCELLED); under Slurm
         # every ended job's points are priced at its Elapsed.
-        RUN.keep_records_of_failed_batch_jobs(RUN_RULES, PLAN.record_ended_batch_job, PLAN.prices_ended_batch_jobs)
+        RUN.keep_records_of_failed_batch_jobs(
+            RUN_RULES,
+            functools.partial(run_rules.record_ended_batch_job, PLAN),
+            run_rules.prices_ended_batch_jobs(PLAN),
+        )
 
 
 wildcard_constraints:
@@ -101,16 +114,11 @@ def job_shell(module):
 
 
 def study_target(wildcards):
-    return PLAN.targets(report_only())
+    return run_rules.targets(PLAN, report_only())
 
 
-point_json = of_wildcards(PLAN.point_json)
-pack_group = of_wildcards(PLAN.pack_group)
-
-
-def of_study(method, *args):
-    """`method(study, *args)` of a job's wildcards; a function argument is asked at the call."""
-    return lambda wildcards: method(wildcards.study, *(arg() if callable(arg) else arg for arg in args))
+point_json = of_wildcards(functools.partial(run_rules.point_json, PLAN))
+pack_group = of_wildcards(functools.partial(run_rules.pack_group, PLAN))
 
 
 def round_output(study):
@@ -120,24 +128,25 @@ def round_output(study):
 
 
 def aggregate_inputs(wildcards):
-    return PLAN.aggregate_inputs(wildcards.study, report_only(), round_output(wildcards.study))
+    return tables.aggregate_inputs(PLAN, wildcards.study, report_only(), round_output(wildcards.study))
 
 
 def round_inputs(wildcards):
-    return PLAN.round_inputs(wildcards.study, int(wildcards.round), round_output(wildcards.study))
+    return tables.round_inputs(PLAN, wildcards.study, int(wildcards.round), round_output(wildcards.study))
 
 
-finished_fingerprint = of_study(PLAN.finished_fingerprint, report_only)
+def finished_fingerprint(wildcards):
+    return tables.finished_fingerprint(PLAN, wildcards.study, report_only())
 
 
 def compare_baseline():
     from scalestudy.presentation.comparison import check_side  # pandas: only when a comparison is asked for
 
     try:
-        return PLAN.compare_baseline(config, check_side)
+        return tables.compare_baseline(PLAN, check_side)
     except SweepError as error:
         stop_on(error.problems)
 
 
 def compare_inputs(wildcards):  # this results directory's tables and the baseline's
-    return PLAN.compare_inputs(compare_baseline())
+    return tables.compare_inputs(PLAN, compare_baseline())

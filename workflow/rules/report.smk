@@ -17,7 +17,7 @@ rule plots:
             for kind in PLOT_KINDS
         },
     params:
-        budget_su=of_study(PLAN.study_setting, "budget_su"),
+        budget_su=lambda wildcards: SETTINGS_OF[wildcards.study].budget_su,
     log:
         LAYOUT.study_log("{study}", "plots"),
     localrule: True
@@ -42,7 +42,7 @@ rule report:
         markdown=LAYOUT.report_markdown,
         provenance=[LAYOUT.provenance(study) for study in STUDIES],
     params:
-        budgets=PLAN.budgets(),
+        budgets=tables.budgets(PLAN),
     log:
         LAYOUT.report_log,
     localrule: True

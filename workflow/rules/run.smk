@@ -40,7 +40,7 @@ for APP in APPS.values():
         name:
             run_rule(APP.name)
         input:
-            of_wildcards(PLAN.run_inputs(APP)) if RUN.jobs_can_import(APP.python_module, APP_MODULES) else [],
+            of_wildcards(run_rules.run_inputs(PLAN, APP)) if RUN.jobs_can_import(APP.python_module, APP_MODULES) else [],
         # launch.sh is written beside metrics.json; one declared output per job keeps big DAGs cheap.
         output:
             metrics=LAYOUT.metrics("{study}", "{point}"),
@@ -51,10 +51,10 @@ for APP in APPS.values():
         params:
             point=point_json,
         wildcard_constraints:
-            study=PLAN.study_pattern(APP),
+            study=run_rules.study_pattern(PLAN, APP),
         # The run order (seeded, round by round): the ready point of highest priority runs first.
         priority:
-            of_wildcards(PLAN.run_priority())
+            of_wildcards(run_rules.run_priority(PLAN))
         # Points of a pack (a study's `pack:`) share one batch job on a cluster. Without packs
         # no group: Snakemake would call the function for every job it plans.
         group:
@@ -64,7 +64,7 @@ for APP in APPS.values():
         envmodules:
             *APP_MODULES,
         resources:
-            **resources_of_wildcards(PLAN.run_resources(APP)),
+            **resources_of_wildcards(run_rules.run_resources(PLAN, APP)),
         shell:
             RUN_POINT_SHELL
 
@@ -72,7 +72,7 @@ for APP in APPS.values():
 checkpoint repeats_round:
     # Repeats until clear, in one invocation (`repeats: {min, max, ci}`): after each round of a
     # study's points, the next round is decided from the records made so far; the study's
-    # table waits for the round that adds none (Plan.aggregate_inputs, Plan.write_next_round).
+    # table waits for the round that adds none (planning.tables: aggregate_inputs, write_next_round).
     input:
         round_inputs,
     output:
@@ -85,4 +85,4 @@ checkpoint repeats_round:
     resources:
         **LOCAL_STEP,
     run:
-        PLAN.write_next_round(wildcards.study, int(wildcards.round), output[0], log[0])
+        tables.write_next_round(PLAN, wildcards.study, int(wildcards.round), output[0], log[0])

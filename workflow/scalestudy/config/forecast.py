@@ -8,7 +8,7 @@ figure prices the same requests at the walltime the points really used (the mean
 earlier ok runs: the point itself, or another repeat of the same scale and variant). A
 sweep-wide `budget_su_total` refuses, before anything is submitted, the batch jobs one
 invocation would submit (packs as packs, finished points not at all) when their maximum is
-over it (plan.Plan); a report submits nothing and is never refused.
+over it (planning.summary.budget_problems); a report submits nothing and is never refused.
 """
 
 from __future__ import annotations

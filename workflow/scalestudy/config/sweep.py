@@ -23,7 +23,9 @@ from ..model.paths import SCHEMA_PATH, folder_problem
 from ..model.point import SAFE_SEGMENT, Point, Sweep, program_of
 from ..model.repeats import limits as repeat_limits
 from ..model.repeats import problems as repeat_problems
-from .files import drop_nulls, read_yaml
+from ..model.settings import Settings, StudySettings
+from .combinations import combination_problems, kept_combination, study_axes
+from .files import drop_nulls, is_true, read_yaml
 from .nccl import value_problem
 
 # An MPI flag set is for one MPI flavour: Open MPI sets become `--mca name value`,
@@ -274,83 +276,6 @@ def set_problems(config: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-# ---------------------------------------------------------------- exclude and zip
-
-# The axes a study varies besides its list-valued params (the per-node one is ranks_per_node
-# or gpus_per_node, whichever the study gives).
-BUILTIN_AXES = (
-    "nodes",
-    "ranks_per_node",
-    "gpus_per_node",
-    "mpi_flags",
-    "nccl_env",
-    "hyperthreads",
-    "binding",
-    "mapping",
-)
-
-
-def study_axes(study: Mapping[str, Any]) -> dict[str, list[Any]]:
-    """Every axis of a study and its values: the built-in ones and its list-valued params."""
-    axes = {key: list(study[key]) for key in BUILTIN_AXES if isinstance(study.get(key), list)}
-    axes.update({key: value for key, value in study.get("params", {}).items() if isinstance(value, list)})
-    return axes
-
-
-def as_values(value: Any) -> list[Any]:
-    """An exclude entry's value: one value, or a list matching any of its values."""
-    return value if isinstance(value, list) else [value]
-
-
-def combination_problems(where: str, study: Mapping[str, Any]) -> list[str]:
-    """`exclude` entries naming an axis the study does not vary or a value it does not take,
-    and `zip` groups of unknown axes, of unequal lengths, or sharing an axis."""
-    axes = study_axes(study)
-    allowed = ", ".join(axes)
-    problems = []
-    for i, entry in enumerate(study.get("exclude", [])):
-        for axis, value in entry.items():
-            at = f"{where}.exclude[{i}].{axis}"
-            if axis not in axes:
-                problems.append(f"{at}: unknown axis {axis!r}; the study's axes: {allowed}{did_you_mean(axis, axes)}")
-                continue
-            for item in as_values(value):
-                if item not in axes[axis]:
-                    values = ", ".join(map(str, axes[axis]))
-                    problems.append(f"{at}: unknown value {item!r}; {axis} takes: {values}")
-    zipped: set[str] = set()
-    for i, group in enumerate(study.get("zip", [])):
-        at = f"{where}.zip[{i}]"
-        unknown = next((axis for axis in group if axis not in axes), None)
-        if unknown is not None:
-            problems.append(f"{at}: unknown axis {unknown!r}; the study's axes: {allowed}{did_you_mean(unknown, axes)}")
-            continue
-        lengths = {axis: len(axes[axis]) for axis in group}
-        if len(set(lengths.values())) > 1:
-            each = ", ".join(f"{axis} has {n}" for axis, n in lengths.items())
-            problems.append(f"{at}: zipped axes vary together value by value, so need as many values each; {each}")
-        for axis in group:
-            if axis in zipped or group.count(axis) > 1:
-                problems.append(f"{at}: axis {axis!r} is zipped twice; an axis may be in one zip group once")
-            zipped.add(axis)
-    return problems
-
-
-def kept_combination(study: Mapping[str, Any], axes: Mapping[str, list[Any]]):
-    """A test of one combination of axis values (axis name -> value): False where an `exclude`
-    entry matches every key of it, or where zipped axes are not at the same position."""
-    excluded = [{axis: as_values(value) for axis, value in entry.items()} for entry in study.get("exclude", [])]
-    groups = [list(group) for group in study.get("zip", [])]
-
-    def kept(values: Mapping[str, Any]) -> bool:
-        for group in groups:
-            if len({axes[axis].index(values[axis]) for axis in group}) > 1:
-                return False
-        return not any(all(values[axis] in allowed for axis, allowed in entry.items()) for entry in excluded)
-
-    return kept
-
-
 def flag_set_flavour(flag_set: Mapping[str, Any]) -> str:
     return str(flag_set.get(FLAVOUR_KEY, "openmpi"))
 
@@ -452,6 +377,37 @@ def expand_study(name: str, study: Mapping[str, Any], config: Mapping[str, Any])
     return points
 
 
+def study_settings(name: str, study: Mapping[str, Any]) -> StudySettings:
+    """A validated study's own settings (the schema's defaults filled in) as typed values."""
+    return StudySettings(
+        name=name,
+        app=study["app"],
+        repeats=study["repeats"],
+        pack=study["pack"],
+        budget_su=study.get("budget_su"),
+        estimator=study["estimator"],
+        efficiency_threshold=study["efficiency_threshold"],
+        predict_up_to=study["predict_up_to"],
+    )
+
+
+def settings_of(config: Mapping[str, Any], sweep: Sweep) -> Settings:
+    """The top-level settings of `config` (the schema's default where a key is not given) and
+    each study's (`sweep.studies`): the one reading of them; everything after reads these."""
+    return Settings(
+        cluster=setting(config, "cluster"),
+        results_dir=str(setting(config, "results_dir")),
+        partial=is_true(setting(config, "partial")),
+        retry_failed=is_true(setting(config, "retry_failed")),
+        budget_su_total=setting(config, "budget_su_total"),
+        order_seed=int(setting(config, "order_seed")),
+        predict_from=setting(config, "predict_from"),
+        compare_baseline=setting(config, "compare_baseline"),
+        assets=setting(config, "assets") or {},
+        studies=sweep.studies,
+    )
+
+
 def load(config: Mapping[str, Any]) -> Sweep:
     """Validate and expand; raises SweepError listing every problem, one line each."""
     return expand(validate(config))
@@ -468,7 +424,7 @@ def expand(config: Mapping[str, Any]) -> Sweep:
             excluded[name] = left_out
         points += planned
     return Sweep(
-        studies=config["studies"],
+        studies={name: study_settings(name, study) for name, study in config["studies"].items()},
         mpi_flag_sets=config["mpi_flag_sets"],
         nccl_env_sets=config["nccl_env_sets"],
         points=tuple(points),

@@ -2,7 +2,7 @@
 PBS status command writes once a job has finished (scheduler.pbs.status loads this module
 only then, so that its every other call stays cheap), and what the workflow writes when
 Snakemake's Slurm executor reports a batch job ended (done, or failed: TIMEOUT, CANCELLED,
-NODE_FAIL; `ended_batch_job`, through plan.Plan.record_ended_batch_job).
+NODE_FAIL; `ended_batch_job`, through planning.run_rules.record_ended_batch_job).
 
 - a point whose job ended without its metrics.json: failed, the scheduler's words for why,
   and what the site charges for the job (its request x the time it ran, estimated);

@@ -6,6 +6,7 @@ jobs get a point back from its JSON (`Point.from_json`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -16,6 +17,7 @@ from typing import Any
 import yaml
 
 from .paths import SCHEMA_PATH
+from .settings import StudySettings
 from .timefmt import hms, hms_seconds
 
 # Axis values become path segments of the point id.
@@ -95,9 +97,10 @@ class Point:
     def ranks(self) -> int:
         return self.nodes * self.ranks_per_node
 
-    @property
+    @functools.cached_property
     def id(self) -> str:
-        """Readable and stable: the same point always maps to the same directory."""
+        """Readable and stable: the same point always maps to the same directory. Computed once
+        per point (a plan looks it up several times per point; the fields never change)."""
         per_node = f"gpn{self.gpus_per_node}" if self.gpus_per_node else f"rpn{self.ranks_per_node}"
         return "/".join(
             [
@@ -228,7 +231,8 @@ def program_of(study: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Sweep:
-    studies: Mapping[str, Mapping[str, Any]]
+    # Each study's own settings (model.settings; the raw config is not kept).
+    studies: Mapping[str, StudySettings]
     mpi_flag_sets: Mapping[str, Mapping[str, str]]
     nccl_env_sets: Mapping[str, Mapping[str, str]]
     points: tuple[Point, ...]
@@ -239,4 +243,4 @@ class Sweep:
         return [p for p in self.points if p.study == study]
 
     def studies_of_app(self, app: str) -> list[str]:
-        return [name for name, study in self.studies.items() if study["app"] == app]
+        return [name for name, study in self.studies.items() if study.app == app]

@@ -11,7 +11,7 @@ a comment naming the foreign unit:
   (config.clusters: `Cluster.device_memory` converts them for the memory check);
 - the kernel counts bytes (sysconf) or KiB (getrusage's ru_maxrss, /proc), Snakemake's
   mem_mb MB (10^6 bytes); Snakemake's Slurm plugin writes mem_mb as `sbatch --mem N`, which
-  Slurm reads as MiB (2^20 bytes): the run rules give it in MiB (plan.point_resources).
+  Slurm reads as MiB (2^20 bytes): the run rules give it in MiB (planning.run_rules.point_resources).
 
 One name per unit: a name ending `_gb` is GB (10^9 bytes), in every record, table and figure;
 one ending `_gib` is 2^30 bytes, the batch systems' "GB" (a cluster file's `mem_per_node_gib`,

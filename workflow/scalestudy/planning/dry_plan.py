@@ -6,7 +6,7 @@ is submitted.
 (`python -m scalestudy.scheduler.pbs plan` hands over to it.) The config is the one Snakemake
 would hand the Snakefile under that profile, the study is loaded by the Snakefile's own
 loader (scalestudy.scheduler.site.load_study), and what finished, what a run would submit
-and what that may cost are the Snakefile's own `plan.Plan`: a sweep the dry run refuses, a
+and what that may cost are the Snakefile's own plan (`plan.build_plan`, `summary`): a sweep the dry run refuses, a
 budget it exceeds, is refused here with the same lines.
 """
 
@@ -26,7 +26,8 @@ from ..model.errors import SweepError
 from ..model.paths import BATCH_LOG, DEFAULT_SWEEP
 from ..scheduler.pbs.submit import qsub_command
 from ..scheduler.site import load_study, pack_problems
-from .plan import Plan
+from .plan import build_plan
+from .summary import budget_problems
 
 PROFILE_FILE = "config.v8+.yaml"
 
@@ -67,13 +68,13 @@ def plan(
         )  # fmt: skip
     project = cluster.project_name() or "$PROJECT"
     # Every point's qsub line, packed as a run of the whole sweep would pack it.
-    packs = packing.packs(study.points, cluster, study.sweep.studies, study.order_seed)
+    packs = packing.packs(study.points, cluster, study.studies, study.order_seed)
     problems = pack_problems(packs, cluster)
     if problems:
         raise SweepError(problems)
     # What a run would submit now, and whether the budget allows it: the Snakefile's plan.
-    planned = Plan(study)
-    problems = planned.budget_problems()
+    planned = build_plan(study)
+    problems = budget_problems(planned)
     if problems:
         raise SweepError(problems)
     cost = forecast_lines(
@@ -103,11 +104,11 @@ def plan(
 def pack_counts(study, packs) -> list[str]:
     """'hoomd-wca: 18 points in 3 batch jobs (pack: scale)' for each study that packs."""
     lines = []
-    for name, settings in study.sweep.studies.items():
+    for name, settings in study.studies.items():
         mine = [pack for pack in packs if pack.points[0].study == name]
         if not mine:
             continue
         points = len(study.sweep.points_of(name))
         alone = points - sum(len(pack.points) for pack in mine)
-        lines.append(f"{name}: {points} points in {len(mine) + alone} batch jobs (pack: {settings['pack']})")
+        lines.append(f"{name}: {points} points in {len(mine) + alone} batch jobs (pack: {settings.pack})")
     return lines

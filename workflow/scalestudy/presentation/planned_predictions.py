@@ -27,7 +27,7 @@ def predictions(source: str | Path) -> Callable[[object], list[str]]:
 
     def notes(study) -> list[str]:
         names = list(study.sweep.studies)
-        apps = {name: settings.get("app", name) for name, settings in study.sweep.studies.items()}
+        apps = {name: settings.app for name, settings in study.sweep.studies.items()}
         return prediction_lines(measured_scaling(source, names, apps), study.points, study.cluster, str(source))
 
     return notes

@@ -19,6 +19,7 @@ from typing import Any
 from ..apps import app_for
 from ..model.paths import Layout
 from ..model.point import Point
+from ..model.settings import StudySettings
 from ..model.repeats import limits, needed
 from .history import read
 
@@ -28,19 +29,19 @@ def family(point: Point) -> str:
     return dataclasses.replace(point, repeat=1).id
 
 
-def adaptive_studies(studies: Mapping[str, Mapping[str, Any]]) -> set[str]:
+def adaptive_studies(studies: Mapping[str, StudySettings]) -> set[str]:
     """The studies whose repeats go on until clear (`repeats: {min, max, ci}`)."""
-    return {name for name, study in studies.items() if limits(study["repeats"]).adaptive}
+    return {name for name, study in studies.items() if study.repeat_limits.adaptive}
 
 
-def in_play(points: Iterable[Point], studies: Mapping[str, Mapping[str, Any]], layout: Layout) -> list[Point]:
+def in_play(points: Iterable[Point], studies: Mapping[str, StudySettings], layout: Layout) -> list[Point]:
     """The points needed now, from the records on disk (see the module's docstring), in the
     sweep's order."""
     return decide(points, studies, layout)[0]
 
 
 def decide(
-    points: Iterable[Point], studies: Mapping[str, Mapping[str, Any]], layout: Layout
+    points: Iterable[Point], studies: Mapping[str, StudySettings], layout: Layout
 ) -> tuple[list[Point], dict[str, str], set[tuple[str, str]]]:
     """(the points needed now, why each family of an adaptive study stops or goes on, which of
     the needed points have a record)."""
@@ -65,7 +66,7 @@ def decide(
             for r in records[:recorded]
             if r.get("status") == "ok" and isinstance((r.get("figures") or {}).get(primary), int | float)
         ]
-        count, why[family_id] = needed(limits(studies[study]["repeats"]), recorded, values)
+        count, why[family_id] = needed(studies[study].repeat_limits, recorded, values)
         keep.update((p.study, p.id) for p, record in zip(members, records, strict=True)
                     if p.repeat <= count or record is not None)  # fmt: skip
         recorded_ids.update((p.study, p.id) for p, record in zip(members, records, strict=True) if record is not None)
@@ -73,7 +74,7 @@ def decide(
 
 
 def next_round(
-    points: Iterable[Point], studies: Mapping[str, Mapping[str, Any]], layout: Layout
+    points: Iterable[Point], studies: Mapping[str, StudySettings], layout: Layout
 ) -> tuple[list[Point], dict[str, str]]:
     """After a round: the points of one adaptive study's next round (needed, no record yet; none
     when every point has stopped), and why each of its families stops or goes on."""

@@ -1,7 +1,7 @@
 """`--config retry_failed=true`: rerun the points whose metrics.json says failed, never an ok one.
 
 A finished point is never rerun because its metrics.json exists. To rerun only failed
-ones, the run rules' `point` param (`plan.Plan.point_json`), which Snakemake's params
+ones, the run rules' `point` param (`planning.run_rules.point_json`), which Snakemake's params
 rerun-trigger compares with the value recorded when the point last ran, carries a retry
 number once a point has been retried:
 

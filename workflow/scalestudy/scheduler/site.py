@@ -1,7 +1,7 @@
 """The study as a site will take it: `study.load` with the scheduler backend's own
 refusals (PBS Pro: its resource dialect's, e.g. Gadi's whole nodes past one node).
 
-The one loader of the Snakefile (through scalestudy.planning.plan.Plan.load) and of
+The one loader of the Snakefile (through scalestudy.planning.plan.load_plan) and of
 `python -m scalestudy plan` (`dry_plan`), so that a dry run and the qsub lines agree.
 """
 

@@ -48,7 +48,7 @@ def submit_command(jobscript, cluster: str) -> int:
 
 def plan_command(args: list[str]) -> int:
     """Dry mode lives with planning, above this layer (scalestudy.planning.dry_plan, on the Snakefile's
-    plan.Plan): this spelling hands over to `python -m scalestudy plan`, its arguments as given."""
+    plan.build_plan): this spelling hands over to `python -m scalestudy plan`, its arguments as given."""
     os.execv(sys.executable, [sys.executable, "-m", "scalestudy", "plan", *args])
     return 1  # not reached
 

@@ -1,0 +1,111 @@
+"""What `onstart` does before the first job of a run (not a report): a list of steps, each a
+function of the plan and of what Snakemake's DAG holds, each done by one owner:
+
+    step                    owner (what does the work)
+    stop_on_missing_inputs  plan.missing_inputs (config.study at load): raises SweepError
+    say_uncounted_reruns    summary.rerun_line: Snakemake runs more run jobs than counted
+    take_lock               results.locking.hold: one running workflow per results directory
+    archive_retries         results.retry.archive: the failed records to retry
+    keep_before_rerun       results.history.keep_before_rerun: finished records about to rerun
+    resubmit_never_ran      scheduler.pbs.resume.never_ran (PBS only): resumed jobs deleted unrun
+    save_packs              scheduler.pbs.cache.save_packs (PBS only): the packs for qsub
+
+`start` runs them in that order and returns the held lock (keep it while the workflow runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..model.errors import SweepError
+from ..results import history, locking, retry
+from ..scheduler.pbs import cache as pbs_cache
+from ..scheduler.pbs import resume as pbs_resume
+from .plan import Forcing, Plan
+from .summary import rerun_line
+
+
+@dataclass(frozen=True)
+class Start:
+    """What Snakemake holds at the start of a run (the adapter reads it): whether its lock is
+    asked for; the run jobs it runs (metrics.json -> why); the batch jobs it would resume
+    (`resumed()`: metrics.json -> job id, asked only on a PBS cluster) and how to forget one;
+    what it was told (`forcing`)."""
+
+    lock: bool
+    reruns: Mapping[str, str]
+    resumed: Callable[[], Mapping[str, str]] = dict
+    forget: Callable[[str], None] = lambda metrics: None
+    forcing: Forcing | None = None
+    say: Callable[[str], None] = print
+
+
+def stop_on_missing_inputs(plan: Plan, run: Start, held: list) -> None:
+    if plan.missing_inputs:
+        raise SweepError(plan.missing_inputs)
+
+
+def say_uncounted_reruns(plan: Plan, run: Start, held: list) -> None:
+    uncounted = rerun_line(plan, run.reruns, run.forcing)
+    if uncounted:
+        run.say(uncounted)
+
+
+def take_lock(plan: Plan, run: Start, held: list) -> None:
+    """Raises ResultsBusy where another workflow holds it."""
+    if run.lock:
+        held.append(locking.hold(plan.layout.results))
+
+
+def archive_retries(plan: Plan, run: Start, held: list) -> None:
+    retry.archive(plan.survey.retry_archives)
+
+
+def keep_before_rerun(plan: Plan, run: Start, held: list) -> None:
+    history.keep_before_rerun(run.reruns, planned=plan.survey.keeping)
+
+
+def resubmit_never_ran(plan: Plan, run: Start, held: list) -> None:
+    if plan.cluster.scheduler != "pbspro":
+        return
+    for metrics in pbs_resume.never_ran(run.resumed()):
+        run.say(f"scalestudy: {metrics}: its batch job was deleted before it ran; submitted again")
+        run.forget(metrics)
+
+
+def save_packs(plan: Plan, run: Start, held: list) -> None:
+    if plan.cluster.scheduler == "pbspro" and plan.packs:
+        pbs_cache.save_packs(pbs_cache.cache_dir(), packs_for_submit(plan))
+
+
+STEPS = (
+    stop_on_missing_inputs,
+    say_uncounted_reruns,
+    take_lock,
+    archive_retries,
+    keep_before_rerun,
+    resubmit_never_ran,
+    save_packs,
+)
+
+
+def start(plan: Plan, run: Start) -> list:
+    """Every step of STEPS in order; returns the held lock. Raises SweepError or ResultsBusy."""
+    held: list = []
+    for step in STEPS:
+        step(plan, run, held)
+    return held
+
+
+def packs_for_submit(plan: Plan) -> dict[str, list[dict[str, Any]]]:
+    """For the PBS submit command: which points each group job runs (scheduler/pbs/cache.py)."""
+    return {
+        pack.name: [
+            {"metrics": plan.layout.metrics(p.study, p.id), "point": p.to_json(), "walltime_s": p.walltime_seconds,
+             "queue": p.queue}
+            for p in pack.points
+        ]
+        for pack in plan.packs
+    }  # fmt: skip

@@ -1,0 +1,158 @@
+"""The inputs and params of the rules after the run jobs (the tables, the rounds of repeats,
+the report, compare), as functions of a plan (planning.plan.Plan). A study's settings are
+read from its typed value (model.settings.StudySettings: `plan.study.studies[name]`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..model.errors import SweepError
+from ..model.point import Point
+from ..model.repeats import stopped_at_max
+from ..results import repeats
+from .plan import Plan, round_points
+
+
+def run_metrics(plan: Plan, study: str) -> list[str]:
+    return [plan.layout.metrics(p.study, p.id) for p in plan.sweep.points_of(study)]
+
+
+def all_points_of(plan: Plan, study: str) -> list[Point]:
+    """Every point of `study` in the sweep, up to a `repeats: {max}`, planned now or not."""
+    return [p for p in plan.all_points.values() if p.study == study]
+
+
+def points_now(plan: Plan, study: str) -> list[Point]:
+    """The points of `study` as the records on disk leave it: every point, or for repeats
+    until clear those needed so far (results.repeats.in_play), after the last round too."""
+    return repeats.in_play(all_points_of(plan, study), {study: plan.study.studies[study]}, plan.layout)
+
+
+def expected_runs(plan: Plan, study: str) -> list[tuple[dict[str, Any], str]]:
+    """(point record, metrics.json path) of every point of `study`, finished or not."""
+    return [(p.as_record(), plan.layout.metrics(p.study, p.id)) for p in points_now(plan, study)]
+
+
+def aggregate_inputs(
+    plan: Plan, study: str, report_only: bool, round_output: Callable[[int], str] | None = None
+) -> list[str]:
+    """The study's records, except for a report from what has finished: then none (no run job
+    enters the DAG) and `finished_fingerprint` rebuilds the tables as results come in. A
+    table job run in a process of its own does not know the targets; it reads the records
+    itself, and the main process has planned them. A study with rounds waits for the round
+    that adds none: `round_output(n)` is round n's decision, and raises (Snakemake's
+    checkpoint) until that round has run, which puts the round in the DAG."""
+    if report_only or not plan.main_process:
+        return []
+    if study in plan.rounds and round_output is not None:
+        round_number = 1
+        while round_points(round_output(round_number)):
+            round_number += 1
+        return [plan.layout.metrics(p.study, p.id) for p in points_now(plan, study)]
+    return run_metrics(plan, study)
+
+
+def round_inputs(plan: Plan, study: str, round_number: int, round_output: Callable[[int], str]) -> list[str]:
+    """What round `round_number` of a study's repeats waits for: round 1, the points planned
+    at load; a later round, the points the round before it chose (and its decision). A
+    round's job run in a process of its own reads the records itself (as a table's does)."""
+    if not plan.main_process:
+        return []
+    if round_number == 1:
+        return run_metrics(plan, study)
+    previous = round_output(round_number - 1)
+    return [previous, *(plan.layout.metrics(study, point_id) for point_id in round_points(previous))]
+
+
+def write_next_round(plan: Plan, study: str, round_number: int, path: str, log: str | None = None) -> list[str]:
+    """Decide round `round_number + 1` from the records made so far (results.repeats.next_round)
+    and write it to `path`: the ids of its points (none: every point has stopped) and why
+    each point goes on or stops. The line that says so goes to stderr and `log`, and is
+    returned."""
+    lines = decide_next_round(plan, study, round_number, path)
+    if log is not None:
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
+        Path(log).write_text("".join(f"scalestudy: {line}\n" for line in lines))
+        print("\n".join(f"scalestudy: {line}" for line in lines), file=sys.stderr)
+    return lines
+
+
+def decide_next_round(plan: Plan, study: str, round_number: int, path: str) -> list[str]:
+    """write_next_round's decision, written to `path`; returns the line that says it."""
+    chosen, why = repeats.next_round(all_points_of(plan, study), {study: plan.study.studies[study]}, plan.layout)
+    ids = [p.id for p in chosen]
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps({"study": study, "round": round_number, "next": ids, "why": why}, indent=1))
+    done = f"{study}: round {round_number} done"
+    if ids:
+        more = f"{len(ids)} more repeat{'s' if len(ids) > 1 else ''}"
+        return [f"{done}; round {round_number + 1} runs {more} (CI still wider than the target)"]
+    at_max = sum(map(stopped_at_max, why.values()))
+    return [f"{done}; every point has stopped ({len(why) - at_max} at their CI target, {at_max} at max)"]
+
+
+def finished_fingerprint(plan: Plan, study: str, report_only: bool) -> str | list[str]:
+    """Report only: which metrics.json exist, and when written (a change rebuilds the tables)."""
+    if not report_only:
+        return ""
+    found = []
+    for _record, path in expected_runs(plan, study):
+        try:
+            found.append(f"{path}@{os.stat(path).st_mtime_ns}")
+        except FileNotFoundError:
+            continue
+    return sorted(found)
+
+
+def points_digest(plan: Plan, study: str) -> str:
+    """The study's set of points in one short text: a param of its table, so that the tables
+    and the report (`report` alone too) are rebuilt when the set changes (more repeats, a
+    new axis value) before any new result has finished. Every point of the sweep, up to a
+    `repeats: {max}`: which of those have run is told by the records, the table's inputs."""
+    ids = sorted(p.id for p in all_points_of(plan, study))
+    digest = hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+    return f"{len(ids)} points, sha256 {digest}"
+
+
+def budgets(plan: Plan) -> dict[str, Any]:
+    """Each study's budget_su, sorted by study: params are compared as text, and reordering
+    the sweep file changes no result."""
+    return {study: plan.study.studies[study].budget_su for study in sorted(plan.studies)}
+
+
+def compare_baseline(plan: Plan, studies_of: Callable[[str], list[str]]) -> str:
+    """The compare target's baseline (`--config compare_baseline=PATH`), checked before the
+    DAG is built: a results directory with a study of this sweep aggregated, or a published
+    record of one (`studies_of`: the studies it holds, raising SweepError with what is wrong;
+    compare.check_side, a layer above). Raises SweepError (one line) without one, or for a
+    path that is neither."""
+    baseline = plan.study.settings.compare_baseline
+    if not baseline:
+        raise SweepError(
+            ["compare_baseline: not given; the compare target needs --config compare_baseline=PATH "
+             "(a results directory)"]
+        )  # fmt: skip
+    try:
+        studies = studies_of(str(baseline))
+    except SweepError as error:
+        raise SweepError([f"compare_baseline: {problem}" for problem in error.problems]) from None
+    if not set(studies) & set(plan.studies):
+        raise SweepError(
+            [f"compare_baseline: {baseline}: no study of this sweep (it has {', '.join(studies)}); allowed: "
+             f"results of {', '.join(plan.studies)}"]
+        )  # fmt: skip
+    return str(baseline)
+
+
+def compare_inputs(plan: Plan, baseline: str) -> list[str]:
+    """This results directory's tables, and the baseline's (its runs.csv per study)."""
+    path = Path(baseline)
+    found = [str(path)] if path.is_file() else sorted(str(p) for p in path.glob("*/runs.csv"))
+    return [plan.layout.table(study, name) for study in plan.studies for name in ("runs", "scaling")] + found
