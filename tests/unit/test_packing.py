@@ -40,7 +40,7 @@ def test_the_shipped_hoomd_strong_study_packs_18_points_into_3_jobs(shipped):
     ran = found[0].points
     assert [p.repeat for p in ran] == [1, 1, 2, 2, 3, 3]
     assert all({p.mpi_flag_set for p in ran[i : i + 2]} == {"default", "no-ucx-hcoll"} for i in (0, 2, 4))
-    assert list(ran) == run_order(ran, study.order_seed)
+    assert list(ran) == run_order(ran, study.settings.order_seed)
     # 6 x 30 min one after another, the 5 min margin once.
     assert found[0].walltime_s(study.cluster) == 6 * 1800 + 300
 
@@ -64,8 +64,10 @@ def test_no_variant_always_runs_first_in_a_packs_rounds(shipped):
     firsts = set()
     for seed in (0, 1, 2):
         study = site.load_study({**config, "order_seed": seed, "studies": {"hoomd-wca": settings}})
-        (pack,) = packs(study.points, study.cluster, study.sweep.studies, study.order_seed)
-        assert pack.points == packs(study.points, study.cluster, study.sweep.studies, study.order_seed)[0].points
+        (pack,) = packs(study.points, study.cluster, study.sweep.studies, study.settings.order_seed)
+        assert (
+            pack.points == packs(study.points, study.cluster, study.sweep.studies, study.settings.order_seed)[0].points
+        )
         firsts |= {pack.points[i].mpi_flag_set for i in range(0, len(pack.points), 2)}
     assert firsts == {"default", "no-ucx-hcoll"}
 

@@ -54,7 +54,7 @@ except SweepError as error:
     stop_on(error.problems)
 STUDY, SWEEP, CLUSTER, LAYOUT, STUDIES = PLAN.study, PLAN.sweep, PLAN.cluster, PLAN.layout, PLAN.studies
 # Each study's settings, typed (scalestudy.model.settings): the rules read attributes, never `config`.
-SETTINGS, SETTINGS_OF = STUDY.settings, STUDY.studies
+SETTINGS, SETTINGS_OF = STUDY.settings, STUDY.settings.studies
 RUN_RULES = [run_rule(name) for name in APPS]
 RUN.count_group_components_as([pack.name for pack in PLAN.packs], GROUP_COMPONENTS_NAME)
 for warning in summary.warnings(PLAN):

@@ -7,7 +7,7 @@ rule litgpt_tiny_assets:
     output:
         **tiny_asset_files(LAYOUT.litgpt_tiny),
     params:
-        shape=settings_param(STUDY.assets.get("litgpt_tiny", {})),
+        shape=settings_param(STUDY.settings.assets.get("litgpt_tiny", {})),
     log:
         f"{LAYOUT.litgpt_tiny}/make.log",
     localrule: True

@@ -8,7 +8,7 @@ RUN_POINT_SHELL = (
     job_shell("scalestudy run-point") + " --point {params.point:q} --walltime-s {resources.walltime_s}"
     f" --cluster {shell_word(CLUSTER.name)} --queue {{resources.queue:q}} --results-dir {shell_word(LAYOUT.results)}"
     " --metrics {output.metrics:q} --log {log:q}"
-    f" --order-seed {STUDY.order_seed:d}"
+    f" --order-seed {STUDY.settings.order_seed:d}"
 )
 
 

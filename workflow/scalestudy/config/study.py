@@ -30,7 +30,7 @@ from ..model.errors import SweepError
 from ..model.memory import BF16_PRECISIONS, DOES_NOT_FIT, MAY_NOT_FIT, PRECISIONS, Prediction, TooLarge, verdict
 from ..model.paths import Layout
 from ..model.point import PROGRAM_KEYS, Point, Sweep, first_repeats, program_of
-from ..model.settings import Settings, StudySettings
+from ..model.settings import Settings
 from ..model.units import GB
 from . import clusters, placement
 from .files import file_problems
@@ -47,31 +47,6 @@ class Study:
     settings: Settings
     # What may go wrong but runs (a point that may not fit in memory): printed at load.
     warnings: tuple[str, ...] = ()
-
-    @property
-    def partial(self) -> bool:
-        return self.settings.partial
-
-    @property
-    def retry_failed(self) -> bool:
-        return self.settings.retry_failed
-
-    @property
-    def assets(self) -> Mapping[str, Any]:
-        return self.settings.assets
-
-    @property
-    def budget_su_total(self) -> float | None:
-        """Checked where the points to submit are known: planning.plan, after the survey and the packing."""
-        return self.settings.budget_su_total
-
-    @property
-    def order_seed(self) -> int:
-        return self.settings.order_seed
-
-    @property
-    def studies(self) -> Mapping[str, StudySettings]:
-        return self.settings.studies
 
     @property
     def points(self) -> tuple[Point, ...]:

@@ -68,7 +68,7 @@ def plan(
         )  # fmt: skip
     project = cluster.project_name() or "$PROJECT"
     # Every point's qsub line, packed as a run of the whole sweep would pack it.
-    packs = packing.packs(study.points, cluster, study.studies, study.order_seed)
+    packs = packing.packs(study.points, cluster, study.settings.studies, study.settings.order_seed)
     problems = pack_problems(packs, cluster)
     if problems:
         raise SweepError(problems)
@@ -104,7 +104,7 @@ def plan(
 def pack_counts(study, packs) -> list[str]:
     """'hoomd-wca: 18 points in 3 batch jobs (pack: scale)' for each study that packs."""
     lines = []
-    for name, settings in study.studies.items():
+    for name, settings in study.settings.studies.items():
         mine = [pack for pack in packs if pack.points[0].study == name]
         if not mine:
             continue

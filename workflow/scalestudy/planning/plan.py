@@ -150,7 +150,7 @@ class Plan:
 
     @property
     def studies(self) -> list[str]:
-        return list(self.study.studies)
+        return list(self.study.settings.studies)
 
     def point(self, study: str, point_id: str) -> Point:
         return self.all_points[(study, point_id)]
@@ -169,7 +169,7 @@ def planned_now(study: Study, main_process: bool) -> tuple[Study, list[Point]]:
     to max come in later rounds. A batch job's own Snakemake plans every point."""
     if not main_process:
         return study, []
-    planned = repeats.in_play(study.points, study.studies, study.layout)
+    planned = repeats.in_play(study.points, study.settings.studies, study.layout)
     if len(planned) == len(study.points):
         return study, []
     kept = {(p.study, p.id) for p in planned}
@@ -194,17 +194,17 @@ def surveyed(study: Study, main_process: bool, made: Callable[[Point], Sequence[
     process of its own (a batch job) needs none of it."""
     if not main_process:
         return history.Survey()
-    return history.survey(study.points, study.layout, study.cluster.name, study.retry_failed, made)
+    return history.survey(study.points, study.layout, study.cluster.name, study.settings.retry_failed, made)
 
 
 def points_to_submit(study: Study, survey: history.Survey, main_process: bool) -> list[Point]:
     """The points this invocation submits: none inside a batch job or for a partial report."""
-    return survey.to_submit(study.points) if main_process and not study.partial else []
+    return survey.to_submit(study.points) if main_process and not study.settings.partial else []
 
 
 def packs_of(study: Study, to_submit: Sequence[Point]) -> list[packing.Pack]:
     """The packs of the points to submit (config.packing); a site that cannot run one raises."""
-    packs = packing.packs(to_submit, study.cluster, study.studies, study.order_seed)
+    packs = packing.packs(to_submit, study.cluster, study.settings.studies, study.settings.order_seed)
     if study.cluster.scheduler != "none":
         problems = site.pack_problems(packs, study.cluster)
         if problems:
@@ -216,7 +216,7 @@ def round_studies(study: Study, to_submit: Iterable[Point]) -> frozenset[str]:
     """The studies whose repeats go on round by round in this invocation (a checkpoint per
     round): an adaptive study with a point to run now. A study whose every point has stopped
     has no rounds, so a finished study plans nothing."""
-    adaptive = repeats.adaptive_studies(study.studies)
+    adaptive = repeats.adaptive_studies(study.settings.studies)
     return frozenset(p.study for p in to_submit if p.study in adaptive)
 
 
@@ -241,7 +241,7 @@ def build_plan(loaded: Study, main_process: bool = True) -> Plan:
         packs=packs,
         pack_of={(point.study, point.id): pack.name for pack in packs for point in pack.points},
         later_in_pack=frozenset((point.study, point.id) for pack in packs for point in pack.points[1:]),
-        priority_of=order.priorities(to_submit, study.order_seed),
+        priority_of=order.priorities(to_submit, study.settings.order_seed),
         rounds=round_studies(study, to_submit),
     )
 

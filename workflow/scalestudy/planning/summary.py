@@ -30,13 +30,13 @@ def report_only(plan: Plan, targets: Iterable[str]) -> bool:
     """`report` or `compare` (or `--config partial=true`): the report (or the comparison)
     from the runs that have finished; no point runs."""
     targets = set(targets)
-    return plan.study.partial or (bool(targets) and targets <= REPORT_TARGETS)
+    return plan.study.settings.partial or (bool(targets) and targets <= REPORT_TARGETS)
 
 
 def asks_report_only(plan: Plan, forcing: Forcing | None) -> bool:
     """Only a report (or compare) is asked for, as far as is known while the Snakefile is read
     (`forcing` None: no DAG is being set up, e.g. --lint)."""
-    return report_only(plan, forcing.targets) if forcing is not None else plan.study.partial
+    return report_only(plan, forcing.targets) if forcing is not None else plan.study.settings.partial
 
 
 def forced_points(plan: Plan, forcing: Forcing | None) -> list[Point]:
@@ -78,7 +78,7 @@ def asked(plan: Plan, forcing: Forcing | None) -> Callable[[Point], bool] | None
     studies, points = set(), set()
     for target in forcing.targets:
         relative = os.path.relpath(os.path.abspath(target), results).split(os.sep)
-        if relative[0] not in plan.study.studies:
+        if relative[0] not in plan.study.settings.studies:
             return None
         if len(relative) > 2 and relative[1] == RUNS_SEGMENT:
             points.add((relative[0], "/".join(relative[2:-1])))
@@ -156,7 +156,7 @@ def budget_problems(plan: Plan, forcing: Forcing | None = None) -> list[str]:
     """Nothing spent by surprise: one line when the jobs to submit may cost more than
     `budget_su_total`. A report (or compare, or a partial report) submits nothing and is
     never refused; a batch job's own Snakemake submits nothing either."""
-    budget = plan.study.budget_su_total
+    budget = plan.study.settings.budget_su_total
     forced = forced_points(plan, forcing)
     to_run = narrowed(plan, forcing)[0].to_run + len(forced)
     if budget is None or asks_report_only(plan, forcing) or not plan.main_process or not to_run:

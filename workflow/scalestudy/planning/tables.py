@@ -1,6 +1,6 @@
 """The inputs and params of the rules after the run jobs (the tables, the rounds of repeats,
 the report, compare), as functions of a plan (planning.plan.Plan). A study's settings are
-read from its typed value (model.settings.StudySettings: `plan.study.studies[name]`).
+read from its typed value (model.settings.StudySettings: `plan.study.settings.studies[name]`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def all_points_of(plan: Plan, study: str) -> list[Point]:
 def points_now(plan: Plan, study: str) -> list[Point]:
     """The points of `study` as the records on disk leave it: every point, or for repeats
     until clear those needed so far (results.repeats.in_play), after the last round too."""
-    return repeats.in_play(all_points_of(plan, study), {study: plan.study.studies[study]}, plan.layout)
+    return repeats.in_play(all_points_of(plan, study), {study: plan.study.settings.studies[study]}, plan.layout)
 
 
 def expected_runs(plan: Plan, study: str) -> list[tuple[dict[str, Any], str]]:
@@ -86,7 +86,9 @@ def write_next_round(plan: Plan, study: str, round_number: int, path: str, log: 
 
 def decide_next_round(plan: Plan, study: str, round_number: int, path: str) -> list[str]:
     """write_next_round's decision, written to `path`; returns the line that says it."""
-    chosen, why = repeats.next_round(all_points_of(plan, study), {study: plan.study.studies[study]}, plan.layout)
+    chosen, why = repeats.next_round(
+        all_points_of(plan, study), {study: plan.study.settings.studies[study]}, plan.layout
+    )
     ids = [p.id for p in chosen]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps({"study": study, "round": round_number, "next": ids, "why": why}, indent=1))
@@ -124,7 +126,7 @@ def points_digest(plan: Plan, study: str) -> str:
 def budgets(plan: Plan) -> dict[str, Any]:
     """Each study's budget_su, sorted by study: params are compared as text, and reordering
     the sweep file changes no result."""
-    return {study: plan.study.studies[study].budget_su for study in sorted(plan.studies)}
+    return {study: plan.study.settings.studies[study].budget_su for study in sorted(plan.studies)}
 
 
 def compare_baseline(plan: Plan, studies_of: Callable[[str], list[str]]) -> str:
