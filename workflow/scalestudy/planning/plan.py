@@ -222,20 +222,18 @@ def round_studies(study: Study, to_submit: Iterable[Point]) -> frozenset[str]:
 
 def build_plan(loaded: Study, main_process: bool = True) -> Plan:
     """The plan of `loaded` (a study as scheduler.site.load_study returns it)."""
-    all_points = loaded.points_by_id
     study, later = planned_now(loaded, main_process)
     made = made_inputs_of(loaded.points, loaded.layout)
-    missing = study.missing_inputs() if main_process else []
     survey = surveyed(study, main_process, lambda p: made[(p.app, APPS[p.app].inputs_key(p))])
     to_submit = points_to_submit(study, survey, main_process)
     packs = packs_of(study, to_submit)
     return Plan(
         study=study,
         main_process=main_process,
-        all_points=all_points,
+        all_points=loaded.points_by_id,
         later_repeats=later,
         made_inputs_by_key=made,
-        missing_inputs=missing,
+        missing_inputs=study.missing_inputs() if main_process else [],
         survey=survey,
         to_submit=to_submit,
         packs=packs,
