@@ -145,7 +145,7 @@ def bare_snakefile(workdir: Path, points: int) -> Path:
 # overwrite_function_params), so that neither side pays inspect.signature per call.
 RUN_RULE_DIRECTIVES = """    log: 'out/{rule}/{{i}}.log'
     params: point=per_job(lambda wildcards: POINT + wildcards.i)
-    priority: per_job(lambda wildcards: int(wildcards.i) % 97)
+    priority: per_job(lambda wildcards: len(wildcards.i) % 97)
     resources: nodes=per_job(lambda wildcards: 1), tasks=per_job(lambda wildcards: 2), measurement_slot=1
 """
 DIRECTIVES_PRELUDE = """import inspect
@@ -157,14 +157,37 @@ def per_job(function):
 """
 
 
+def job_outputs(workdir: Path, ours_args: list[str]) -> dict[int, str]:
+    """Each job's first output, by job id, from scalestudy's own dry-run listing (run once, not
+    timed): the file names an equal DAG gives its jobs."""
+    listing = subprocess.run([sys.executable, "-m", "snakemake", "--directory", str(workdir), *ours_args, "-n"],
+                             check=True, cwd=workdir, capture_output=True, text=True).stdout  # fmt: skip
+    outputs, output = {}, None
+    for line in listing.splitlines():  # a job: "rule NAME:", then its output:, ..., jobid: lines
+        if line.startswith("rule "):
+            output = None
+        elif line.startswith("    output: "):
+            output = line.removeprefix("    output: ").split(", ")[0]
+        elif line.startswith("    jobid: ") and output:
+            outputs[int(line.removeprefix("    jobid: "))] = output
+    return outputs
+
+
 def equal_dag_snakefile(
-    workdir: Path, ours_args: list[str], name: str = "Snakefile.equal", directives: bool = False
+    workdir: Path,
+    ours_args: list[str],
+    name: str = "Snakefile.equal",
+    directives: bool = False,
+    same_files: bool = False,
 ) -> Path:
     """A bare Snakefile whose DAG equals scalestudy's: its `snakemake --dag` (run once, not
     timed) read back as jobs (node: rule) and edges (dependency -> dependent); each job one
     `touch` of out/<rule>/<node>, its inputs its dependencies' files (a function only for the
     rules whose jobs have any, as scalestudy's run rules have none). With `directives`, each
-    run rule also declares what scalestudy's does per job (RUN_RULE_DIRECTIVES)."""
+    run rule also declares what scalestudy's does per job (RUN_RULE_DIRECTIVES). With
+    `same_files`, each job's file is scalestudy's own path for it, its first folder the rule's
+    name instead of the results folder (Snakemake's per-file work grows with a path's length and
+    depth: a DAG of short names is cheaper than the same DAG of scalestudy's names)."""
     dot = subprocess.run([sys.executable, "-m", "snakemake", "--directory", str(workdir), *ours_args, "--dag"],
                          check=True, cwd=workdir, capture_output=True, text=True).stdout  # fmt: skip
     # Rule names as Python names (a rule named after an app may hold a '-').
@@ -175,14 +198,23 @@ def equal_dag_snakefile(
         deps.setdefault(int(after), []).append(int(before))
     (target,) = [node for node, rule in rule_of.items() if rule == "all"]
     files = {node: f"out/{rule}/{node}" for node, rule in rule_of.items()}
+    if same_files:
+        ours = job_outputs(workdir, ours_args)
+        files = {node: f"{rule}/{ours[node].split('/', 1)[-1]}" if node in ours else files[node]
+                 for node, rule in rule_of.items()}  # fmt: skip
+        prefix = "{rule}/"
+    else:
+        prefix = "out/{rule}/"
     lines = [DIRECTIVES_PRELUDE] if directives else []
     lines += [f"DEPS = {json.dumps({files[n]: [files[d] for d in ds] for n, ds in deps.items() if n != target})}",
              f"rule all:\n    input: {json.dumps([files[d] for d in deps[target]])}\n"]  # fmt: skip
     for rule in sorted(set(rule_of.values()) - {"all"}):
         has_inputs = any(rule_of[n] == rule for n in deps)
-        inputs = f"    input: lambda w: DEPS.get('out/{rule}/' + w.i, [])\n" if has_inputs else ""
+        at = prefix.format(rule=rule)
+        inputs = f"    input: lambda w: DEPS.get('{at}' + w.i, [])\n" if has_inputs else ""
         more = RUN_RULE_DIRECTIVES.format(rule=rule) if directives and rule.startswith("run_") else ""
-        lines.append(f"rule {rule}:\n{inputs}{more}    output: 'out/{rule}/{{i}}'\n    shell: 'touch {{output}}'\n")
+        more = more.replace(f"'out/{rule}/{{i}}.log'", f"'{at}{{i}}.log'")
+        lines.append(f"rule {rule}:\n{inputs}{more}    output: '{at}{{i}}'\n    shell: 'touch {{output}}'\n")
     path = workdir / name
     path.write_text("\n".join(lines))
     return path
@@ -238,10 +270,12 @@ def dry_run_ratio(workdir: Path, repeats: int, points: int, profile: bool = Fals
     dag_args = ["-s", str(REPO / "Snakefile"), *through, "--configfile", str(sweep)]
     equal = equal_dag_snakefile(workdir, dag_args)
     same = equal_dag_snakefile(workdir, dag_args, "Snakefile.directives", directives=True)
+    named = equal_dag_snakefile(workdir, dag_args, "Snakefile.named", directives=True, same_files=True)
     sides = {
         "scalestudy": ours_args,
         "equal": ["-s", str(equal), "-n", *quiet, "--cores", "1"],
         "directives": ["-s", str(same), "-n", *quiet, "--cores", "1"],
+        "named": ["-s", str(named), "-n", *quiet, "--cores", "1"],
         "trivial": ["-s", str(bare), "-n", *quiet, "--cores", "1"],
     }
     how = ", ".join(["through profiles/local" if profile else "no profile", "every job listed" if listing else "-q"])
@@ -250,14 +284,17 @@ def dry_run_ratio(workdir: Path, repeats: int, points: int, profile: bool = Fals
         # Best of N: on a shared 2-core machine the noise is one-sided (other work only adds time).
         print(f"(b) {label} time, dry run of {points:,} points ({how}): scalestudy {times(runs['scalestudy'], kind)}; "
               f"bare Snakemake, equal DAG: {times(runs['equal'], kind)}; the same with the run rules' directives: "
-              f"{times(runs['directives'], kind)}; trivial 2-rule DAG of {points:,} jobs: "
+              f"{times(runs['directives'], kind)}; and with scalestudy's file names: {times(runs['named'], kind)}; "
+              f"trivial 2-rule DAG of {points:,} jobs: "
               f"{times(runs['trivial'], kind)}")  # fmt: skip
         best = {side: min(run[kind] for run in side_runs) for side, side_runs in runs.items()}
         median = {side: statistics.median(run[kind] for run in side_runs) for side, side_runs in runs.items()}
         print(
             f"(b) {label} ratio against the equal DAG {best['scalestudy'] / best['equal']:.3f} best-of-{repeats}, "
             f"{median['scalestudy'] / median['equal']:.3f} median (target <= 1.15); against the equal DAG with "
-            f"the run rules' directives {best['scalestudy'] / best['directives']:.3f}; against the trivial DAG "
+            f"the run rules' directives {best['scalestudy'] / best['directives']:.3f}, and with scalestudy's file "
+            f"names {best['scalestudy'] / best['named']:.3f} (median {median['scalestudy'] / median['named']:.3f}); "
+            f"against the trivial DAG "
             f"{best['scalestudy'] / best['trivial']:.3f} best-of-{repeats}; load average {os.getloadavg()[0]:.1f}"
         )
 
