@@ -1,3 +1,4 @@
+# Stays whole (a little over 500 lines): the verdict rules and the one lookup of each side's runs (Sides) they all read.
 """variants.csv: every MPI flag set, NCCL env set and placement (and an app's compared
 parameter: torch-parallel's strategy) against its baseline at the same scale, per figure: the
 speed ratio with its 95% CI, and a verdict only where it holds; and the scaling rule's entry,
