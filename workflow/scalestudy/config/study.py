@@ -75,13 +75,18 @@ class Study:
         return problems
 
 
+def inputs_key(point: Point) -> Hashable:
+    """What decides `point`'s input files: its app and the app's App.inputs_key (points that
+    share it read the same files, so the app is asked once per key)."""
+    return (point.app, APPS[point.app].inputs_key(point))
+
+
 def inputs_by_key(points: Iterable[Point], layout: Layout) -> dict[Hashable, tuple[Point, dict[str, str]]]:
     found: dict[Hashable, tuple[Point, dict[str, str]]] = {}
     for point in points:
-        app = APPS[point.app]
-        key = (point.app, app.inputs_key(point))
+        key = inputs_key(point)
         if key not in found:
-            found[key] = (point, app.inputs(point, layout))
+            found[key] = (point, APPS[point.app].inputs(point, layout))
     return found
 
 

@@ -29,10 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..apps import APPS
 from ..config import packing
 from ..config.clusters import Cluster
-from ..config.study import Study, inputs_by_key, made_here, under_assets
+from ..config.study import Study, inputs_by_key, inputs_key, made_here, under_assets
 from ..model import order
 from ..model.errors import SweepError
 from ..model.paths import Layout
@@ -157,7 +156,7 @@ class Plan:
 
     def point_made_inputs(self, point: Point) -> list[str]:
         """The files the workflow makes that `point` reads (its app's inputs under the assets)."""
-        return self.made_inputs_by_key[(point.app, APPS[point.app].inputs_key(point))]
+        return self.made_inputs_by_key[inputs_key(point)]
 
 
 # ---------------------------------------------------------------------- the builders
@@ -224,7 +223,7 @@ def build_plan(loaded: Study, main_process: bool = True) -> Plan:
     """The plan of `loaded` (a study as scheduler.site.load_study returns it)."""
     study, later = planned_now(loaded, main_process)
     made = made_inputs_of(loaded.points, loaded.layout)
-    survey = surveyed(study, main_process, lambda p: made[(p.app, APPS[p.app].inputs_key(p))])
+    survey = surveyed(study, main_process, lambda p: made[inputs_key(p)])
     to_submit = points_to_submit(study, survey, main_process)
     packs = packs_of(study, to_submit)
     return Plan(

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..apps.base import App
 from ..config.requests import job_request
+from ..config.study import inputs_key
 from ..model.point import Point, first_repeats
 from ..model.units import GIB, MIB
 from ..results import retry
@@ -66,7 +67,7 @@ def run_inputs(plan: Plan, app: App) -> list[str] | OfPoint:
     every function Snakemake calls per job, so when all points of the app read the same
     made files and none has a kept record (the usual case) this is a plain list, else a
     function of the point."""
-    keys = {(app.name, app.inputs_key(point)) for point in plan.study.points if point.app == app.name}
+    keys = {inputs_key(point) for point in plan.study.points if point.app == app.name}
     shared = {tuple(plan.made_inputs_by_key[key]) for key in keys}
     kept = {
         key: state.kept for key, state in plan.survey.states.items() if state.kept and plan.point(*key).app == app.name
