@@ -7,7 +7,7 @@ scalestudy.scheduler.site.load_study, which passes the scheduler backend's site 
     # raises SweepError: every problem, one line each, naming its key (or file and line)
 
 The sweep's settings are read here once (config.sweep.settings_of) into typed values
-(model.settings: `Study.settings`, each study's `Study.studies[name]`): nothing after
+(model.settings: `Study.settings`, each study's `Study.settings.studies[name]`): nothing after
 loading reads the config dict by key.
 
 The configuration layer below reads the files strictly and checks the shape; here each
@@ -55,14 +55,6 @@ class Study:
     @functools.cached_property
     def points_by_id(self) -> dict[tuple[str, str], Point]:
         return {(p.study, p.id): p for p in self.sweep.points}
-
-    def point(self, study: str, point_id: str) -> Point:
-        return self.points_by_id[(study, point_id)]
-
-    def inputs_by_key(self, app: str) -> dict[Hashable, tuple[Point, dict[str, str]]]:
-        """The input files of each distinct inputs key of `app`'s points (see App.inputs_key),
-        with one point that has it: 10,000 points of one study ask the app once."""
-        return inputs_by_key((p for p in self.sweep.points if p.app == app), self.layout)
 
     def missing_inputs(self) -> list[str]:
         """Input files no rule makes (outside the assets) that do not exist, once per study and key."""
