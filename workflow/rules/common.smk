@@ -88,6 +88,7 @@ onstart:
                         forcing=RUN.forcing(),
                         resumed=lambda: RUN.resumed_batch_jobs(RUN_RULES),
                         forget=RUN.forget_batch_job,
+                        env_modules=RUN.deployment().env_modules,
                     ),
                 )
             )

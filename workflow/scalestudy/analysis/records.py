@@ -139,10 +139,39 @@ def run_row(metrics: dict, path: Path | None = None) -> dict:
         row["settings_verified"] = bool(proof.get("verified"))
         row["settings_problems"] = "; ".join(map(str, proof.get("problems") or []))
         row["bindings"] = proof.get("bindings") or ""
+    row.update(mpi_columns(metrics.get("provenance") or {}))
     if path is not None:
         row["metrics_path"] = str(path)
         row.update(remeasured(path))
     return row
+
+
+def mpi_columns(provenance: Mapping) -> dict:
+    """The MPI library each rank loaded, as the library names itself ('Open MPI v4.1.4 (ranks 0-1)';
+    apps whose ranks load MPI through mpi4py), and the modules the job had loaded (`module list`;
+    'none' where a module system had none loaded)."""
+    row = {}
+    libraries = provenance.get("mpi_libraries")
+    if isinstance(libraries, Mapping) and libraries:
+        row["mpi_library"] = "; ".join(
+            f"{str(text).split(',')[0]} (ranks {ranks_text(ranks)})" for text, ranks in libraries.items()
+        )
+    modules = provenance.get("modules")
+    if isinstance(modules, list):
+        row["modules"] = " ".join(map(str, modules)) or "none"
+    return row
+
+
+def ranks_text(ranks) -> str:
+    """Rank numbers as ranges: [0, 1, 2, 5] -> '0-2, 5'."""
+    numbers = sorted(r for r in ranks if isinstance(r, int))
+    spans: list[list[int]] = []
+    for rank in numbers:
+        if spans and rank == spans[-1][1] + 1:
+            spans[-1][1] = rank
+        else:
+            spans.append([rank, rank])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans) or "?"
 
 
 def run_contention(row: Mapping) -> float | None:

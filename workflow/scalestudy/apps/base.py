@@ -186,6 +186,12 @@ class App:
         `python -m scalestudy memory` still predicts it)."""
         return True
 
+    def loads_mpi4py(self, point: Point) -> bool:
+        """Do the point's ranks load MPI through mpi4py in the rank's Python? Then the runner asks
+        which MPI library that is, refuses a launch whose launcher is another MPI, and each rank
+        names the library it loaded (model.rank_probe.mpi_library)."""
+        return False
+
     def missing_software(self, point: Point) -> str | None:
         """Why the app cannot run where this job runs (checked before launching), or None."""
         return None

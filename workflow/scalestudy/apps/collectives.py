@@ -163,6 +163,9 @@ class Collectives(App):
             return "run the nccl points on GPU nodes (gpus_per_node, a GPU queue); on CPU use backend gloo or mpi"
         return None
 
+    def loads_mpi4py(self, point: Point) -> bool:
+        return True  # every backend's ranks meet through mpi4py's COMM_WORLD (collectives_rank.main)
+
     def rank_command(self, point: Point, run_dir: Path, layout: Layout) -> list[str]:
         command = [sys.executable, str(Path(collectives_rank.__file__).resolve())]
         for name in self.params:

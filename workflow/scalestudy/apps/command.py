@@ -249,6 +249,9 @@ class Command(App):
     def values(self, point: Point, run_dir: Path, layout: Layout) -> dict[str, Any]:
         return {**point.params, "run_dir": str(run_dir), "results_dir": layout.results}
 
+    def loads_mpi4py(self, point: Point) -> bool:
+        return "mpi4py" in self.program["command"]  # a program the study runs through mpi4py
+
     def rank_command(self, point: Point, run_dir: Path, layout: Layout) -> list[str]:
         return command_words(self.program["command"], self.values(point, run_dir, layout))
 

@@ -417,6 +417,9 @@ class LitGPT(App):
             "data_path": str(point.params["data_path"]),
         }
 
+    def loads_mpi4py(self, point: Point) -> bool:
+        return True  # Lightning's MPIEnvironment starts MPI through mpi4py wherever it imports
+
     def rank_command(self, point: Point, run_dir: Path, layout: Layout) -> list[str]:
         p = point.params
         command = [

@@ -108,6 +108,9 @@ class PingPong(App):
         largest = self.setting(point, "max_bytes")
         return buffers_need(2 * largest, "max_bytes", largest, on_gpu=False)
 
+    def loads_mpi4py(self, point: Point) -> bool:
+        return True
+
     def rank_command(self, point: Point, run_dir: Path, layout: Layout) -> list[str]:
         command = [sys.executable, str(Path(pingpong_rank.__file__).resolve())]
         for name in ("min_bytes", "max_bytes", "iterations", "warmup"):

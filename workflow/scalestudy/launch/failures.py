@@ -13,6 +13,9 @@ Categories (metrics.json `category`; null when `status` is ok):
   mpi_abort           the MPI job lost a rank (killed by a signal) or a rank called MPI_Abort
   app_error           the app exited non-zero for its own reasons (exit code + last lines in reason)
   dependency_missing  something the point needs is not installed (module, executable, launcher)
+  mpi_mismatch        a rank's MPI library is not its launcher's MPI (pip's Open MPI 5 under a site
+                      module's 4.1 mpirun, MPICH's library under Open MPI's): refused before the
+                      launch where the rank's Python tells, else found in the ranks' own lines
   preflight_refusal   the point cannot work at this scale; nothing was run
   unparseable_output  the run ended but its output lacks the figures (e.g. a log cut off mid-line)
   scheduler_error     the job died without writing metrics.json (node lost, killed, cancelled),
@@ -42,6 +45,7 @@ CATEGORIES = (
     "mpi_abort",
     "app_error",
     "dependency_missing",
+    "mpi_mismatch",
     "preflight_refusal",
     "unparseable_output",
     "scheduler_error",

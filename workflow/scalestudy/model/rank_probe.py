@@ -1,6 +1,6 @@
 """Runs in front of every rank's command: reports the rank, then becomes the command.
 
-    mpirun ... python rank_probe.py [--also NAME,...] -- <the app's rank command ...>
+    mpirun ... python rank_probe.py [--also NAME,...] [--mpi4py] -- <the app's rank command ...>
 
 prints one line per rank before the app starts,
 
@@ -12,6 +12,9 @@ OMPI_*/NCCL_*/... variables it was given, and the CPUs it may run on (its affini
 how many cores, sockets and NUMA nodes they span) beside those of the process that started
 it (the launcher's daemon, which no binding restricts): the record of which hosts ran, the
 proof that a flag set's variables reached every rank, and of the binding each rank got.
+With --mpi4py (an app whose ranks load MPI through mpi4py) the line also names the MPI library
+this rank's Python loads (`mpi_library`: MPI_Get_library_version's first line, e.g. "Open MPI
+v4.1.4, ..."; `libmpi`: its file): the proof that a rank runs on the MPI its launcher is.
 The local rank 0 of each host leaves a watcher behind (`start_host_watch`): once that rank has
 ended, it prints one line for the host,
 
@@ -160,7 +163,43 @@ def affinity() -> dict:
     return found
 
 
-def report(also: tuple[str, ...] = ()) -> dict:
+# A file name of an MPI library in /proc/self/maps (Open MPI's libmpi, MPICH's libmpich or libmpi).
+LIBMPI_NAMES = ("libmpi.so", "libmpich.so", "libmpi_")
+
+
+def mapped_libmpi(maps: str = "/proc/self/maps") -> str | None:
+    """The MPI library file this process has mapped, None where none (or no /proc)."""
+    try:
+        with open(maps) as handle:
+            for line in handle:
+                path = line.split(maxsplit=5)[-1].strip()
+                if path.startswith("/") and os.path.basename(path).startswith(LIBMPI_NAMES):
+                    return path
+    except OSError:
+        return None
+    return None
+
+
+def mpi_library() -> dict:
+    """The MPI library this rank's Python loads through mpi4py, as the library names itself
+    (MPI_Get_library_version's first line, callable before MPI_Init), and its file: what the
+    app, the same interpreter in the same environment, will run on. MPI is not initialized here,
+    and exec() then drops the library with the rest of this process."""
+    try:
+        import mpi4py
+
+        mpi4py.rc.initialize = False
+        mpi4py.rc.finalize = False
+        from mpi4py import MPI
+
+        text = MPI.Get_library_version()
+    except Exception as error:  # no mpi4py, or no library it can load: said, not fatal here
+        return {"mpi_library": None, "mpi_library_error": f"{type(error).__name__}: {error}"[:300]}
+    lines = text.replace("\x00", "").strip().splitlines()
+    return {"mpi_library": lines[0].strip() if lines else "", "libmpi": mapped_libmpi()}
+
+
+def report(also: tuple[str, ...] = (), mpi4py: bool = False) -> dict:
     return {
         "rank": first_int(RANK_VARIABLES),
         "size": first_int(SIZE_VARIABLES),
@@ -168,6 +207,7 @@ def report(also: tuple[str, ...] = ()) -> dict:
         "pid": os.getpid(),
         "env": seen_environment(also),
         **affinity(),
+        **(mpi_library() if mpi4py else {}),
     }
 
 
@@ -426,21 +466,27 @@ def watch_host(rank: int, daemon: int, cpus: set[int], start: dict, host: str) -
 
 
 def main(argv: list[str]) -> int:
+    if argv == ["--mpi-library"]:  # asked before a launch (launch.provenance.python_mpi_library)
+        print(json.dumps(mpi_library(), sort_keys=True))
+        return 0
     # --also A,B: variables the point set (e.g. an MPICH flag set's) to report besides the prefixes.
     also: tuple[str, ...] = ()
     if argv[:1] == ["--also"] and len(argv) > 1:
         also, argv = tuple(filter(None, argv[1].split(","))), argv[2:]
+    # --mpi4py: the app's ranks load MPI through mpi4py; report which library it loads.
+    mpi4py = argv[:1] == ["--mpi4py"]
+    argv = argv[1:] if mpi4py else argv
     if argv[:1] == ["--"]:
         argv = argv[1:]
     if not argv:
-        print(f"usage: python {sys.argv[0]} [--also NAME,...] [--] COMMAND [ARGS...]", file=sys.stderr)
+        print(f"usage: python {sys.argv[0]} [--also NAME,...] [--mpi4py] [--] COMMAND [ARGS...]", file=sys.stderr)
         return 2
     # The node's own scratch folder, not the first node's (a launcher may pass on every variable).
     tmpdir = node_tmpdir(os.environ, parent_environment(os.getppid()))
     if tmpdir:
         os.environ["TMPDIR"] = tmpdir
     # One write, so that lines of ranks sharing the launcher's output do not interleave.
-    sys.stdout.write(f"{RANK_PREFIX} {json.dumps(report(also), sort_keys=True)}\n")
+    sys.stdout.write(f"{RANK_PREFIX} {json.dumps(report(also, mpi4py), sort_keys=True)}\n")
     sys.stdout.flush()
     if first_int(LOCAL_RANK_VARIABLES, 0) == 0:  # one watcher per host: its first rank's
         start_host_watch()

@@ -3,6 +3,7 @@ function of the plan and of what Snakemake's DAG holds, each done by one owner:
 
     step                    owner (what does the work)
     stop_on_missing_inputs  plan.missing_inputs (config.study at load): raises SweepError
+    check_site_modules      launch.modules.site_problems: the site's modules exist and load its MPI
     say_uncounted_reruns    summary.rerun_line: Snakemake runs more run jobs than counted
     take_lock               results.locking.hold: one running workflow per results directory
     archive_retries         results.retry.archive: the failed records to retry
@@ -19,6 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..apps import app_for
+from ..launch import modules
 from ..model.errors import SweepError
 from ..results import history, locking, retry
 from ..scheduler.pbs import cache as pbs_cache
@@ -40,11 +43,24 @@ class Start:
     forget: Callable[[str], None] = lambda metrics: None
     forcing: Forcing | None = None
     say: Callable[[str], None] = print
+    # Under --sdm env-modules Snakemake loads each app's `app_modules` in its jobs.
+    env_modules: bool = False
 
 
 def stop_on_missing_inputs(plan: Plan, run: Start, held: list) -> None:
     if plan.missing_inputs:
         raise SweepError(plan.missing_inputs)
+
+
+def check_site_modules(plan: Plan, run: Start, held: list) -> None:
+    """Before any job is submitted (today a module name is first used inside the job, after the
+    queue wait): the modules the points' jobs load and the site's MPI they put on PATH."""
+    apps = {app_for(point).name: app_for(point) for point in plan.to_submit}
+    launchers = [plan.cluster.launcher_for(app.mpi_flavour) for app in apps.values()]
+    app_modules = [name for app in apps for name in plan.cluster.app_modules.get(app, ())]
+    problems = modules.site_problems(plan.cluster, launchers, app_modules if run.env_modules else ())
+    if problems:
+        raise SweepError(problems)
 
 
 def say_uncounted_reruns(plan: Plan, run: Start, held: list) -> None:
@@ -82,6 +98,7 @@ def save_packs(plan: Plan, run: Start, held: list) -> None:
 
 STEPS = (
     stop_on_missing_inputs,
+    check_site_modules,
     say_uncounted_reruns,
     take_lock,
     archive_retries,

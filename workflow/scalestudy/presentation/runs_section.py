@@ -120,15 +120,20 @@ def proof_blocks(runs: pd.DataFrame) -> list:
     rows = [
         [
             str(r.get("point", "?")),
+            str(r.get("mpi_flag_set") or "–"),
+            str(r.get("mpi_library") or "–"),
+            str(r.get("modules") or "–"),
             placement_text(r),
             "yes" if truthy(r.get("settings_verified")) else "no",
             str(r.get("bindings") or "–"),
         ]
         for r in proven.to_dict("records")
     ]
-    title = f"Settings proof and the CPUs each rank could run on ({len(rows)} runs)"
-    # Like the per-run provenance: for the page, not for a paper.
-    table = Table(["point", "placement asked", "proven", "rank@host:CPUs"], rows)
+    title = f"Settings proof, the MPI each rank ran on and the CPUs it could run on ({len(rows)} runs)"
+    # Like the per-run provenance: for the page, not for a paper. The library is the ranks' own
+    # word (MPI_Get_library_version), beside the flag set it was asked to apply.
+    headers = ["point", "MPI flag set", "MPI library (ranks)", "modules", "placement asked", "proven", "rank@host:CPUs"]
+    table = Table(headers, rows)
     blocks.append(Details(title, [table], in_markdown=False))
     return blocks
 

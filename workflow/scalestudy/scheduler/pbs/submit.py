@@ -55,6 +55,8 @@ def site_environment(cluster) -> str:
     lines = [f"# site environment, from {directory / cluster.name}.yaml"]
     # Values from config reach the job's shell quoted: one word each, nothing expanded.
     lines.append(f"export {CLUSTERS_DIR_ENV}={shlex.quote(str(directory))}")
+    if cluster.module_paths:
+        lines.append(shlex.join(["module", "use", *cluster.module_paths]))
     if cluster.modules:
         lines.append(shlex.join(["module", "load", *cluster.modules]))
     lines += [f"export {name}={shlex.quote(value)}" for name, value in cluster.job_env.items()]

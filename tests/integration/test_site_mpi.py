@@ -1,0 +1,301 @@
+"""A site's MPI, for real: Debian's Open MPI 4.1.4 and MPICH 4.0.2 as site modules under Lmod
+(tests/support/site_modules.py), and .venv-site/, built under the Open MPI module by the command a
+site's user runs (`SCALESTUDY_MPI=site bash scripts/setup.sh`: mpi4py from source against the
+module's mpicc, no pip MPI; scripts/test.sh builds it). Cluster files of the tests' own say
+`mpi.source: site` and the module to load; the runner loads it, as a login shell would.
+
+- pip's mpi4py under the module's 4.1 mpirun (the issue's wrong MPI) is refused in one line
+  naming both sides, before anything is launched; so is Open MPI's mpi4py under MPICH's Hydra;
+- the site venv's ranks run on 4.1.4 and each names it (MPI_Get_library_version), the module is
+  recorded, and a flag for a component the build lacks (hcoll) is shown not applied;
+- through Snakemake and profiles/local, one point of each app that loads MPI through mpi4py
+  (ping-pong, collectives, torch-parallel, LitGPT through Lightning's MPI environment, a command
+  study of mpi4py.bench) on the module's Open MPI, the report naming the library beside the flag set;
+- before any job: an unknown module, and a module that loads no MPI, are one line each;
+- `--sdm env-modules` with `app_modules` loads the app's module in its jobs (Snakemake's own
+  `module purge && module load`);
+- a 2-node point on the two-host bed, launched by the module's mpirun over ssh (ORTE's agent).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import site_modules
+import yaml
+from points import pingpong_point
+
+REPO = Path(__file__).resolve().parents[2]
+SITE_PYTHON = REPO / ".venv-site" / "bin" / "python"
+PIP_PYTHON = REPO / ".venv" / "bin" / "python"
+# What a login shell's PATH holds before any module: no MPI of the project's venvs.
+BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+pytestmark = [
+    pytest.mark.skipif(
+        not Path(site_modules.LMOD_INIT).is_file(), reason="no Lmod (scripts/system-packages.sh installs lmod)"
+    ),
+    pytest.mark.skipif(
+        site_modules.installed_version("openmpi") is None,
+        reason="no Debian Open MPI (scripts/system-packages.sh installs openmpi-bin)",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> dict:
+    """The modulefile tree (openmpi/<v>, mpich/<v>, and tools/1.0, a module that loads no MPI)."""
+    root = tmp_path_factory.mktemp("modulefiles")
+    names = site_modules.write_tree(root)
+    (root / "tools").mkdir()
+    (root / "tools" / "1.0.lua").write_text('whatis("tools: no MPI")\nsetenv("SITE_TOOLS", "1")\n')
+    return {"root": root, **names}
+
+
+@pytest.fixture(scope="module")
+def site_python() -> Path:
+    if not SITE_PYTHON.is_file():
+        pytest.skip(".venv-site not built (scripts/test.sh builds it: SCALESTUDY_MPI=site bash scripts/setup.sh)")
+    return SITE_PYTHON
+
+
+def module_shell(tree: dict, load: list[str] = (), python: Path | None = None) -> dict[str, str]:
+    """A login shell's environment on a site: Lmod initialised, the tree on MODULEPATH, `load`
+    loaded; the PATH of a shell whose venv (`python`'s) is activated, with no MPI of pip's."""
+    script = f'source {site_modules.LMOD_INIT}; module use "$1"; shift; [ $# -eq 0 ] || module load "$@"; env -0'
+    env = {"PATH": BASE_PATH, "HOME": os.environ.get("HOME", "/root"), "HF_HUB_OFFLINE": "1"}
+    if python is not None:
+        env["PATH"] = f"{python.parent}:{BASE_PATH}"
+    done = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-c", script, "bash", str(tree["root"]), *load],
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=True,
+    )
+    return dict(e.decode().split("=", 1) for e in done.stdout.split(b"\0") if b"=" in e)
+
+
+def cluster_dir(tmp_path: Path, name: str = "site", **mpi) -> Path:
+    """A clusters folder with the local machine as a site: `mpi.source: site` and its modules."""
+    data = yaml.safe_load((REPO / "config/clusters/local.yaml").read_text())
+    modules = mpi.pop("modules")
+    data.update(name=name, modules=modules)
+    data["mpi"].update(source="site", **mpi)
+    folder = tmp_path / "clusters"
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.yaml").write_text(yaml.safe_dump(data))
+    return folder
+
+
+def run_point(python: Path, point, tmp_path: Path, env: dict[str, str], clusters: Path) -> dict:
+    metrics = tmp_path / "run" / "metrics.json"
+    env = {**env, "SCALESTUDY_CLUSTERS_DIR": str(clusters), "PYTHONPATH": str(REPO / "workflow")}
+    command = [str(python), "-m", "scalestudy", "run-point", "--point", point.to_json(), "--walltime-s", "120",
+               "--cluster", "site", "--metrics", str(metrics)]  # fmt: skip
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert metrics.is_file(), done.stderr[-3000:]
+    return json.loads(metrics.read_text())
+
+
+def test_pips_mpi4py_under_the_site_modules_mpirun_is_refused_in_one_line(tree, tmp_path):
+    """The issue's wrong MPI: the module's 4.1 mpirun would launch ranks whose mpi4py wheel loads
+    pip's Open MPI 5. Refused before the launch, naming both sides; nothing ran."""
+    env = module_shell(tree, python=PIP_PYTHON)  # the runner loads the cluster file's module itself
+    metrics = run_point(
+        PIP_PYTHON, pingpong_point(study="pp"), tmp_path, env, cluster_dir(tmp_path, modules=[tree["openmpi"]])
+    )
+    assert metrics["status"] == "failed" and metrics["category"] == "mpi_mismatch", metrics["reason"]
+    reason = metrics["reason"]
+    assert "\n" not in reason and "Open MPI v5" in reason and "(Open MPI) 4.1" in reason, reason
+    assert "SCALESTUDY_MPI=site" in reason
+    assert metrics["provenance"]["modules"] == [tree["openmpi"]]
+    log = (tmp_path / "run" / "stdout.log").read_text()
+    assert "scalestudy-rank" not in log and log.strip() == reason  # no rank was launched
+
+
+def test_open_mpis_mpi4py_under_mpichs_hydra_is_refused_too(tree, tmp_path, site_python):
+    if "mpich" not in tree:
+        pytest.skip("no Debian MPICH (scripts/system-packages.sh installs mpich)")
+    clusters = cluster_dir(tmp_path, modules=[tree["mpich"]], launcher="mpiexec")
+    metrics = run_point(site_python, pingpong_point(study="pp", mpi_flags={}), tmp_path, module_shell(tree), clusters)
+    assert metrics["category"] == "mpi_mismatch", metrics["reason"]
+    assert "Open MPI v4.1" in metrics["reason"] and "HYDRA" in metrics["reason"]
+
+
+def test_the_site_venv_runs_on_the_modules_open_mpi_and_every_rank_names_it(tree, tmp_path, site_python):
+    flags = {"btl": "self,vader", "coll_hcoll_enable": "1"}
+    point = pingpong_point(study="pp", mpi_flag_set="vader-hcoll", mpi_flags=flags)
+    metrics = run_point(
+        site_python, point, tmp_path, module_shell(tree), cluster_dir(tmp_path, modules=[tree["openmpi"]])
+    )
+    assert metrics["status"] == "ok", metrics["reason"]
+    version = tree["openmpi"].split("/")[1]
+    provenance = metrics["provenance"]
+    assert provenance["mpi"]["release"] == version and "/openmpi-" in provenance["mpi"]["launcher"]
+    (library, ranks), *others = provenance["mpi_libraries"].items()
+    assert not others and library.startswith(f"Open MPI v{version}") and ranks == [0, 1]
+    assert all(rank["libmpi"].startswith("/usr/lib/") for rank in provenance["ranks"])  # not the venv's
+    assert provenance["modules"] == [tree["openmpi"]]
+    # The 4.1 build has vader, not hcoll: one flag registered, the other shown not applied.
+    proof = metrics["settings_proof"]
+    assert provenance["mca_registered"]["btl"] == "self,vader"
+    assert not proof["verified"]
+    assert proof["problems"] == ["--mca coll_hcoll_enable 1: no Open MPI component registered it; it had no effect"]
+
+
+SNAKEFILE_STUDIES = {
+    "pp": {"app": "pingpong", "params": {"max_bytes": 4096, "iterations": 50, "warmup": 10}},
+    "coll": {
+        "app": "collectives",
+        "params": {"operation": "allreduce", "max_bytes": 4096, "iterations": 5, "warmup": 2},
+    },  # fmt: skip
+    "tp": {
+        "app": "torch-parallel",
+        "params": {
+            "model": "mlp",
+            "strategy": "ddp",
+            "device": "cpu",
+            "width": 32,
+            "depth": 2,
+            "batch_size": 16,
+            "epochs": 1,
+            "samples": 64,
+        },
+    },  # fmt: skip
+    "cmd": {
+        "app": "command",
+        "command": "{python} -m mpi4py.bench pingpong -n 4096 -s 10 -l 20",
+        "params": {"python": "python"},
+        "primary": "latency",
+        "figures": {"latency": {"regex": r"^\s*4096\s+[0-9.]+ \| ([0-9.eE+-]+)", "unit": "s", "better": "lower"}},
+    },  # fmt: skip
+    "lora": {
+        "app": "litgpt",
+        "walltime": "00:05:00",
+        "params": {
+            "method": "lora",
+            "checkpoint_dir": "{results_dir}/assets/litgpt-tiny/checkpoint",
+            "data_path": "{results_dir}/assets/litgpt-tiny/alpaca.json",
+            "precision": "32-true",
+            "max_seq_length": 64,
+            "global_batch_size": 4,
+            "micro_batch_size": 2,
+            "max_steps": 2,
+            "lr_warmup_steps": 1,
+        },
+    },  # fmt: skip
+}
+TINY_LITGPT = {"n_layer": 2, "n_head": 4, "n_embd": 64, "intermediate_size": 128, "vocab_size": 512,
+               "block_size": 64, "samples": 64, "seed": 0}  # fmt: skip
+
+
+def site_sweep(results: Path, studies: dict, cluster: str = "site") -> dict:
+    common = {"nodes": [1], "ranks_per_node": [2], "repeats": 1, "walltime": "00:02:00", "mpi_flags": ["vader"]}
+    return {
+        "cluster": cluster,
+        "results_dir": str(results),
+        "mpi_flag_sets": {"vader": {"btl": "self,vader"}},
+        "assets": {"litgpt_tiny": TINY_LITGPT},
+        "studies": {name: {**common, **study} for name, study in studies.items()},
+    }
+
+
+def snakemake(python: Path, tmp_path: Path, sweep: dict, env: dict, *args: str) -> subprocess.CompletedProcess:
+    config = tmp_path / "sweep.yaml"
+    config.write_text(yaml.safe_dump(sweep))
+    command = [str(python), "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+               "--profile", str(REPO / "profiles/local"), "--configfile", str(config), *args]  # fmt: skip
+    return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_every_mpi4py_app_runs_on_the_site_module_through_snakemake(tree, tmp_path, site_python):
+    results = tmp_path / "results"
+    env = {
+        **module_shell(tree, python=site_python),
+        "SCALESTUDY_CLUSTERS_DIR": str(cluster_dir(tmp_path, modules=[tree["openmpi"]])),
+    }
+    run = snakemake(site_python, tmp_path, site_sweep(results, SNAKEFILE_STUDIES), env)
+    assert run.returncode == 0, run.stderr[-4000:]
+    version = tree["openmpi"].split("/")[1]
+    for study in SNAKEFILE_STUDIES:
+        runs = pd.read_csv(results / study / "runs.csv")
+        assert set(runs["status"]) == {"ok"}, (study, runs["reason"].tolist())
+        assert set(runs["mpi_library"]) == {f"Open MPI v{version} (ranks 0-1)"}, (study, runs["mpi_library"].tolist())
+        assert set(runs["modules"]) == {tree["openmpi"]}, study
+    page = (results / "report" / "index.md").read_text()
+    assert f"Open MPI v{version} (ranks 0-1)" in (results / "report" / "index.html").read_text()
+    assert "scalestudy" in page
+
+
+def test_an_unknown_module_and_a_module_without_mpi_are_refused_before_any_job(tree, tmp_path, site_python):
+    results = tmp_path / "results"
+    sweep = site_sweep(results, {"pp": SNAKEFILE_STUDIES["pp"]})
+    env = module_shell(tree, python=site_python)
+    for modules, words in (
+        (["openmpi/9.9.9"], "modules: 'openmpi/9.9.9' is not a module here"),
+        (["tools/1.0"], "mpi.launcher: 'mpirun' (openmpi) is not on PATH once tools/1.0 is loaded"),
+    ):
+        clusters = cluster_dir(tmp_path, modules=modules)
+        if modules == ["tools/1.0"]:  # the machine's own /usr/bin/mpirun is no module's: hide it
+            env = {**env, "PATH": f"{site_python.parent}:{tmp_path / 'bin'}"}
+            (tmp_path / "bin").mkdir(exist_ok=True)
+            for tool in ("bash", "env", "sh", "cat", "uname", "mkdir", "rm"):
+                link = tmp_path / "bin" / tool
+                if not link.exists() and shutil.which(tool):
+                    link.symlink_to(shutil.which(tool))
+        run = snakemake(site_python, tmp_path, sweep, {**env, "SCALESTUDY_CLUSTERS_DIR": str(clusters)})
+        assert run.returncode != 0
+        said = [line for line in run.stderr.splitlines() if words in line]
+        assert len(said) == 1, run.stderr[-3000:]
+        assert not (results / "pp" / "runs").exists()  # nothing ran
+
+
+def test_env_modules_loads_an_apps_site_modules_in_its_jobs(tree, tmp_path, site_python):
+    """`--sdm env-modules` with `app_modules: {pingpong: [openmpi/...]}`: Snakemake's own `module
+    purge && module load` in the job; the shell that started it loaded nothing."""
+    results = tmp_path / "results"
+    clusters = cluster_dir(tmp_path, modules=[])
+    data = yaml.safe_load((clusters / "site.yaml").read_text())
+    data["app_modules"] = {"pingpong": [tree["openmpi"]]}
+    (clusters / "site.yaml").write_text(yaml.safe_dump(data))
+    env = {**module_shell(tree, python=site_python), "SCALESTUDY_CLUSTERS_DIR": str(clusters)}
+    run = snakemake(
+        site_python, tmp_path, site_sweep(results, {"pp": SNAKEFILE_STUDIES["pp"]}), env, "--sdm", "env-modules"
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    runs = pd.read_csv(results / "pp" / "runs.csv")
+    assert set(runs["status"]) == {"ok"}, runs["reason"].tolist()
+    assert set(runs["modules"]) == {tree["openmpi"]}
+    assert set(runs["mpi_library"]) == {f"Open MPI v{tree['openmpi'].split('/')[1]} (ranks 0-1)"}
+
+
+def test_a_two_node_point_on_the_site_modules_open_mpi_across_two_hosts(tree, hosts, tmp_path, site_python):
+    """The module's mpirun starts the second host's orted over ssh (ORTE's plm_rsh_agent); both
+    hosts' ranks load the module's library."""
+    clusters = cluster_dir(tmp_path, modules=[tree["openmpi"]])
+    env = {**module_shell(tree, python=site_python), **hosts.launch_env(), "SCALESTUDY_CLUSTERS_DIR": str(clusters),
+           "PYTHONPATH": str(REPO / "workflow")}  # fmt: skip
+    point = pingpong_point(study="pp", nodes=2, ranks_per_node=1, mpi_flags={"btl": "self,tcp"})
+    metrics = tmp_path / "run" / "metrics.json"
+    command = [str(site_python), "-m", "scalestudy", "run-point", "--point", point.to_json(), "--walltime-s", "120",
+               "--cluster", "site", "--metrics", str(metrics)]  # fmt: skip
+    done = subprocess.run(hosts.command(0, command), cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert metrics.is_file(), done.stderr[-3000:]
+    record = json.loads(metrics.read_text())
+    assert record["status"] == "ok", record["reason"]
+    assert record["provenance"]["node_list"] == sorted(hosts.names)
+    (library, ranks), *others = record["provenance"]["mpi_libraries"].items()
+    assert not others and library.startswith("Open MPI v4.1") and ranks == [0, 1]
+    assert record["settings_proof"]["verified"], record["settings_proof"]["problems"]
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))

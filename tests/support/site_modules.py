@@ -1,0 +1,106 @@
+"""A site's MPIs as a cluster presents them: Debian's Open MPI 4.1 and MPICH 4.0 (openmpi-bin,
+mpich) as Lmod modules `openmpi/<version>` and `mpich/<version>` in a modulefile tree of their
+own, each with a prefix whose bin/ holds only that MPI's commands (Debian's are under
+/usr/bin with a suffix: mpirun.openmpi, mpiexec.mpich, ...), as `module load openmpi/4.1.5` on
+Gadi or ASPIRE 2A puts that MPI first on PATH.
+
+    python tests/support/site_modules.py <tree>      # write it; prints the module names
+
+scripts/test.sh writes the tree, then builds the site's Python environment under it
+(scripts/setup.sh with SCALESTUDY_MPI=site); the tests of tests/integration/test_site_mpi.py
+load its modules through Lmod. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+# Debian's Lmod: the shell function `module` is defined by sourcing this.
+LMOD_INIT = "/usr/share/lmod/lmod/init/bash"
+# What each MPI's bin/ gets, as the command names a site's module gives them, and Debian's file.
+COMMANDS = {
+    "openmpi": {
+        "mpirun": "mpirun.openmpi",
+        "mpiexec": "mpiexec.openmpi",
+        "mpicc": "mpicc.openmpi",
+        "ompi_info": "ompi_info",
+        "orted": "orted",
+        "orterun": "orterun",
+    },
+    "mpich": {
+        "mpiexec": "mpiexec.mpich",
+        "mpirun": "mpirun.mpich",
+        "mpicc": "mpicc.mpich",
+        "mpichversion": "mpichversion",
+        "hydra_pmi_proxy": "hydra_pmi_proxy",
+    },
+}
+VERSION_COMMAND = {"openmpi": ["ompi_info", "--version"], "mpich": ["mpichversion"]}
+VERSION = {"openmpi": re.compile(r"Open MPI v(\S+)"), "mpich": re.compile(r"MPICH Version:\s+(\S+)")}
+# The library folders each compiler wrapper links with (`--showme:libdirs`, MPICH's `-show`).
+LIBDIRS = {"openmpi": ["mpicc.openmpi", "--showme:libdirs"], "mpich": ["mpicc.mpich", "-show"]}
+
+
+def installed_version(flavour: str) -> str | None:
+    """The version of Debian's `flavour` MPI, from its own command; None where it is not installed."""
+    if not shutil.which(VERSION_COMMAND[flavour][0]):
+        return None
+    out = subprocess.run(VERSION_COMMAND[flavour], capture_output=True, text=True, timeout=30, check=False)
+    found = VERSION[flavour].search(out.stdout + out.stderr)
+    return found.group(1) if found else None
+
+
+def library_dirs(flavour: str) -> list[str]:
+    out = subprocess.run(LIBDIRS[flavour], capture_output=True, text=True, timeout=30, check=False).stdout
+    if flavour == "openmpi":
+        return out.split()
+    return [word[2:] for word in out.split() if word.startswith("-L")] or [
+        str(Path(os.path.realpath(shutil.which("mpicc.mpich") or "/usr/bin/mpicc")).parent.parent / "lib")
+    ]
+
+
+def modulefile(flavour: str, version: str, prefix: Path) -> str:
+    lines = [
+        f"-- Debian's {flavour} {version} as a site's module (tests/support/site_modules.py).",
+        f'whatis("{flavour} {version}: Debian\'s package, presented as a site module")',
+        'family("mpi")',
+        f'prepend_path("PATH", "{prefix / "bin"}")',
+        *(f'prepend_path("LD_LIBRARY_PATH", "{d}")' for d in library_dirs(flavour)),
+        f'setenv("MPI_HOME", "{prefix}")',
+        f'setenv("MPICC", "{prefix / "bin" / "mpicc"}")',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_tree(tree: Path) -> dict[str, str]:
+    """Write the modulefile tree (and each MPI's prefix under tree/.prefix); returns flavour ->
+    module name of each MPI installed here."""
+    tree = Path(tree).resolve()
+    written = {}
+    for flavour, commands in COMMANDS.items():
+        version = installed_version(flavour)
+        if version is None:
+            continue
+        prefix = tree / ".prefix" / f"{flavour}-{version}"
+        (prefix / "bin").mkdir(parents=True, exist_ok=True)
+        for name, debian in commands.items():
+            target = shutil.which(debian)
+            link = prefix / "bin" / name
+            if target and not link.is_symlink():
+                link.symlink_to(target)
+        (tree / flavour).mkdir(parents=True, exist_ok=True)
+        (tree / flavour / f"{version}.lua").write_text(modulefile(flavour, version, prefix))
+        written[flavour] = f"{flavour}/{version}"
+    return written
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(f"usage: python {sys.argv[0]} <modulefile tree>")
+    for name in write_tree(Path(sys.argv[1])).values():
+        print(name)
