@@ -78,11 +78,11 @@ def app(operation: str, dtype: str, args) -> dict[int, tuple[float, float]]:
     return {row["size_bytes"]: (row["latency_avg_us"], row["algbw_GBps"] * 1e3) for row in table}
 
 
-def mpi4py_pingpong_command(launch: list[str], args) -> list[str]:
-    """`launch` (an mpirun line) running mpi4py's ping-pong with the sizes, warm-up and iterations
-    of `args` at every size (mpi4py's large and huge sizes too)."""
+def mpi4py_pingpong_command(launch: list[str], args, python: str = sys.executable) -> list[str]:
+    """`launch` (an mpirun line) running `python`'s mpi4py ping-pong with the sizes, warm-up and
+    iterations of `args` at every size (mpi4py's large and huge sizes too)."""
     loops = [str(args.warmup), str(args.iterations)]
-    return [*launch, sys.executable, "-m", "mpi4py.bench", "pingpong", "-m", str(args.min_bytes),
+    return [*launch, python, "-m", "mpi4py.bench", "pingpong", "-m", str(args.min_bytes),
             "-n", str(args.max_bytes), "-s", loops[0], "-l", loops[1], "--skip-large", loops[0],
             "--loop-large", loops[1], "--skip-huge", loops[0], "--loop-huge", loops[1]]  # fmt: skip
 

@@ -62,54 +62,63 @@ from scalestudy.model.point import Point  # noqa: E402
 ALLREDUCE_DTYPE = "float32"  # IMB's reductions' type (MPI_FLOAT)
 
 
-def on_first_host(bed: Hosts, command: list[str]) -> str:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "workflow"), **bed.launch_env()}
+def on_first_host(bed: Hosts, command: list[str], environ: dict[str, str] | None = None) -> str:
+    """`command`'s output, run on the first host in `environ` (this process's by default)."""
+    env = {**(os.environ if environ is None else environ), "PYTHONPATH": str(REPO / "workflow"), **bed.launch_env()}
     done = subprocess.run(bed.command(0, command), env=env, capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command[:6])} ... failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
     return done.stdout
 
 
-def by_hand(bed: Hosts) -> list[str]:
-    """The mpirun line a person types on the first host: one rank on each host."""
-    mpirun = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
+def by_hand(bed: Hosts, mpirun: str | None = None) -> list[str]:
+    """The mpirun line a person types on the first host: one rank on each host (`mpirun`: the
+    venv's by default)."""
+    mpirun = mpirun or shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
     return [mpirun, "-np", "2", "--host", f"{bed.names[0]}:1,{bed.names[1]}:1", "--allow-run-as-root"]
 
 
-def size_table(bed: Hosts, folder: Path, app: str, params: dict) -> list[dict]:
+def size_table(
+    bed: Hosts, folder: Path, app: str, params: dict, python: str = sys.executable, site: dict | None = None
+) -> list[dict]:
     """The size table of a 2-node point (one rank per node) run through run-point on the first
-    host, after checking that it ran on both hosts."""
+    host by `python`, after checking that it ran on both hosts. `site`: the environment and the
+    cluster (SCALESTUDY_CLUSTERS_DIR and a name) of a site's MPI, else this machine's."""
+    site = site or {"environ": None, "cluster": "local"}
     point = Point(study="bench", app=app, scaling="strong", nodes=2, ranks_per_node=1, gpus_per_node=0,
                   threads_per_rank=1, mpi_flag_set="default", nccl_env_set="default", repeat=1, walltime="00:15:00",
                   params=params)  # fmt: skip
     run_dir = Path(tempfile.mkdtemp(dir=folder))
-    on_first_host(bed, [sys.executable, "-m", "scalestudy", "run-point", "--point", point.to_json(), "--cluster",
-                        "local", "--walltime-s", str(point.walltime_seconds), "--metrics",
-                        str(run_dir / "metrics.json")])  # fmt: skip
+    on_first_host(bed, [python, "-m", "scalestudy", "run-point", "--point", point.to_json(), "--cluster",
+                        site["cluster"], "--walltime-s", str(point.walltime_seconds), "--metrics",
+                        str(run_dir / "metrics.json")], site["environ"])  # fmt: skip
     metrics = json.loads((run_dir / "metrics.json").read_text())
     if metrics["status"] != "ok":
         raise SystemExit(f"the app's {app} point failed: {metrics['reason']}")
     hosts = {rank["host"] for rank in metrics["provenance"]["ranks"]}
     if hosts != set(bed.names):
         raise SystemExit(f"the app's ranks ran on {sorted(hosts)}, not on both hosts {bed.names}")
+    size_table.libraries = metrics["provenance"].get("mpi_libraries")  # the last run's, for the print
     return metrics["figures"][SIZE_TABLE]
 
 
-def app_pingpong(bed: Hosts, folder: Path, args) -> dict[int, tuple[float, float]]:
+def app_pingpong(bed: Hosts, folder: Path, args, **run) -> dict[int, tuple[float, float]]:
     params = {"min_bytes": args.min_bytes, "max_bytes": args.max_bytes, "iterations": args.iterations,
               "warmup": args.warmup}  # fmt: skip
     latency, bandwidth = (figure.name for figure in SIZE_FIGURES)
-    return {row[SIZE_COLUMN]: (row[latency], row[bandwidth]) for row in size_table(bed, folder, "pingpong", params)}
+    table = size_table(bed, folder, "pingpong", params, **run)
+    return {row[SIZE_COLUMN]: (row[latency], row[bandwidth]) for row in table}
 
 
 def mpi4py_pingpong(bed: Hosts, args) -> dict[int, tuple[float, float]]:
     return mpi4py_table(on_first_host(bed, mpi4py_pingpong_command(by_hand(bed), args)))
 
 
-def app_allreduce(bed: Hosts, folder: Path, args) -> dict[int, tuple[float]]:
+def app_allreduce(bed: Hosts, folder: Path, args, **run) -> dict[int, tuple[float]]:
     params = {"operation": "allreduce", "backend": "mpi", "dtype": ALLREDUCE_DTYPE, "min_bytes": args.min_bytes,
               "max_bytes": args.max_bytes, "iterations": args.iterations, "warmup": args.warmup}  # fmt: skip
-    return {row[SIZE_COLUMN]: (row["latency_avg_us"],) for row in size_table(bed, folder, "collectives", params)}
+    table = size_table(bed, folder, "collectives", params, **run)
+    return {row[SIZE_COLUMN]: (row["latency_avg_us"],) for row in table}
 
 
 def imb_allreduce(bed: Hosts, path: str, args) -> dict[int, tuple[float]]:

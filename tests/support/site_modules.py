@@ -40,17 +40,23 @@ COMMANDS = {
         "hydra_pmi_proxy": "hydra_pmi_proxy",
     },
 }
-VERSION_COMMAND = {"openmpi": ["ompi_info", "--version"], "mpich": ["mpichversion"]}
-VERSION = {"openmpi": re.compile(r"Open MPI v(\S+)"), "mpich": re.compile(r"MPICH Version:\s+(\S+)")}
+# Debian's commands, looked up there alone: a venv's pip MPI may come first on PATH.
+DEBIAN_BIN = "/usr/bin"
+VERSION_COMMAND = {"openmpi": ["mpirun.openmpi", "--version"], "mpich": ["mpichversion"]}
+VERSION = {"openmpi": re.compile(r"\((?:Open MPI|OpenRTE)\)\s+(\S+)"), "mpich": re.compile(r"MPICH Version:\s+(\S+)")}
 # The library folders each compiler wrapper links with (`--showme:libdirs`, MPICH's `-show`).
-LIBDIRS = {"openmpi": ["mpicc.openmpi", "--showme:libdirs"], "mpich": ["mpicc.mpich", "-show"]}
+LIBDIRS = {
+    "openmpi": [f"{DEBIAN_BIN}/mpicc.openmpi", "--showme:libdirs"],
+    "mpich": [f"{DEBIAN_BIN}/mpicc.mpich", "-show"],
+}
 
 
 def installed_version(flavour: str) -> str | None:
     """The version of Debian's `flavour` MPI, from its own command; None where it is not installed."""
-    if not shutil.which(VERSION_COMMAND[flavour][0]):
+    command = shutil.which(VERSION_COMMAND[flavour][0], path=DEBIAN_BIN)
+    if not command:
         return None
-    out = subprocess.run(VERSION_COMMAND[flavour], capture_output=True, text=True, timeout=30, check=False)
+    out = subprocess.run([command, *VERSION_COMMAND[flavour][1:]], capture_output=True, text=True, timeout=30)
     found = VERSION[flavour].search(out.stdout + out.stderr)
     return found.group(1) if found else None
 
@@ -60,7 +66,7 @@ def library_dirs(flavour: str) -> list[str]:
     if flavour == "openmpi":
         return out.split()
     return [word[2:] for word in out.split() if word.startswith("-L")] or [
-        str(Path(os.path.realpath(shutil.which("mpicc.mpich") or "/usr/bin/mpicc")).parent.parent / "lib")
+        str(Path(os.path.realpath(f"{DEBIAN_BIN}/mpicc.mpich")).parent.parent / "lib")
     ]
 
 
@@ -89,7 +95,7 @@ def write_tree(tree: Path) -> dict[str, str]:
         prefix = tree / ".prefix" / f"{flavour}-{version}"
         (prefix / "bin").mkdir(parents=True, exist_ok=True)
         for name, debian in commands.items():
-            target = shutil.which(debian)
+            target = shutil.which(debian, path=DEBIAN_BIN)
             link = prefix / "bin" / name
             if target and not link.is_symlink():
                 link.symlink_to(target)

@@ -146,14 +146,28 @@ def site_problems(
     ]
     if problems or not site:
         return problems
+    to_load = not_loaded(cluster.modules, environ)
     try:
-        loaded_env = load(not_loaded(cluster.modules, environ), environ, cluster.module_paths)
+        loaded_env = load(to_load, environ, cluster.module_paths)
     except ModuleError as error:
         return [f"{where} modules: {error}"]
-    return [
-        f"{where} mpi.launcher: {launcher.launcher!r} ({launcher.flavour}) is not on PATH once "
-        f"{' '.join(cluster.modules) or 'no module'} is loaded; allowed: modules that load the site's "
-        f"{launcher.flavour} (its {launcher.launcher}), or an absolute launcher path"
-        for launcher in dict.fromkeys(site)
-        if not (os.path.isabs(launcher.launcher) or shutil.which(launcher.launcher, path=loaded_env.get("PATH")))
-    ]
+    # Where this loads the modules, the launcher must be one they bring: a machine's own
+    # /usr/bin/mpirun found beside modules that load no MPI is not the site's MPI they name.
+    before = set(environ.get("PATH", "").split(os.pathsep))
+    added = [d for d in loaded_env.get("PATH", "").split(os.pathsep) if d and d not in before] if to_load else None
+    problems = []
+    for launcher in dict.fromkeys(site):
+        found = (
+            launcher.launcher
+            if os.path.isabs(launcher.launcher)
+            else shutil.which(
+                launcher.launcher, path=os.pathsep.join(added) if added is not None else loaded_env.get("PATH")
+            )
+        )
+        if not found:
+            problems.append(
+                f"{where} mpi.launcher: {launcher.launcher!r} ({launcher.flavour}) is not on the PATH that "
+                f"{' '.join(to_load) or 'the loaded modules'} give; allowed: modules that load the site's "
+                f"{launcher.flavour} (its {launcher.launcher}), or an absolute launcher path"
+            )
+    return problems
