@@ -162,6 +162,19 @@ def test_multihost_curves_run_and_print_their_ratios_or_why_not():
         assert f"{name}: skipped (no IMB-MPI1 on PATH and none given with --imb)" in run.stdout
 
 
+def test_site_mpi_runs_and_prints_its_three_comparisons_or_why_not():
+    run = benchmark("site_mpi.py", "--max-bytes", "8", "--iterations", "20", "--warmup", "2", "--rounds", "1")
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    if "site MPI: skipped (" in run.stdout:
+        return  # no Lmod, no Debian Open MPI, no .venv-site, no root: said, and nothing else to check
+    assert run.stdout.count("app on the site: ranks on Open MPI v4.1") >= 2
+    assert "app on pip's MPI: ranks on Open MPI v5" in run.stdout
+    for name in ("the site's Open MPI 4.1, two-host ping-pong vs mpi4py.bench pingpong by hand",
+                 "which MPI: two-host ping-pong, pip's Open MPI 5 (app) vs the site's 4.1 (reference)",
+                 "which MPI: two-host allreduce, pip's Open MPI 5 (app) vs the site's 4.1 (reference)"):  # fmt: skip
+        assert f"{name}: median and best of 1 rounds of each side" in run.stdout, run.stdout
+
+
 def test_multihost_curves_refuse_an_imb_that_is_not_a_program_before_anything_runs(tmp_path):
     run = benchmark("multihost_curves.py", "--imb", str(tmp_path / "IMB-MPI1"))
     assert run.returncode != 0 and run.stdout == ""

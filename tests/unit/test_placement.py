@@ -334,9 +334,18 @@ def test_the_report_lists_unproven_settings_and_each_ranks_cpus():
     heading, unproven, details = runs_section.proof_blocks(runs)
     assert heading.text.startswith("Settings not proven (1)")
     assert unproven.rows == [["a/bind-core/rep2", "binding core: rank 1 ..."]]
+    # The flag set, the library the ranks named and the modules stand beside: '–' where not recorded.
     assert details.blocks[0].rows == [
-        ["a/bind-core/rep1", "binding core, mapping default", "yes", "0@n1:0 1@n1:1"],
-        ["a/bind-core/rep2", "binding core, mapping default, hardware threads", "no", "0@n1:0 1@n1:0-47"],
+        ["a/bind-core/rep1", "–", "–", "–", "binding core, mapping default", "yes", "0@n1:0 1@n1:1"],
+        [
+            "a/bind-core/rep2",
+            "–",
+            "–",
+            "–",
+            "binding core, mapping default, hardware threads",
+            "no",
+            "0@n1:0 1@n1:0-47",
+        ],
     ]
 
 
