@@ -146,7 +146,7 @@ def site_problems(
     ]
     if problems or not site:
         return problems
-    to_load = not_loaded(cluster.modules, environ)
+    to_load = wanted  # the jobs load these: the cluster file's, and under env-modules the apps'
     try:
         loaded_env = load(to_load, environ, cluster.module_paths)
     except ModuleError as error:
