@@ -337,8 +337,8 @@ def test_onstart_is_a_list_of_steps_each_with_one_owner(tmp_path):
     """start runs its steps in order; a step stops the rest (missing inputs before the lock)."""
     plan = pingpong_plan(tmp_path)
     assert [step.__name__ for step in start_module.STEPS] == [
-        "stop_on_missing_inputs", "check_site_modules", "say_uncounted_reruns", "take_lock", "archive_retries", "keep_before_rerun",
-        "resubmit_never_ran", "save_packs",
+        "stop_on_missing_inputs", "check_site_modules", "say_uncounted_reruns", "take_lock", "archive_retries",
+        "keep_before_rerun", "resubmit_never_ran", "save_packs",
     ]  # fmt: skip
     said = []
     held = start_module.start(plan, start_module.Start(lock=False, reruns={}, say=said.append))
