@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..model.contention import contended, contended_hosts
+from ..model.contention import OLDER_RULE, RUN_QUEUE_RULE, contended, contended_hosts, run_queue_figures, wait_share
 from ..model.rank_probe import cpu_seconds, parse_cpu_list
 
 PROC_STAT = Path("/proc/stat")
@@ -145,6 +145,10 @@ def shares(wall_s: float, cpus: int, busy_s: float, steal_s: float, own_s: float
     }
 
 
+# What a host's watcher line says of the ranks' run-queue waits and of itself (model.rank_probe).
+RUN_QUEUE_FIGURES = ("ranks_waited_s", "ranks_ran_s", "ranks_involuntary", "ranks_threads", "watch_cpu_s")
+
+
 def host_conditions(host_lines: list[dict], ranks: list[dict], threads_per_rank: int) -> dict[str, dict]:
     """Per host of a run, what other processes did on the CPUs its ranks there may use, from
     each host's watcher line (model.rank_probe.start_host_watch: the CPUs' busy and steal seconds
@@ -154,7 +158,13 @@ def host_conditions(host_lines: list[dict], ranks: list[dict], threads_per_rank:
     - `other_cpu_share`, `steal_share`, `own_cpu_share`: as the machine's (`conditions`), over
       those CPUs only;
     - `cpus_needed`: the host's ranks × threads per rank; `wall_s`: how long it was watched;
-    - `contended`: as for the machine, on the host's CPUs (model.contention.contended_hosts).
+    - `ranks_waited_s`, `ranks_ran_s`: seconds the host's ranks and their threads (all summed)
+      waited on a run queue for a CPU and ran on one (/proc/<pid>/task/<tid>/schedstat);
+      `ranks_wait_share`: the wait over the CPU time they needed (wall × cpus_needed);
+      `ranks_involuntary`: the times the kernel took a CPU from them; `ranks_threads`; and
+      `watch_cpu_s`, the CPU time of the host's watcher (the workflow's own, not another's);
+    - `contended`: the host's (model.contention.host_contended: the run-queue rule where its
+      line has the figures, else the older rule over the host's CPUs).
 
     Why other processes' time on the ranks' CPUs and not the ranks' own CPU time over the wall
     time: a rank that blocks (a socket, a GPU, a file) uses little CPU on a quiet host, so a low
@@ -175,6 +185,10 @@ def host_conditions(host_lines: list[dict], ranks: list[dict], threads_per_rank:
         if not figures:
             continue
         figures |= {"cpus": len(counted), "cpus_needed": len(mine) * threads_per_rank, "wall_s": line["wall_s"]}
+        figures |= {name: line[name] for name in RUN_QUEUE_FIGURES if isinstance(line.get(name), int | float)}
+        share = wait_share(figures.get("ranks_waited_s"), figures["wall_s"], figures["cpus_needed"])
+        if share is not None:
+            figures["ranks_wait_share"] = round(share, 4)
         figures["contended"] = contended_hosts({host: figures}) == [host]
         found[host] = figures
     return found
@@ -197,9 +211,19 @@ def conditions(
     - `cpu_mhz_mean`, `cpu_mhz_min`: the CPUs' clocks at the end (where readable).
     - `gpus`: per GPU, clocks, temperature, utilisation at the end (`nvidia-smi`).
     - `cpus_needed` (where given: the run's ranks on this host × threads per rank) and
-      `contended`: whether other processes took CPUs the ranks needed (`contended`), on this
-      machine or on any host of `hosts`;
+      `contended`: whether the ranks waited for CPUs others held, on any host of `hosts`
+      (model.contention.host_contended); where no host has the run-queue figures (no watcher
+      line), by the older rule: other processes took CPUs the ranks needed (`contended`);
+    - `contention_rule`: which of the two judged it (model.contention RUN_QUEUE_RULE, OLDER_RULE);
+    - `ranks_waited_s` (all hosts summed), `ranks_wait_share` (the largest host's),
+      `ranks_involuntary` (summed): how long the ranks waited for a CPU, and what share of the
+      CPU time they needed that is;
     - `hosts`: where given, each host's own (`host_conditions`): a slow host by name.
+
+    Other processes' share is still recorded (a verdict between sides measured under clearly
+    different loads says so), but it judges no run that has the run-queue figures: it counts the
+    workflow's own orchestration (Snakemake's job step, the runner, the watcher) and the
+    machine's daemons, which run beside the ranks without making them wait (issue 42).
     """
     out: dict = {"load_before": before.load1, "load_after": after.load1}
     if before.busy_s is not None and after.busy_s is not None and after.cpus:
@@ -207,16 +231,38 @@ def conditions(
         out.update(shares(after.taken_s - before.taken_s, after.cpus, busy, steal, after.own_s - before.own_s))
     if "other_cpu_share" in out:
         out["machine_cpus"] = after.cpus
+    waits = run_queue_figures(hosts)
     if cpus_needed is not None and "other_cpu_share" in out:
         out["cpus_needed"] = cpus_needed
-        out["contended"] = contended(out["other_cpu_share"], out["steal_share"], after.cpus, cpus_needed)
+        if not waits:
+            out["contended"] = contended(out["other_cpu_share"], out["steal_share"], after.cpus, cpus_needed)
     if hosts:
-        # A multi-node run is contended where any of its hosts was (model.contention.contended_hosts).
+        # A run is contended where any of its hosts was (model.contention.contended_hosts).
         out["hosts"] = hosts
         out["contended"] = bool(out.get("contended")) or bool(contended_hosts(hosts))
+        out.update(run_queue_summary(hosts))
+    if "contended" in out:
+        out["contention_rule"] = RUN_QUEUE_RULE if waits else OLDER_RULE
     if after.mhz:
         out["cpu_mhz_mean"] = round(sum(after.mhz) / len(after.mhz), 1)
         out["cpu_mhz_min"] = round(min(after.mhz), 1)
     if gpus:
         out["gpus"] = gpus
     return {k: v for k, v in out.items() if v is not None}
+
+
+def run_queue_summary(hosts: dict[str, dict]) -> dict:
+    """A run's run-queue figures over its hosts: the seconds its ranks waited and the involuntary
+    switches (summed), the largest host's wait share (the slowest host holds up the rest); {}
+    where no host has them."""
+    seen = [h for h in hosts.values() if isinstance(h.get("ranks_waited_s"), int | float)]
+    if not seen:
+        return {}
+    found = {
+        "ranks_waited_s": round(sum(h["ranks_waited_s"] for h in seen), 4),
+        "ranks_involuntary": sum(int(h.get("ranks_involuntary") or 0) for h in seen),
+    }
+    shares = [h["ranks_wait_share"] for h in seen if isinstance(h.get("ranks_wait_share"), int | float)]
+    if shares:
+        found["ranks_wait_share"] = max(shares)
+    return found
