@@ -11,7 +11,7 @@ import pytest
 from scalestudy.analysis.records import run_row
 from scalestudy.analysis.scaling import scaling
 from scalestudy.analysis.verdicts import variants
-from scalestudy.launch.conditions import Snapshot, conditions, host_conditions
+from scalestudy.launch.conditions import Snapshot, ancestors_cpu_s, conditions, host_conditions
 from scalestudy.model.contention import (
     OLDER_RULE,
     RUN_QUEUE_RULE,
@@ -166,3 +166,15 @@ def test_identical_sets_on_a_quiet_machine_are_judged_not_held_back():
         "contended: other processes held the CPUs the ranks needed in 4 of 4 runs of default and 4 of 4 of x "
         "(they waited for a CPU 25% and 25% of their run); raise repeats"
     ), row["verdict"]
+
+
+def test_the_workflows_orchestration_is_its_own_share_not_other_processes():
+    # From this process up: its own CPU time (the kernel's, os.times) is in it.
+    spent = os.times()
+    assert ancestors_cpu_s(os.getpid()) >= spent.user + spent.system - 2 / TICKS
+    assert ancestors_cpu_s(1) == 0.0 and ancestors_cpu_s(2**22 + 1) == 0.0  # init, and no such process
+    before = Snapshot(taken_s=0.0, busy_s=100.0, steal_s=0.0, cpus=2, own_s=0.0, orchestration_s=1.0)
+    after = Snapshot(taken_s=10.0, busy_s=112.0, steal_s=0.0, cpus=2, own_s=10.0, orchestration_s=2.0)
+    seen = conditions(before, after)
+    # 12 busy CPU-s: 10 the run's, 1 Snakemake's and its job step's, 1 another's.
+    assert (seen["other_cpu_share"], seen["orchestration_cpu_share"], seen["own_cpu_share"]) == (0.05, 0.05, 0.5)

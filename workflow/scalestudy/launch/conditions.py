@@ -17,6 +17,7 @@ Linux only; where a file cannot be read its figure is left out (a run is never r
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
 import subprocess
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..model.contention import OLDER_RULE, RUN_QUEUE_RULE, contended, contended_hosts, run_queue_figures, wait_share
-from ..model.rank_probe import cpu_seconds, parse_cpu_list
+from ..model.rank_probe import clock_ticks, cpu_seconds, parse_cpu_list, stat_fields
 
 PROC_STAT = Path("/proc/stat")
 PROC_LOADAVG = Path("/proc/loadavg")
@@ -45,6 +46,7 @@ class Snapshot:
     steal_s: float | None = None
     cpus: int | None = None
     own_s: float = 0.0
+    orchestration_s: float | None = None  # CPU of the processes above it (ancestors_cpu_s)
     load1: float | None = None
     mhz: list[float] = field(default_factory=list)
 
@@ -84,6 +86,23 @@ def own_cpu_s() -> float:
     return total
 
 
+def ancestors_cpu_s(pid: int | None = None) -> float:
+    """CPU seconds of the processes above this one, up to init (not counted): what started the run
+    and waits for it (the `run-point` job step's shell, Snakemake's job step and Snakemake itself,
+    or a batch job's script), each live one's own time (/proc/<pid>/stat utime + stime). The
+    workflow's own orchestration: while a run is measured its Snakemake polls and logs, and that
+    is the workflow's work, not another user's load (issue 42)."""
+    total, pid, seen = 0.0, os.getppid() if pid is None else pid, set()
+    while pid and pid > 1 and pid not in seen:
+        seen.add(pid)
+        fields = stat_fields(pid)
+        if fields is None:
+            break
+        total += (int(fields[11]) + int(fields[12])) / clock_ticks()
+        pid = int(fields[1])
+    return total
+
+
 def snapshot() -> Snapshot:
     stat = read(PROC_STAT)
     times = cpu_times(stat) if stat else None
@@ -94,6 +113,7 @@ def snapshot() -> Snapshot:
         steal_s=times[1] if times else None,
         cpus=times[2] if times else None,
         own_s=own_cpu_s(),
+        orchestration_s=ancestors_cpu_s(),
         load1=float(load.split()[0]) if load else None,
         mhz=clocks_mhz(),
     )
@@ -132,17 +152,21 @@ def _number(text: str) -> bool:
     return True
 
 
-def shares(wall_s: float, cpus: int, busy_s: float, steal_s: float, own_s: float) -> dict:
+def shares(wall_s: float, cpus: int, busy_s: float, steal_s: float, own_s: float, orchestration_s=None) -> dict:
     """CPU seconds over `wall_s` as shares of `cpus` CPUs: other processes' (busy less the run's
-    own), the hypervisor's steal, the run's own; {} over no time."""
+    own and, where given, the workflow's orchestration), the hypervisor's steal, the run's own,
+    the orchestration's (`orchestration_cpu_share`, where given); {} over no time."""
     if not wall_s > 0 or not cpus:
         return {}
-    capacity, own = wall_s * cpus, max(0.0, own_s)
-    return {
-        "other_cpu_share": round(min(1.0, max(0.0, busy_s - own) / capacity), 4),
+    capacity, own, workflow = wall_s * cpus, max(0.0, own_s), max(0.0, orchestration_s or 0.0)
+    found = {
+        "other_cpu_share": round(min(1.0, max(0.0, busy_s - own - workflow) / capacity), 4),
         "steal_share": round(min(1.0, max(0.0, steal_s) / capacity), 4),
         "own_cpu_share": round(min(1.0, own / capacity), 4),
     }
+    if orchestration_s is not None:
+        found["orchestration_cpu_share"] = round(min(1.0, workflow / capacity), 4)
+    return found
 
 
 # What a host's watcher line says of the ranks' run-queue waits and of itself (model.rank_probe).
@@ -203,9 +227,11 @@ def conditions(
 ) -> dict:
     """What the machine did during the run (between the two snapshots):
 
-    - `other_cpu_share`: CPU time used by processes outside the run's own tree, as a share of
-      all the CPUs over the run's wall time (0: nothing else ran; 1: every CPU was busy with
-      other work). The run's own time is its process's and its waited-for children's.
+    - `other_cpu_share`: CPU time used by processes outside the run's own tree and outside the
+      workflow's orchestration, as a share of all the CPUs over the run's wall time (0: nothing
+      else ran; 1: every CPU was busy with other work). The run's own time is its process's and
+      its waited-for children's; `orchestration_cpu_share`: that of the processes that started
+      the run and wait for it (`ancestors_cpu_s`: Snakemake's job step, Snakemake), apart.
     - `steal_share`: CPU time the hypervisor gave to other guests, as the same share.
     - `load_before`, `load_after`: the 1-minute load average.
     - `cpu_mhz_mean`, `cpu_mhz_min`: the CPUs' clocks at the end (where readable).
@@ -228,7 +254,11 @@ def conditions(
     out: dict = {"load_before": before.load1, "load_after": after.load1}
     if before.busy_s is not None and after.busy_s is not None and after.cpus:
         busy, steal = after.busy_s - before.busy_s, (after.steal_s or 0.0) - (before.steal_s or 0.0)
-        out.update(shares(after.taken_s - before.taken_s, after.cpus, busy, steal, after.own_s - before.own_s))
+        orchestration = None
+        if after.orchestration_s is not None and before.orchestration_s is not None:
+            orchestration = after.orchestration_s - before.orchestration_s
+        own = after.own_s - before.own_s
+        out.update(shares(after.taken_s - before.taken_s, after.cpus, busy, steal, own, orchestration))
     if "other_cpu_share" in out:
         out["machine_cpus"] = after.cpus
     waits = run_queue_figures(hosts)
