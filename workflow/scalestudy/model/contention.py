@@ -30,13 +30,12 @@ from __future__ import annotations
 CONTENDED_SLACK_CPUS = 0.1
 
 # The run-queue rule: a run is contended when its ranks waited for a CPU for more than this share
-# of their run, beyond their own oversubscription. Measured (docs/benchmarks.md "Run-queue
-# waits", benchmarks/run_queue.py) on the 2-core machine: quiet runs of 1 and 2 ranks wait 0-2%
-# of their run (the workflow's own processes and the machine's daemons run mostly on a CPU no
-# rank wants, and wake for microseconds when they share one), while one busy process on a CPU a
-# rank needs makes it wait about a third of its run (three runnable tasks on two CPUs) and a
-# busy-polling MPI rank that loses its CPU for a time slice loses milliseconds where a message
-# takes microseconds. 5% sits above the quiet runs and far below the loaded ones.
+# of their run, beyond their own oversubscription. A rank that shares its CPU with one busy
+# process waits about half its run (two runnable tasks on one CPU); a busy-polling MPI rank that
+# loses its CPU for a time slice loses milliseconds where a message takes microseconds. What the
+# workflow's own processes cost a rank is their wakes on its CPU: the watcher's under 1% of one
+# CPU, Snakemake's job step polling. docs/benchmarks.md "Run-queue waits" (benchmarks/run_queue.py)
+# has the measurements, and says what is still to be measured on an idle machine.
 RUN_QUEUE_WAIT_SHARE = 0.05
 
 # What each rule is called where a record, a table or a verdict says which one judged a run.
