@@ -198,3 +198,11 @@ def test_lammps_memory_runs_and_prints_its_ratios():
     assert "fitted on [(5000, 1), (20000, 1)]" in done.stdout
     assert "predicted/measured" in done.stdout and "ghosts predicted/LAMMPS" in done.stdout
     assert "check cells outside the predicted range: " in done.stdout
+
+
+def test_run_queue_benchmark_prints_both_rules_rates_side_by_side():
+    run = benchmark("run_queue.py", "--repeats", "1", "--busy", "0", "3", "--apps", "torch-parallel")
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert "false-positive rate (expected not contended: ranks + busy <= CPUs, n = 2): run-queue rule " in run.stdout
+    assert "true-positive rate with 3 busy (ranks + busy > CPUs, n = 2): run-queue rule " in run.stdout
+    assert "Spearman rho of wait share vs slowdown" in run.stdout and ", older rule " in run.stdout

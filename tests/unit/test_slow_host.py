@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scalestudy.analysis.records import run_row
 from scalestudy.launch.conditions import Snapshot, conditions, cpu_times, host_conditions
-from scalestudy.model.contention import MIN_HOST_WINDOW_S, contended_hosts
+from scalestudy.model.contention import MIN_HOST_WINDOW_S, OLDER_RULE, contended_hosts
 from scalestudy.model.rank_probe import (
     cpu_seconds,
     host_line,
@@ -139,6 +139,6 @@ def test_the_report_names_the_slow_host():
     line = contended_line(runs)
     assert line.startswith("2 of the 3 successful runs were contended")
     assert (
-        "(their share of the CPUs 2%–3%; host n2's CPUs shared in 2 of them; host n3's CPUs shared in 1 of them)"
-        in line
+        f"(their share of the CPUs 2%–3%, by {OLDER_RULE}; host n2's CPUs shared in 2 of them; host n3's CPUs shared"
+        " in 1 of them)" in line
     )

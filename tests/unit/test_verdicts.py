@@ -23,6 +23,7 @@ from scalestudy.analysis.verdicts import (
     variants,
 )
 from scalestudy.model import order
+from scalestudy.model.contention import OLDER_RULE
 from scalestudy.model.paths import Layout
 from scalestudy.model.repeats import Repeats, limits, needed, relative_ci
 from scalestudy.model.settings import StudySettings
@@ -288,7 +289,7 @@ def test_a_record_says_whether_its_run_was_contended():
     after = Snapshot(taken_s=10.0, busy_s=115.0, steal_s=0.0, cpus=2, own_s=5.0)  # others: 10 of 20 CPU-s
     assert conditions(before, after, cpus_needed=2) | {} == {
         "other_cpu_share": 0.5, "steal_share": 0.0, "own_cpu_share": 0.25, "machine_cpus": 2, "cpus_needed": 2,
-        "contended": True,
+        "contended": True, "contention_rule": OLDER_RULE,
     }  # fmt: skip
     assert conditions(before, after, cpus_needed=1)["contended"] is False  # 1 CPU taken, 1 left free
     # runs.csv has it too, from the record's conditions and the point's ranks per node.
@@ -312,7 +313,7 @@ def test_the_readme_case_both_sides_contended_gives_no_verdict():
     assert row["statistical_verdict"] == "faster" and row["conditions"] == ""
     assert row["verdict"].startswith(
         "contended: other processes held the CPUs the ranks needed in 4 of 4 runs of default and 4 of 4 of x "
-        "(mean share of the CPUs 76% and 83%); raise repeats"
+        f"(mean share of the CPUs 76% and 83%; 8 by {OLDER_RULE}); raise repeats"
     )
     assert (row["contended_runs"], row["contended_runs_baseline"]) == (4, 4)
     scaled = scaling(runs)
@@ -379,8 +380,8 @@ def test_the_report_counts_contended_runs_and_says_how_to_measure_them_again():
     runs["contended"] = runs["mpi_flag_set"] == "default"
     assert contended_line(runs) == (
         "3 of the 6 successful runs were contended: other processes held the CPUs their ranks needed (their share "
-        "of the CPUs 76%–76%). The tables mark figures that rest on them and no verdict rests on them; to measure "
-        f"them again, {MEASURE_AGAIN}."
+        f"of the CPUs 76%–76%, by {OLDER_RULE}). The tables mark figures that rest on them and no verdict rests on "
+        f"them; to measure them again, {MEASURE_AGAIN}."
     )
     assert notes_of({"n": 3, "n_contended": 3}) == "3 of 3 contended"
 

@@ -16,7 +16,15 @@ from pathlib import Path
 import pandas as pd
 
 from ..apps import app_of
-from ..model.contention import CONTENDED_SLACK_CPUS, contended_hosts, contention
+from ..model.contention import (
+    CONTENDED_SLACK_CPUS,
+    OLDER_RULE,
+    RUN_QUEUE_RULE,
+    RUN_QUEUE_WAIT_SHARE,
+    contended_hosts,
+    contention,
+    run_queue_figures,
+)
 from ..model.metrics import SIZE_TABLE
 from ..model.paths import study_and_point
 from ..model.point import PLACEMENT_DEFAULTS, PROGRAM
@@ -28,11 +36,15 @@ from .accounting import site_resources
 STATUS_PENDING = "pending"
 
 DEFINITIONS = {
-    "contended": "a run is contended when other processes (and the hypervisor's steal) took more CPUs than it left"
-    f" free: (other processes' share + steal share) × the machine's CPUs > the CPUs less its ranks on the host ×"
-    f" threads per rank, by more than {CONTENDED_SLACK_CPUS} of a CPU, on the machine that ran the launcher or on"
-    " any host of a multi-node run (the same rule over the CPUs the host's ranks may use: contended_hosts names it);"
-    " a verdict compares only the uncontended runs"
+    "contended": "a run is contended when its ranks waited for a CPU: on any of its hosts, the seconds the ranks'"
+    " threads were runnable but waited on a run queue (the kernel's schedstat) over the CPU seconds they needed"
+    f" (wall time × ranks on the host × threads per rank), less what their own oversubscription explains, exceed"
+    f" {RUN_QUEUE_WAIT_SHARE:.0%} (ranks_wait_share), or the hypervisor stole more than {CONTENDED_SLACK_CPUS} of"
+    " a CPU (contended_hosts names the host); other processes' CPU time that made no rank wait (the workflow's"
+    " own job step, the machine's daemons) does not count. A record without the run-queue figures (written"
+    " before them) is judged by the older rule and says so (contention_rule): other processes' and steal's"
+    " share × the machine's CPUs > the CPUs less its ranks on the host × threads per rank, by more than"
+    f" {CONTENDED_SLACK_CPUS} of a CPU. A verdict compares only the uncontended runs"
     " of each side (where each has 2 or more), else it is held back; speedup and efficiency count the contended"
     " runs of each point (n_contended)",
     "memory_ratio": "measured peak of tensor bytes per rank (CPU: malloc's held bytes over the model build and the"
@@ -114,11 +126,19 @@ def run_row(metrics: dict, path: Path | None = None) -> dict:
         for name, value in conditions.items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 row[name] = value
+        # Judged again from its figures, by the rule its record has them for (model.contention):
+        # the ranks' run-queue waits, else (an older record) others' share of the CPUs, said so.
+        waits = run_queue_figures(conditions.get("hosts"))
         taken = run_contention(row)
         if taken is not None:
             row["contended_cpus"] = round(taken, 4)
-            row["contended"] = taken > CONTENDED_SLACK_CPUS
-        # A multi-node run is contended where any of its hosts was (a slow host, by name).
+            if not waits:
+                row["contended"] = taken > CONTENDED_SLACK_CPUS
+        if waits:
+            row["contended"] = False
+        if "contended" in row:
+            row["contention_rule"] = RUN_QUEUE_RULE if waits else OLDER_RULE
+        # A run is contended where any of its hosts was (a slow host, by name).
         slow = contended_hosts(conditions.get("hosts"))
         if slow:
             row["contended_hosts"] = ", ".join(slow)

@@ -27,6 +27,7 @@ import pandas as pd
 from scipy import stats
 
 from ..apps import APPS
+from ..model.contention import OLDER_RULE
 from ..model.metrics import HIGHER_IS_BETTER
 from ..model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS
 from ..model.steplog import step_log
@@ -386,12 +387,24 @@ def contended_text(counts: list[int], sides, names: tuple[str, str]) -> str:
     if not any(counts):
         return ""
     totals = [len(side) for side in sides]
-    shares = [mean_condition(side, "other_cpu_share") for side in sides]
+    marked = [side[contended_mask(side)] for side in sides]
+    waits = [mean_condition(side, "ranks_wait_share") for side in marked]
+    shares = [mean_condition(side, "other_cpu_share") for side in marked]
+    # Runs judged by the older rule (records without run-queue figures) are counted and said so.
+    older = sum(int(pd.to_numeric(side.get("ranks_wait_share", pd.Series(np.nan, index=side.index)),
+                                  errors="coerce").isna().sum()) for side in marked)  # fmt: skip
+    if older:
+        figures = f"mean share of the CPUs {percent(shares[1])} and {percent(shares[0])}; {older} by {OLDER_RULE}"
+    else:
+        figures = f"they waited for a CPU {percent(waits[1])} and {percent(waits[0])} of their run"
     return (
         f"{CONTENDED}: other processes held the CPUs the ranks needed in {counts[1]} of {totals[1]} runs of "
-        f"{names[1]} and {counts[0]} of {totals[0]} of {names[0]} (mean share of the CPUs {shares[1]:.0%} and "
-        f"{shares[0]:.0%}); {MEASURE_AGAIN}"
+        f"{names[1]} and {counts[0]} of {totals[0]} of {names[0]} ({figures}); {MEASURE_AGAIN}"
     )
+
+
+def percent(value: float) -> str:
+    return f"{value:.0%}" if np.isfinite(value) else "–"
 
 
 def two_run_spread(row: Mapping) -> float:

@@ -18,11 +18,13 @@ v4.1.4, ..."; `libmpi`: its file): the proof that a rank runs on the MPI its lau
 The local rank 0 of each host leaves a watcher behind (`start_host_watch`): once that rank has
 ended, it prints one line for the host,
 
-    scalestudy-host {"host": "n2", "wall_s": 4.2, "run_s": 4.1, "cpus": {"0": [8.3, 0.0], ...}}
+    scalestudy-host {"host": "n2", "wall_s": 4.2, "run_s": 4.1, "cpus": {"0": [8.3, 0.0], ...},
+                     "ranks_waited_s": 0.01, "ranks_ran_s": 4.0, "ranks_involuntary": 12, ...}
 
 what the run's processes there (the launcher's daemon and everything under it) and what each of
-the host's CPUs did (busy and steal seconds) over the rank's life: the record of a slow host
-(launch.conditions.host_conditions).
+the host's CPUs did (busy and steal seconds) over the rank's life, and how long the ranks' own
+threads there waited on a run queue for a CPU (`RankSched`): the record of a slow host
+(launch.conditions.host_conditions) and of a contended run (model.contention).
 Then it exec()s the command, so the app keeps this process (same pid, same environment
 but the Slurm step's variables, `without_slurm_step`) and nothing else changes, except that
 the rank now dies with the process that started it (`die_with_parent`): a launcher or daemon
@@ -377,9 +379,10 @@ def host_sample(daemon: int, proc: str = PROC) -> dict | None:
     return None if run is None else {"taken_s": time.monotonic(), "run_s": run, "cpus": cpus}
 
 
-def host_line(start: dict, end: dict, cpus: set[int], host: str) -> str:
+def host_line(start: dict, end: dict, cpus: set[int], host: str, ranks: dict | None = None) -> str:
     """The HOST_PREFIX line: wall seconds between the samples, the run's CPU seconds, and per
-    CPU of `cpus` its busy and steal seconds (2 decimals: /proc counts ticks of 10 ms)."""
+    CPU of `cpus` its busy and steal seconds (2 decimals: /proc counts ticks of 10 ms); `ranks`:
+    the ranks' run-queue figures (RankSched.figures), where taken."""
     per_cpu = {}
     for cpu in sorted(cpus):
         before, after = start["cpus"].get(str(cpu)), end["cpus"].get(str(cpu))
@@ -390,6 +393,7 @@ def host_line(start: dict, end: dict, cpus: set[int], host: str) -> str:
         "wall_s": round(end["taken_s"] - start["taken_s"], 3),
         "run_s": round(max(0.0, end["run_s"] - start["run_s"]), 2),
         "cpus": per_cpu,
+        **(ranks or {}),
     }
     return f"{HOST_PREFIX} {json.dumps(found, sort_keys=True)}\n"
 
@@ -412,7 +416,8 @@ def start_host_watch() -> None:
     """Leave behind, before this process becomes the rank, a watcher that prints the host's line
     (`host_line`) once this process has ended. Why so: the rank's whole life on the host, for
     every app and launcher, at the cost of two samples (one here, one at the end) and a process
-    that sleeps in the kernel (a pidfd) in between, never on the CPU while the rank runs. The
+    that sleeps in the kernel (a pidfd) in between, waking only to read the ranks' run-queue
+    figures (RankSched: SCHED_EVERY_MAX_S at most once a second, milliseconds each). The
     watcher is a grandchild, left to init, so that the app never sees a child it did not start;
     it keeps this process's stdout, where the launcher forwards its line (Open MPI's daemons
     forward a rank's output until every holder closed it). Only where Linux has pidfds (5.3)."""
@@ -441,7 +446,9 @@ def start_host_watch() -> None:
 
 
 def watch_host(rank: int, daemon: int, cpus: set[int], start: dict, host: str) -> None:
-    """The watcher: wait (in the kernel) until `rank` has ended, sample again, print the line."""
+    """The watcher: wait (in the kernel) until `rank` has ended, sampling the ranks' run-queue
+    figures meanwhile (RankSched), sample again, print the line with its own CPU time
+    (`watch_cpu_s`: the workflow's own, on this host, beside the ranks')."""
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.closerange(3, 1 << 16)  # nothing of the launcher's (its PMI sockets) kept open
@@ -449,8 +456,13 @@ def watch_host(rank: int, daemon: int, cpus: set[int], start: dict, host: str) -
         ended = os.pidfd_open(rank)
     except OSError:
         ended = None  # it has already ended
-    if ended is not None:
-        select.select([ended], [], [])
+    sched = RankSched(daemon)
+    sched.sample()
+    every = SCHED_FIRST_S
+    while ended is not None and not select.select([ended], [], [], every)[0]:
+        sched.sample()
+        every = min(SCHED_EVERY_MAX_S, every * 2)
+    sched.sample()  # the rank has ended: a zombie's figures are still there until it is waited for
     # Until the daemon has waited for it: then its time is in the daemon's (cutime), not in the
     # /proc entry of a process that may go while /proc is read (its time would be lost). Not where
     # the daemon has gone (the rank was left to init: nothing to count, nothing to wait for).
@@ -460,9 +472,100 @@ def watch_host(rank: int, daemon: int, cpus: set[int], start: dict, host: str) -
     end = host_sample(daemon)
     if end is not None:
         try:
-            os.write(1, host_line(start, end, cpus, host).encode())
+            own = os.times()
+            figures = {**sched.figures(), "watch_cpu_s": round(own.user + own.system, 3)}
+            os.write(1, host_line(start, end, cpus, host, figures).encode())
         except OSError:
             pass  # nobody reads the rank's output any more
+
+
+# ------------------------------------------------- how long the ranks waited for a CPU
+
+# The watcher samples the ranks' threads first after SCHED_FIRST_S, then ever less often (the
+# interval doubles) up to every SCHED_EVERY_MAX_S. Why sample at all: a thread's run-queue figures
+# go with it when it ends and is waited for, so the last sample before that is what is counted
+# (what a thread waited after it is lost: at most one interval of its life, and none of the rank
+# the watcher waits on, which is sampled as it ends). Each sample reads /proc once (a node's few
+# hundred processes: milliseconds), so the watcher takes well under 1% of a CPU.
+SCHED_FIRST_S = 0.05
+SCHED_EVERY_MAX_S = 1.0
+NS = 1e9
+
+
+def task_sched(pid: int, proc: str = PROC) -> dict[int, tuple[int, int, int]]:
+    """Each thread of process `pid`: its id -> (ns it ran on a CPU, ns it was runnable but waited
+    on a run queue: /proc/<pid>/task/<tid>/schedstat's first two fields, and its involuntary
+    context switches: status's nonvoluntary_ctxt_switches); {} where it has gone. A thread that
+    ends meanwhile is left out (its figures from an earlier sample stand)."""
+    found: dict[int, tuple[int, int, int]] = {}
+    folder = os.path.join(proc, str(pid), "task")
+    try:
+        tids = [int(name) for name in os.listdir(folder) if name.isdigit()]
+    except OSError:
+        return found
+    for tid in tids:
+        try:
+            with open(os.path.join(folder, str(tid), "schedstat")) as handle:
+                ran, waited = (int(v) for v in handle.read().split()[:2])
+            switches = 0
+            with open(os.path.join(folder, str(tid), "status")) as handle:
+                for line in handle:
+                    if line.startswith("nonvoluntary_ctxt_switches:"):
+                        switches = int(line.split()[1])
+        except (OSError, ValueError):
+            continue
+        found[tid] = (ran, waited, switches)
+    return found
+
+
+def ranks_under(daemon: int, table: dict[int, tuple[int, float]]) -> list[int]:
+    """The processes under `daemon` (the launcher's daemon on a host), not the daemon itself: the
+    host's ranks and whatever they started. The daemon is the launcher's (its progress threads
+    wait on sockets), not the point's: its waits are not the ranks'."""
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _cpu) in table.items():
+        children.setdefault(parent, []).append(pid)
+    found, todo = [], list(children.get(daemon, []))
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+class RankSched:
+    """The run-queue figures of a host's ranks and their threads, kept per thread from sample to
+    sample (each thread's last figures stand once it has gone): how long they ran and waited for
+    a CPU over their lives, and how often the kernel took the CPU from them."""
+
+    def __init__(self, daemon: int, proc: str = PROC):
+        self.daemon, self.proc = daemon, proc
+        self.threads: dict[int, tuple[int, int, int]] = {}
+        self.samples = 0
+
+    def sample(self) -> None:
+        try:
+            table = process_table(self.proc)
+        except OSError:
+            return
+        for pid in ranks_under(self.daemon, table):
+            self.threads.update(task_sched(pid, self.proc))
+        self.samples += 1
+
+    def figures(self) -> dict:
+        """`ranks_ran_s`, `ranks_waited_s` (seconds, all the ranks' threads summed),
+        `ranks_involuntary` (switches), `ranks_threads` and `ranks_samples`; {} where no thread
+        was seen (a figure left out, never a zero that is not one)."""
+        if not self.threads:
+            return {}
+        values = list(self.threads.values())
+        return {
+            "ranks_ran_s": round(sum(v[0] for v in values) / NS, 4),
+            "ranks_waited_s": round(sum(v[1] for v in values) / NS, 4),
+            "ranks_involuntary": sum(v[2] for v in values),
+            "ranks_threads": len(values),
+            "ranks_samples": self.samples,
+        }
 
 
 def main(argv: list[str]) -> int:

@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..analysis.records import STATUS_PENDING, contended_mask
 from ..analysis.verdicts import MEASURE_AGAIN
+from ..model.contention import OLDER_RULE
 from .page import Bullets, Details, Heading, Link, Para, Pre, Table, missing
 from .scaling_section import truthy
 
@@ -166,16 +167,23 @@ def contended_line(runs: pd.DataFrame) -> str:
     marked = ok[contended_mask(ok)]
     if marked.empty:
         return ""
-    share = pd.to_numeric(marked.get("other_cpu_share"), errors="coerce")
+    empty = pd.Series(float("nan"), index=marked.index)
+    waited = pd.to_numeric(marked.get("ranks_wait_share", empty), errors="coerce")
+    share = pd.to_numeric(marked.get("other_cpu_share", empty), errors="coerce")[waited.isna()]
+    figures = []
+    if waited.notna().any():
+        figures.append(f"they waited for a CPU {waited.min():.0%}–{waited.max():.0%} of their run")
+    if share.notna().any():
+        # Records written before the run-queue figures: judged by the older rule, and said so.
+        figures.append(f"their share of the CPUs {share.min():.0%}–{share.max():.0%}, by {OLDER_RULE}")
     # The hosts of multi-node runs whose CPUs others shared (analysis: contended_hosts), by name.
     named = marked.get("contended_hosts", pd.Series(dtype=object)).dropna().astype(str)
     slow = pd.Series([h for cell in named for h in cell.split(", ") if h]).value_counts()
-    hosts = "; ".join(f"host {host}'s CPUs shared in {count} of them" for host, count in sorted(slow.items()))
+    figures += [f"host {host}'s CPUs shared in {count} of them" for host, count in sorted(slow.items())]
     return (
         f"{len(marked)} of the {len(ok)} successful runs were contended: other processes held the CPUs their ranks "
-        f"needed (their share of the CPUs {share.min():.0%}–{share.max():.0%}{'; ' + hosts if hosts else ''}). "
-        f"The tables mark figures that rest on them and no verdict rests on them; to measure them again, "
-        f"{MEASURE_AGAIN}."
+        f"needed ({'; '.join(figures)}). The tables mark figures that rest on them and no verdict rests on them; to "
+        f"measure them again, {MEASURE_AGAIN}."
     )
 
 
