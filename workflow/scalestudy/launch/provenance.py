@@ -176,13 +176,38 @@ def library_mismatch(mpi: Mapping[str, Any], library: Mapping[str, Any], who: st
 
 
 def rank_libraries(ranks: list[dict[str, Any]]) -> dict[str, list[Any]] | None:
-    """Each MPI library the ranks loaded (the probe's `mpi_library`) -> the ranks that loaded it;
-    None where no rank said (an app whose ranks do not load MPI through mpi4py)."""
+    """Each MPI library the ranks loaded -> the ranks that loaded it: what the rank's Python's
+    mpi4py loads (the probe's `mpi_library`), else the library file the rank mapped, as that
+    library names itself (`mapped_mpi_library`, name_mapped_libraries); None where no rank told."""
     found: dict[str, list[Any]] = {}
     for rank in ranks:
-        if "mpi_library" in rank:
-            found.setdefault(str(rank["mpi_library"]), []).append(rank.get("rank"))
+        said = rank.get("mpi_library") if "mpi_library" in rank else rank.get("mapped_mpi_library")
+        if said is not None or "mpi_library" in rank:
+            found.setdefault(str(said), []).append(rank.get("rank"))
     return found or None
+
+
+def name_mapped_libraries(seen: dict[str, Any], hosts: list[dict], python: str, env: Mapping[str, str]) -> None:
+    """Every rank's MPI library, whatever its app: the file each rank mapped (its host's watcher
+    reads /proc/<pid>/maps: `ranks_libmpi`, by the rank's pid), named by the library itself
+    (asked once per file with the launch's environment: rank_probe --library-version). Sets each
+    rank's `libmpi` (where the probe had not) and `mapped_mpi_library`, and `seen`'s mpi_libraries."""
+    mapped = {int(pid): path for line in hosts for pid, path in (line.get("ranks_libmpi") or {}).items()}
+    names: dict[str, str | None] = {}
+    for rank in seen["ranks"]:
+        path = mapped.get(rank.get("pid"))
+        if path is None:
+            continue
+        if path not in names:
+            try:
+                out = subprocess.run([python, PROBE_PATH, "--library-version", path], capture_output=True,
+                                     text=True, timeout=60, env=dict(env))  # fmt: skip
+                names[path] = json.loads(out.stdout.strip().splitlines()[-1]).get("mpi_library")
+            except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+                names[path] = None
+        rank.setdefault("libmpi", path)
+        rank["mapped_mpi_library"] = names[path] or path
+    seen["mpi_libraries"] = rank_libraries(seen["ranks"])
 
 
 def rank_library_mismatch(mpi: Mapping[str, Any], ranks: list[dict[str, Any]]) -> str | None:

@@ -253,6 +253,7 @@ def measure(
         log_text = log_path.read_text(errors="replace")
         metrics["exit_code"] = exit_code
         seen = provenance.after_run(log_text, run_dir)
+        provenance.name_mapped_libraries(seen, host_lines(log_text), sys.executable, env)
         # What else the machine, and each host, did meanwhile (analysis: a verdict between clearly
         # different ones is none; none rests on a contended run, a slow host's included).
         hosts_seen = conditions.host_conditions(host_lines(log_text), seen["ranks"], point.threads_per_rank)

@@ -201,6 +201,21 @@ def mpi_library() -> dict:
     return {"mpi_library": lines[0].strip() if lines else "", "libmpi": mapped_libmpi()}
 
 
+def library_version(path: str) -> dict:
+    """What the MPI library file `path` says it is (MPI_Get_library_version's first line, callable
+    before MPI_Init): asked by the runner of each library a rank mapped (`RankSched`)."""
+    try:
+        library = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        text = ctypes.create_string_buffer(16384)  # MPI_MAX_LIBRARY_VERSION_STRING: 256 to 8192
+        length = ctypes.c_int()
+        if library.MPI_Get_library_version(text, ctypes.byref(length)) != 0:
+            return {"mpi_library": None, "mpi_library_error": f"{path}: MPI_Get_library_version failed"}
+    except (OSError, AttributeError) as error:
+        return {"mpi_library": None, "mpi_library_error": f"{type(error).__name__}: {error}"[:300]}
+    lines = text.value.decode(errors="replace").strip().splitlines()
+    return {"mpi_library": lines[0].strip() if lines else "", "libmpi": path}
+
+
 def report(also: tuple[str, ...] = (), mpi4py: bool = False) -> dict:
     return {
         "rank": first_int(RANK_VARIABLES),
@@ -542,6 +557,8 @@ class RankSched:
         self.daemon, self.proc = daemon, proc
         self.threads: dict[int, tuple[int, int, int]] = {}
         self.samples = 0
+        # The MPI library file each rank mapped (for every app: the proof of which MPI it ran on).
+        self.libmpi: dict[int, str] = {}
 
     def sample(self) -> None:
         try:
@@ -550,7 +567,20 @@ class RankSched:
             return
         for pid in ranks_under(self.daemon, table):
             self.threads.update(task_sched(pid, self.proc))
+        self.map_libraries(table)
         self.samples += 1
+
+    def map_libraries(self, table: dict[int, tuple[int, float]]) -> None:
+        """The MPI library file of each rank (a process the daemon started) not known yet: its own
+        mapping, else one of a process under it (a wrapper script's program, e.g. LAMMPS's `lmp`)."""
+        for rank in (pid for pid, (parent, _cpu) in table.items() if parent == self.daemon):
+            if rank in self.libmpi:
+                continue
+            for pid in (rank, *ranks_under(rank, table)):
+                path = mapped_libmpi(os.path.join(self.proc, str(pid), "maps"))
+                if path:
+                    self.libmpi[rank] = path
+                    break
 
     def figures(self) -> dict:
         """`ranks_ran_s`, `ranks_waited_s` (seconds, all the ranks' threads summed),
@@ -565,12 +595,16 @@ class RankSched:
             "ranks_involuntary": sum(v[2] for v in values),
             "ranks_threads": len(values),
             "ranks_samples": self.samples,
+            **({"ranks_libmpi": {str(pid): path for pid, path in self.libmpi.items()}} if self.libmpi else {}),
         }
 
 
 def main(argv: list[str]) -> int:
     if argv == ["--mpi-library"]:  # asked before a launch (launch.provenance.python_mpi_library)
         print(json.dumps(mpi_library(), sort_keys=True))
+        return 0
+    if argv[:1] == ["--library-version"] and len(argv) == 2:  # asked after (provenance.name_mapped_libraries)
+        print(json.dumps(library_version(argv[1]), sort_keys=True))
         return 0
     # --also A,B: variables the point set (e.g. an MPICH flag set's) to report besides the prefixes.
     also: tuple[str, ...] = ()
