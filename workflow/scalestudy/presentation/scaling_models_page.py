@@ -26,6 +26,7 @@ from ..analysis.scaling_models import (
     is_part,
     overtaking,
 )
+from ..model.intervals import KINDS
 from .page import Bullets, Details, Heading, Para, Table, fmt
 
 HEADING = "Where scaling will stop: scaling models"
@@ -121,7 +122,12 @@ def study_sentence(scaling: pd.DataFrame, study: str, primary: str) -> str:
 
 
 def predicted_cell(cf: CurveFit, at: float) -> str:
-    """'5,418 [5,266–5,566]' at p = at; the efficiency beside where the figure scales."""
+    """'5,418 [4,200–6,990]' at p = at (a rate's or a time's interval calibrated, model.intervals);
+    the efficiency beside where the figure scales; where the interval says too little, why in words."""
+    if cf.kind in KINDS:
+        band = cf.calibrated(np.array([at]))
+        if band.reasons[0]:
+            return band.reasons[0][:1].upper() + band.reasons[0][1:]
     found = cf.prediction(np.array([at]))
     if found.value[0] <= 0:
         return "≤ 0: the model leaves the figure's range"
