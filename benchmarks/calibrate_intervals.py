@@ -71,7 +71,7 @@ def calibrate(series: dict[str, dict]) -> dict:
         scores = []
         for s in chosen.values():
             found = [v for _, v in intervals.backtest(s["p"], intervals.orient(s["y"], s["kind"]), None, level)]
-            found = [v for v in found if math.isfinite(v)]
+            found = [v for v in found if not math.isnan(v)]  # inf: a prediction at or below zero
             scores += [(v, 1 / len(found)) for v in found]
         points = len(scores)
         corrected = min(1.0, level * (1 + 1 / len(scores)))
