@@ -146,3 +146,30 @@ def test_repeats_that_disagree_wildly_predict_nothing():
     found = intervals.interval(nodes[:4], rate[:4], [16.0], "rate", spread=spread)
     assert np.isnan(found.value).all()
     assert found.reasons[0].startswith("the repeats at p = 4 disagree wildly (standard deviation 90% of their mean")
+
+
+def test_plan_names_the_planned_scale_to_measure_first_with_its_cost(tmp_path, monkeypatch, capsys):
+    # The Gadi record measured up to 32 nodes; the sweep plans 48, 64 and 96: for 96 nodes,
+    # measuring 64 first (the closer of the two between) narrows its interval more, at its SU.
+    from scalestudy.__main__ import main
+
+    monkeypatch.setenv("PROJECT", "ab12")
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(
+        "cluster: gadi\nstudies:\n  hoomd-wca:\n    app: hoomd\n    nodes: [8, 16, 32, 48, 64, 96]\n"
+        "    ranks_per_node: [48]\n    walltime: '00:10:00'\n"
+        "    params: {N: 200000, warmup_steps: 40000, benchmark_steps: 80000}\n"
+    )
+    args = ["plan", "--profile", str(REPO / "profiles/gadi"), "--configfile", str(sweep), "--predict-from", str(GADI)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    [line] = [line for line in out.splitlines() if "Where to measure next" in line]
+    assert "Where to measure next for 96 nodes (p = 4,608): 64 nodes (p = 3,072) (" in line and "SU a run)" in line
+    assert "of 2 scales between" in line
+    # each planned scale past the measured ones says why its 95% interval is not a number
+    [far] = [line for line in out.splitlines() if "hoomd-wca 96 nodes (p = 4,608): time steps per second" in line]
+    assert "no useful prediction: the 95% interval spans" in far
+    # the cost named is the 64-node point's own forecast line's
+    [near] = [line for line in out.splitlines() if "hoomd-wca 64 nodes (p = 3,072): time steps per second" in line]
+    su = near.split("≈ ")[-1].split(" SU a run")[0]
+    assert f"({su} SU a run)" in line

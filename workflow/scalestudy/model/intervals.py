@@ -289,17 +289,18 @@ class NextScale:
     widths: dict[float, float]  # each candidate's expected span (high/low) at target
 
 
-def candidates(largest: float, target: float) -> np.ndarray:
-    """Scales between the largest measured and the target: each doubling, and the midpoints
-    between doublings (geometric), rounded to whole ranks."""
+def candidates(largest: float, target: float, step: float = 1.0) -> np.ndarray:
+    """The scales a sweep would add between the largest measured and the target: 1.5x, 2x, 3x,
+    4x, 6x, ... the largest, in whole multiples of `step` (ranks per node: whole nodes)."""
     out = set()
-    step = largest
-    while step * 2 < target - 1e-9:
-        step *= 2
-        out.add(round(step))
-    grid = np.geomspace(largest, target, 9)[1:-1]
-    out.update(round(v) for v in grid)
-    return np.array(sorted(v for v in out if largest < v < target), dtype=float)
+    factor = 1.0
+    while largest * factor < target:
+        for m in (1.5, 2.0):
+            value = round(largest * factor * m / step) * step
+            if largest < value < target:
+                out.add(value)
+        factor *= 2
+    return np.array(sorted(out), dtype=float)
 
 
 def measure_next(
