@@ -214,36 +214,37 @@ def synthetic_section(small: bool) -> list[dict]:
 
 def measure_next_section(small: bool) -> None:
     print("\n(iv) Where to measure next, backtested on the published series (fit on the first 4 or 5 scales;"
-          " target: the largest later scale within 4x)")  # fmt: skip
+          " target: each later scale within 4x, then 8x, of the largest fitted one with at least two measured"
+          " scales between; the suggestion (intervals.measure_next over those scales) against each other one,"
+          " each with its published value added)")  # fmt: skip
     series = published_series()
     if small:
         series = dict(list(series.items())[:3])
-    wins = comparisons = trials = 0
-    for s in series.values():
-        p, y, kind = s["p"], s["y"], s["kind"]
-        for k in (4, 5):
-            if len(p) <= k:
-                continue
-            later = [j for j in range(k, len(p)) if p[j] <= 4 * p[k - 1] + 1e-9]
-            if len(later) < 3:
-                continue
-            target, between = later[-1], later[:-1]
-            suggestion = intervals.measure_next(p[:k], y[:k], kind, p[target], choices=p[between])
-            if not math.isfinite(suggestion.scale):
-                continue
-            actual = {}
-            for j in between:
-                fit_p, fit_y = np.append(p[:k], p[j]), np.append(y[:k], y[j])
-                actual[p[j]] = float(intervals.interval(fit_p, fit_y, [p[target]], kind).span[0])
-            trials += 1
-            mine = actual[suggestion.scale]
-            for scale, span in actual.items():
-                if scale != suggestion.scale:
-                    comparisons += 1
-                    wins += 1.0 if mine < span else (0.5 if mine == span else 0.0)
-    share = wins / comparisons if comparisons else math.nan
-    print(f"  {trials} backtests, {comparisons} comparisons: the suggested scale gave the narrower 95% interval at the"
-          f" target in {share:.1%} of them (ties half; by chance: 50%)")  # fmt: skip
+    for reach in (4, 8):
+        wins = comparisons = trials = 0
+        for s in series.values():
+            p, y, kind = s["p"], s["y"], s["kind"]
+            for k in (4, 5):
+                for target in range(k + 2, len(p)):
+                    between = list(range(k, target))
+                    if p[target] > reach * p[k - 1] + 1e-9:
+                        break
+                    suggestion = intervals.measure_next(p[:k], y[:k], kind, p[target], choices=p[between])
+                    if not math.isfinite(suggestion.scale):
+                        continue
+                    actual = {}
+                    for j in between:
+                        fit_p, fit_y = np.append(p[:k], p[j]), np.append(y[:k], y[j])
+                        actual[p[j]] = float(intervals.interval(fit_p, fit_y, [p[target]], kind).span[0])
+                    trials += 1
+                    mine = actual[suggestion.scale]
+                    for scale, span in actual.items():
+                        if scale != suggestion.scale:
+                            comparisons += 1
+                            wins += 1.0 if mine < span else (0.5 if mine == span else 0.0)
+        share = wins / comparisons if comparisons else math.nan
+        print(f"  targets within {reach}x: {trials} backtests, {comparisons} comparisons: the suggested scale gave the"
+              f" narrower 95% interval at the target in {share:.1%} of them (ties half; by chance: 50%)")  # fmt: skip
 
 
 def main() -> int:

@@ -185,3 +185,18 @@ def test_lammps_memory_runs_and_prints_its_ratios():
     assert "fitted on [(5000, 1), (20000, 1)]" in done.stdout
     assert "predicted/measured" in done.stdout and "ghosts predicted/LAMMPS" in done.stdout
     assert "check cells outside the predicted range: " in done.stdout
+
+
+def test_prediction_intervals_run_and_print_their_coverage_beside_extrap():
+    run = benchmark("prediction_intervals.py", "--small")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "(i) The published Gadi table" in run.stdout and "1-4 nodes: 3 scales: too few" in run.stdout
+    assert "TOTAL check split" in run.stdout and "goal: >= 90% of the check split inside" in run.stdout
+    assert "TOTAL synthetic" in run.stdout and "(iv) Where to measure next" in run.stdout
+    assert ("Extra-P columns: skipped" in run.stdout) or ("Extra-P   " in run.stdout)
+
+
+def test_the_interval_calibration_is_what_its_script_derives():
+    run = benchmark("calibrate_intervals.py", "--check")
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert "stored calibration: up to date" in run.stdout
