@@ -173,3 +173,18 @@ def test_plan_names_the_planned_scale_to_measure_first_with_its_cost(tmp_path, m
     [near] = [line for line in out.splitlines() if "hoomd-wca 64 nodes (p = 3,072): time steps per second" in line]
     su = near.split("≈ ")[-1].split(" SU a run")[0]
     assert f"({su} SU a run)" in line
+
+
+def test_the_efficiency_crossing_interval_holds_the_published_crossing():
+    # Gadi, fitted on 1-8 nodes: the published efficiency is 0.71 at 16 nodes (4,831 / (423 x 16))
+    # and 0.48 at 32 (6,431 / (423 x 32)): it falls below 0.5 between 16 and 32 nodes.
+    from scalestudy.analysis.scaling import scaling
+    from scalestudy.presentation.published import read_record
+
+    runs = read_record(GADI)
+    runs = runs[runs["nodes"] <= 8].copy()
+    runs["ranks"], runs["ranks_per_node"] = runs["nodes"], 1
+    [cf] = scaling_models.curve_fits(scaling(runs), metrics=["steps_per_s"])
+    found = scaling_models.efficiency_limit(cf)
+    assert found["low"] <= 32 and found["high"] > 16
+    assert found["low"] <= found["at"] <= found["high"]
