@@ -277,12 +277,14 @@ def predictions(cf: CurveFit) -> dict:
     """The figure and its efficiency at MULTIPLES of the largest scale, with intervals."""
     at = np.array([cf.p.max() * m for m in MULTIPLES])
     found = cf.prediction(at)
+    notes = cf.calibrated(at).reasons if cf.kind in intervals.KINDS else [""] * len(at)
     return {
         "at": at,
         "value": found.value,
         "low": found.low,
         "high": found.high,
         "efficiency": cf.efficiency(found.value, at),
+        "note": notes,  # why the interval is no useful prediction ('' where it is one)
     }
 
 
@@ -332,7 +334,8 @@ def add_model_columns(
     """scaling.csv with each row's model: its curve and figure's formula, form, words, lead term,
     errors, value at the row's scale, and why there is none; the primary figure's rows also the
     scale where efficiency falls below the threshold, and its predictions at MULTIPLES of the
-    largest scale (`model_at_<m>x` with `_low`, `_high`)."""
+    largest scale (`model_at_<m>x` with `_low`, `_high`, and `_note`: why the interval is no useful
+    prediction, '' where it is one)."""
     if scaling.empty or "metric" not in scaling.columns:
         return scaling
     table = scaling.copy()
@@ -372,10 +375,17 @@ def add_model_columns(
                 table.loc[mask, "model_efficiency_below_low"] = limit["low"]
                 table.loc[mask, "model_efficiency_below_high"] = limit["high"]
             found = predictions(cf)
-            for m, value, low, high in zip(MULTIPLES, found["value"], found["low"], found["high"], strict=True):
+            for m, value, low, high, note in zip(
+                MULTIPLES, found["value"], found["low"], found["high"], found["note"], strict=True
+            ):
                 table.loc[mask, f"model_at_{m}x"] = value
                 table.loc[mask, f"model_at_{m}x_low"] = low
                 table.loc[mask, f"model_at_{m}x_high"] = high
+                column = f"model_at_{m}x_note"
+                if column not in table.columns:
+                    table[column] = ""
+                table[column] = table[column].astype(object)
+                table.loc[mask, column] = note
     return table
 
 
