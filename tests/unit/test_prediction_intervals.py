@@ -188,3 +188,15 @@ def test_the_efficiency_crossing_interval_holds_the_published_crossing():
     found = scaling_models.efficiency_limit(cf)
     assert found["low"] <= 32 and found["high"] > 16
     assert found["low"] <= found["at"] <= found["high"]
+
+
+def test_a_study_whose_own_scales_defy_its_model_gets_a_wider_interval():
+    # WAVETRISK's adaptive runs: 640 cores took 355 s after 787 s at 480 (2.2x for 1.33x the cores).
+    # Its own leave-future-out backtest misses that by more than the calibration allows, so its
+    # distance term is its own, and larger.
+    series = calibration_script().published_series()["wavetrisk_niagara_2018_adaptive"]
+    found = intervals.interval(series["p"], series["y"], [1280.0], "time")
+    assert found.slope == pytest.approx(intervals.own_slope(series["p"], 1 / series["y"]))
+    assert found.slope > 2 * intervals.calibration().at(0.95)
+    without_last = intervals.interval(series["p"][:-1], series["y"][:-1], [1280.0], "time")
+    assert without_last.slope == intervals.calibration().at(0.95)
