@@ -200,3 +200,23 @@ def test_a_study_whose_own_scales_defy_its_model_gets_a_wider_interval():
     assert found.slope > 2 * intervals.calibration().at(0.95)
     without_last = intervals.interval(series["p"][:-1], series["y"][:-1], [1280.0], "time")
     assert without_last.slope == intervals.calibration().at(0.95)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "words"),
+    [("efficiency_threshold", 1.5, "studies.pp.efficiency_threshold: 1.5 is not allowed; use a fraction between 0"),
+     ("efficiency_threshold", 0, "studies.pp.efficiency_threshold: 0 is not allowed; use a fraction between 0 and 1"),
+     ("predict_up_to", 0.5, "studies.pp.predict_up_to: 0.5 is not allowed; use a factor of the largest measured")],
+)  # fmt: skip
+def test_a_threshold_or_reach_out_of_range_is_one_line_before_anything_runs(key, value, words):
+    from scalestudy.config import study
+    from scalestudy.config.sweep import SweepError
+
+    config = {
+        "cluster": "local",
+        "studies": {"pp": {"app": "pingpong", "nodes": [1], "ranks_per_node": [2], key: value}},
+    }
+    with pytest.raises(SweepError) as raised:
+        study.load(config)
+    [problem] = raised.value.problems
+    assert problem.startswith(words) and "\n" not in problem, problem
