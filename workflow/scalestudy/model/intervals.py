@@ -137,8 +137,15 @@ def backtest(p, rate, se=None, level: float = pmnf.CONFIDENCE) -> list[tuple[flo
 
 def own_slope(p, rate, se=None, level: float = pmnf.CONFIDENCE) -> float:
     """The largest distance term the study's own leave-future-out backtest asks for (0 where it
-    has too few scales to test one)."""
-    scores = [s for _, s in backtest(p, rate, se, level) if not math.isnan(s)]
+    has too few scales to test one). Cached: the page, the plot and the table ask for one curve's
+    interval several times."""
+    key = (tuple(np.asarray(p, float)), tuple(np.asarray(rate, float)))
+    return cached_own_slope(*key, None if se is None else tuple(np.asarray(se, float)), level)
+
+
+@functools.lru_cache(maxsize=4096)
+def cached_own_slope(p: tuple, rate: tuple, se: tuple | None, level: float) -> float:
+    scores = [s for _, s in backtest(p, rate, None if se is None else np.asarray(se), level) if not math.isnan(s)]
     return max([0.0, *scores])
 
 
