@@ -206,3 +206,18 @@ def test_run_queue_benchmark_prints_both_rules_rates_side_by_side():
     assert "false-positive rate (expected not contended: ranks + busy <= CPUs, n = 2): run-queue rule " in run.stdout
     assert "true-positive rate with 3 busy (ranks + busy > CPUs, n = 2): run-queue rule " in run.stdout
     assert "Spearman rho of wait share vs slowdown" in run.stdout and ", older rule " in run.stdout
+
+
+def test_prediction_intervals_run_and_print_their_coverage_beside_extrap():
+    run = benchmark("prediction_intervals.py", "--small")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "(i) The published Gadi table" in run.stdout and "1-4 nodes: 3 scales: too few" in run.stdout
+    assert "TOTAL check split" in run.stdout and "goal: >= 90% of the check split inside" in run.stdout
+    assert "TOTAL synthetic" in run.stdout and "(iv) Where to measure next" in run.stdout
+    assert ("Extra-P columns: skipped" in run.stdout) or ("Extra-P   " in run.stdout)
+
+
+def test_the_interval_calibration_is_what_its_script_derives():
+    run = benchmark("calibrate_intervals.py", "--check")
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert "stored calibration: up to date" in run.stdout

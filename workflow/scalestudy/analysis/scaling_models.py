@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..config.sweep import defaults
-from ..model import pmnf
+from ..model import intervals, pmnf
 from ..model.metrics import DECLARED
 from .breakdown import part_of
 from .scaling import curve_columns
@@ -57,17 +57,24 @@ DEFINITIONS = {
     " leave-one-out: each scale's f fitted without it",
     "adjusted_r2": "1 − (RSS/TSS)·(n − 1)/(n − k − 1) over the n scales, k terms (in-sample)",
     "prediction_interval": (
-        f"{pmnf.CONFIDENCE:.0%} interval of {pmnf.BOOTSTRAP} bootstrap refits of each model within tolerance of the"
+        f"for a rate or a time: the {pmnf.CONFIDENCE:.0%} interval, in log space, of the figure modelled as a rate"
+        " (a time inverted, so that its interval is exactly the inverse of the rate's and never reaches zero):"
+        " the bootstrap's half-width (below) plus a distance term per doubling beyond the largest measured"
+        " scale, the larger of the one calibrated on held-out published strong-scaling series"
+        f" (model/{intervals.CALIBRATION_FILE.name}, written by benchmarks/calibrate_intervals.py) and the one the"
+        " study's own leave-future-out backtest asks for; an interval spanning more than"
+        f" ×{intervals.USEFUL_SPAN:g} is said in words, not as a number. The bootstrap (and another figure's"
+        f" interval): {pmnf.BOOTSTRAP} refits of each model within tolerance of the"
         f" best (leave-one-out SMAPE ≤ {pmnf.CHOICE_TOLERANCE[0]}× the best's or + {pmnf.CHOICE_TOLERANCE[1]:g}"
         " points; up to 5: the choice's uncertainty), each on its fit plus its residuals (scaled for the"
         " fitted coefficients) times a standard normal, a residual no smaller than the repeats' standard"
-        " error at that scale (their noise); after a superlinear start (a step from one scale to the next"
-        f" whose speedup exceeds {SUPERLINEAR}× the ratio of the scales: a cache effect no term of p describes)"
-        " it also spans the fit without the scales before that step"
+        " error at that scale (their noise); for another figure, after a superlinear start (a step from one"
+        f" scale to the next whose speedup exceeds {SUPERLINEAR}× the ratio of the scales) it also spans the"
+        " fit without the scales before that step"
     ),
     "efficiency_threshold": "the smallest scale where the model's parallel (weak) efficiency, against the"
     " measured figure at the smallest scale, falls below the study's efficiency_threshold; its interval:"
-    " the same for each bootstrap refit",
+    " where the two edges of the figure's calibrated interval (prediction interval) cross it",
     "overtakes": "the smallest scale where a part's modelled time passes the part that was largest at the"
     " smallest scale; its interval: the same for paired bootstrap refits of both",
 }
@@ -95,6 +102,7 @@ class CurveFit:
     fit: pmnf.Fit
     threshold: float
     beyond: float
+    spread: np.ndarray | None = None  # the repeats' standard deviation / mean per scale
 
     @property
     def variant(self) -> str:
@@ -132,8 +140,18 @@ class CurveFit:
             out.append((other, self.se[self.superlinear() :]))
         return out
 
+    def calibrated(self, at, level: float = pmnf.CONFIDENCE) -> intervals.Interval:
+        """The calibrated interval (model.intervals) of a rate or a time at `at`: the figure
+        modelled as a rate, its interval widened with the distance beyond the largest measured
+        scale as the published series' held-out errors say; with why there is no useful one."""
+        return intervals.interval(self.p, self.mean, at, self.kind, self.se, self.spread, level)
+
     def prediction(self, at) -> pmnf.Prediction:
-        """The best model's figure at `at`; the interval spans every fit's (`fits`)."""
+        """The figure at `at` with its interval: a rate's or a time's calibrated (`calibrated`);
+        another figure's the best model's, its interval spanning every fit's (`fits`)."""
+        if self.kind in intervals.KINDS and self.fit.best is not None:
+            found = self.calibrated(at)
+            return pmnf.Prediction(found.at, found.value, found.low, found.high)
         found = [pmnf.predict(fit, at, se) for fit, se in self.fits()]
         low = np.min([f.low for f in found], axis=0)
         high = np.max([f.high for f in found], axis=0)
@@ -210,6 +228,7 @@ def curve_fits(
                 p=p,
                 mean=mean,
                 se=std / np.sqrt(n),
+                spread=std / mean,
                 ranks_per_node=float(rpn[0]) if len(rpn) == 1 and rpn[0] > 0 else None,
                 fit=pmnf.fit(p, mean, terms=terms),
                 threshold=float(threshold) if threshold is not None and pd.notna(threshold) else setting(THRESHOLD_KEY),
@@ -241,6 +260,13 @@ def efficiency_limit(cf: CurveFit) -> dict | None:
         return None
     at = cf.grid()
     at = at[at > cf.p[0]]  # at p0 the efficiency is 1 by definition
+    band = cf.calibrated(at)
+    if np.isfinite(band.value).all():
+        # The calibrated band, as efficiency: the crossing of its central, pessimistic and optimistic edges.
+        edges = [cf.efficiency(v, at) for v in (band.value, band.low, band.high)]
+        best = first_below(edges[0], cf.threshold, at)
+        low, high = sorted(first_below(e, cf.threshold, at) for e in edges[1:])
+        return {"at": best, "low": low, "high": high, "up_to": float(at[-1])}
     best = first_below(cf.efficiency(cf.fit.best(at), at), cf.threshold, at)
     crossings = np.array([first_below(cf.efficiency(row, at), cf.threshold, at) for row in cf.draws(at)])
     low, high = interval(crossings)
@@ -251,12 +277,14 @@ def predictions(cf: CurveFit) -> dict:
     """The figure and its efficiency at MULTIPLES of the largest scale, with intervals."""
     at = np.array([cf.p.max() * m for m in MULTIPLES])
     found = cf.prediction(at)
+    notes = cf.calibrated(at).reasons if cf.kind in intervals.KINDS else [""] * len(at)
     return {
         "at": at,
         "value": found.value,
         "low": found.low,
         "high": found.high,
         "efficiency": cf.efficiency(found.value, at),
+        "note": notes,  # why the interval is no useful prediction ('' where it is one)
     }
 
 
@@ -306,7 +334,8 @@ def add_model_columns(
     """scaling.csv with each row's model: its curve and figure's formula, form, words, lead term,
     errors, value at the row's scale, and why there is none; the primary figure's rows also the
     scale where efficiency falls below the threshold, and its predictions at MULTIPLES of the
-    largest scale (`model_at_<m>x` with `_low`, `_high`)."""
+    largest scale (`model_at_<m>x` with `_low`, `_high`, and `_note`: why the interval is no useful
+    prediction, '' where it is one)."""
     if scaling.empty or "metric" not in scaling.columns:
         return scaling
     table = scaling.copy()
@@ -346,10 +375,17 @@ def add_model_columns(
                 table.loc[mask, "model_efficiency_below_low"] = limit["low"]
                 table.loc[mask, "model_efficiency_below_high"] = limit["high"]
             found = predictions(cf)
-            for m, value, low, high in zip(MULTIPLES, found["value"], found["low"], found["high"], strict=True):
+            for m, value, low, high, note in zip(
+                MULTIPLES, found["value"], found["low"], found["high"], found["note"], strict=True
+            ):
                 table.loc[mask, f"model_at_{m}x"] = value
                 table.loc[mask, f"model_at_{m}x_low"] = low
                 table.loc[mask, f"model_at_{m}x_high"] = high
+                column = f"model_at_{m}x_note"
+                if column not in table.columns:
+                    table[column] = ""
+                table[column] = table[column].astype(object)
+                table.loc[mask, column] = note
     return table
 
 

@@ -119,10 +119,16 @@ def schema_message(error: Any) -> str:
         return f"{about} is not {kinds}" + (f"; {hint}" if hint else "")
     if error.validator == "enum":
         return f"{about} is not allowed; allowed: {choices(rule)}"
+    if error.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum") and hint:
+        return f"{about} is not allowed; {hint}"
     if error.validator == "minimum":
         return f"{about} is not allowed; the least is {rule}"
     if error.validator == "exclusiveMinimum":
         return f"{about} is not allowed; use more than {rule}"
+    if error.validator == "maximum":
+        return f"{about} is not allowed; the most is {rule}"
+    if error.validator == "exclusiveMaximum":
+        return f"{about} is not allowed; use less than {rule}"
     if error.validator in ("minItems", "minProperties", "minLength"):
         return f"{about} is empty; give at least {rule}"
     if error.validator == "maxLength":

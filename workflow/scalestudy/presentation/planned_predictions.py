@@ -17,9 +17,10 @@ import pandas as pd
 from ..analysis.records import read_table
 from ..analysis.scaling import scaling
 from ..analysis.scaling_models import curve_fits
+from ..model.intervals import KINDS
 from ..model.paths import Layout
 from . import published
-from .scaling_models_page import reliability
+from .scaling_models_page import measure_next_sentence, reliability
 
 
 def predictions(source: str | Path) -> Callable[[object], list[str]]:
@@ -95,8 +96,13 @@ def prediction_lines(scaling: pd.DataFrame, points, cluster, source: str) -> lis
             continue
         efficiency = float(cf.efficiency(found.value, at)[0])
         kind = "weak" if cf.scaling == "weak" else "parallel"
-        text = (f"predicted from {source}: {where}: {cf.label} {found.value[0]:,.4g} [{max(found.low[0], 0):,.4g}–"
-                f"{found.high[0]:,.4g}], {kind} efficiency {efficiency:.2f}")  # fmt: skip
+        band = cf.calibrated(at) if cf.kind in KINDS else None
+        if band is not None and band.reasons[0]:  # the interval says too little: why, not a number
+            text = (f"predicted from {source}: {where}: {cf.label} about {found.value[0]:,.4g}, {kind} efficiency"
+                    f" {efficiency:.2f}, but {band.reasons[0]}")  # fmt: skip
+        else:
+            text = (f"predicted from {source}: {where}: {cf.label} {found.value[0]:,.4g} [{max(found.low[0], 0):,.4g}–"
+                    f"{found.high[0]:,.4g}], {kind} efficiency {efficiency:.2f}")  # fmt: skip
         wall = fits.get(WALLTIME_USED.name)
         if wall is not None and wall.fit.best is not None:
             seconds = float(max(wall.fit.best(at)[0], 0.0))
@@ -106,4 +112,40 @@ def prediction_lines(scaling: pd.DataFrame, points, cluster, source: str) -> lis
             text += f"; below the {cf.threshold:.0%} efficiency threshold: a point to drop?"
         weak = reliability(cf)
         lines.append(text + (f" ({weak})" if weak else ""))
+    return lines + next_lines(scaling, points, cluster, source)
+
+
+def next_lines(scaling: pd.DataFrame, points, cluster, source: str) -> list[str]:
+    """Per study: for its largest planned scale beyond the measured ones, which planned scale
+    between measured first narrows that scale's interval most, with its cost (one run: the model of
+    the job's walltime used x the request's charge), from scaling_models_page.measure_next_sentence."""
+    from ..config.forecast import point_service_units
+    from ..model.metrics import WALLTIME_USED
+
+    lines = []
+    for study in dict.fromkeys(point.study for point in points):
+        rows = scaling[scaling["study"] == study] if not scaling.empty else scaling
+        if rows.empty or "primary" not in rows.columns:
+            continue
+        primary = str(rows.loc[rows["primary"].astype(bool), "metric"].iloc[0])
+        found = curve_fits(rows, study, [primary, WALLTIME_USED.name])
+        cf = next((c for c in found if c.metric == primary and c.fit.best is not None), None)
+        if cf is None:
+            continue
+        wall = next((c for c in found if c.metric == WALLTIME_USED.name and c.variant == cf.variant), None)
+        planned = {point.ranks: point for point in points if point.study == study and point.ranks > cf.p.max()}
+        if len(planned) < 2:
+            continue
+        target = max(planned)
+        choices = sorted(p for p in planned if p < target)
+
+        def cost(p: float, wall=wall, planned=planned) -> float | None:
+            if wall is None or wall.fit.best is None:
+                return None
+            seconds = float(max(wall.fit.best(np.array([p]))[0], 0.0))
+            return point_service_units(planned[int(p)], cluster, seconds) or None
+
+        sentence = measure_next_sentence(cf, float(target), cost, choices)
+        if sentence:
+            lines.append(f"predicted from {source}: {study}: {sentence}")
     return lines

@@ -22,6 +22,7 @@ from ..analysis.breakdown import curves, part_of, parts_table, whole_name, witho
 from ..analysis.scaling import GOOD_EFFICIENCY, curve_name  # noqa: E402
 from ..analysis.scaling_models import MAX_DRAWN, curve_fits, is_part  # noqa: E402
 from ..analysis.sizes import has_size_tables, size_curves, size_declarations, size_text, study_size_figures  # noqa: E402
+from ..model import intervals, pmnf  # noqa: E402
 from ..model.metrics import WALLTIME_USED
 from ..model.paths import PLOT_KINDS
 from ..model.steplog import step_log  # noqa: E402
@@ -455,8 +456,20 @@ def plot_models(scaling: pd.DataFrame, study: str, primary: str, path: Path) -> 
             found = cf.prediction(at)
             # No figure here goes below zero: a model that does is drawn only while it stays above.
             value = np.where(found.value > 0, found.value, np.nan)
-            ax.plot(at, value, "-", color=colour, lw=1.2, label=f"{name}: {cf.fit.best.form()}")
-            ax.fill_between(at, np.fmax(found.low, 0), np.fmax(found.high, 0), color=colour, alpha=0.18, lw=0)
+            form = cf.fit.best.form()
+            if cf.kind == "time":  # its interval's centre is the inverse of the rate's model (model.intervals)
+                rate_model = pmnf.fit(cf.p, intervals.orient(cf.mean, cf.kind)).best
+                form = f"1/({rate_model.form()})" if rate_model is not None else form
+            ax.plot(at, value, "-", color=colour, lw=1.2, label=f"{name}: {form}")
+            if cf.kind in intervals.KINDS:
+                # The calibrated bands where they are useful (at most x2): 95% darker, 80% beyond it.
+                for level, alpha in ((max(intervals.LEVELS), 0.22), (min(intervals.LEVELS), 0.10)):
+                    band = cf.calibrated(at, level)
+                    shown = band.useful()
+                    ax.fill_between(at, np.where(shown, band.low, np.nan), np.where(shown, band.high, np.nan),
+                                    color=colour, alpha=alpha, lw=0)  # fmt: skip
+            else:
+                ax.fill_between(at, np.fmax(found.low, 0), np.fmax(found.high, 0), color=colour, alpha=0.18, lw=0)
         ax.set_xscale("log", base=2)
         if what == "parts":
             ax.set_yscale("log")  # parts differ by orders of magnitude
@@ -470,7 +483,14 @@ def plot_models(scaling: pd.DataFrame, study: str, primary: str, path: Path) -> 
         ax.set_xlabel("p = MPI ranks (log scale); dotted: the largest measured")
         ax.legend(fontsize=7)
     reasons = sorted({cf.fit.reason for cf in fits + parts if cf.fit.best is None})
-    subtitle = "; ".join(reasons) if reasons else "band: 95% bootstrap interval over the repeats' noise and the models"
+    subtitle = (
+        "; ".join(reasons)
+        if reasons
+        else (
+            "bands: the calibrated 95% (dark) and 80% (light) intervals where they span at most"
+            f" x{intervals.USEFUL_SPAN:g}; past that, no useful prediction"
+        )
+    )
     fig.suptitle(f"{study}: scaling models (PMNF, leave-one-out SMAPE)\n{subtitle}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

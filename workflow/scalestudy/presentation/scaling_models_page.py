@@ -26,6 +26,7 @@ from ..analysis.scaling_models import (
     is_part,
     overtaking,
 )
+from ..model.intervals import KINDS, LEVELS, candidates, measure_next, target_problem
 from .page import Bullets, Details, Heading, Para, Table, fmt
 
 HEADING = "Where scaling will stop: scaling models"
@@ -121,7 +122,18 @@ def study_sentence(scaling: pd.DataFrame, study: str, primary: str) -> str:
 
 
 def predicted_cell(cf: CurveFit, at: float) -> str:
-    """'5,418 [5,266–5,566]' at p = at; the efficiency beside where the figure scales."""
+    """'5,418 [4,200–6,990]' at p = at (a rate's or a time's interval calibrated, model.intervals);
+    the efficiency beside where the figure scales; where the interval says too little, why in words
+    (and the 80% interval where that one is useful)."""
+    if cf.kind in KINDS:
+        band = cf.calibrated(np.array([at]))
+        if band.reasons[0]:
+            text = band.reasons[0][:1].upper() + band.reasons[0][1:]
+            narrower = cf.calibrated(np.array([at]), level=min(LEVELS))
+            if np.isfinite(narrower.value[0]) and not narrower.reasons[0]:
+                text += (f"; its {narrower.level:.0%} interval: {fmt(narrower.low[0])}–{fmt(narrower.high[0])}"
+                         f" (median {fmt(narrower.value[0])})")  # fmt: skip
+            return text
     found = cf.prediction(np.array([at]))
     if found.value[0] <= 0:
         return "≤ 0: the model leaves the figure's range"
@@ -129,6 +141,38 @@ def predicted_cell(cf: CurveFit, at: float) -> str:
     if cf.kind in ("rate", "time") and not is_part(cf.metric):
         text += f", E {cf.efficiency(found.value, np.array([at]))[0]:.2f}"
     return text
+
+
+def plus_minus(span: float) -> str:
+    """An interval's high/low as '±30%' (its half-width in log space), 'without bound' where infinite."""
+    return "without bound" if not math.isfinite(span) else f"±{(math.sqrt(span) - 1) * 100:.0f}%"
+
+
+def measure_next_sentence(cf: CurveFit, target: float | None = None, cost=None, choices=None) -> str:
+    """'Where to measure next for p = 64: p = 48 (96 SU): the 95% interval there goes from ±30% to
+    about ±9%.' (target: 2x the largest measured scale unless named; cost(p): the SU of one run
+    at p where a forecast has it; choices: the scales one could measure, default
+    intervals.candidates in whole nodes)."""
+    if cf.kind not in KINDS or cf.fit.best is None:
+        return ""
+    largest = float(cf.p.max())
+    target = largest * 2 if target is None else float(target)
+    problem = target_problem(target, largest, cf.beyond)
+    if problem:
+        return f"Where to measure next: {problem}."
+    if choices is None:
+        choices = candidates(largest, target, cf.ranks_per_node or 1.0)
+    found = measure_next(cf.p, cf.mean, cf.kind, target, cf.se, choices=choices)
+    if not math.isfinite(found.scale) or found.after is None:
+        return ""
+    price = cost(found.scale) if cost is not None else None
+    priced = f" ({price:,.3g} SU a run)" if price else ""
+    return (
+        f"Where to measure next for {cf.scale_words(target)}: {cf.scale_words(found.scale)}{priced}: the"
+        f" {found.before.level:.0%} interval there goes from {plus_minus(found.before.span[0])} to about"
+        f" {plus_minus(found.after.span[0])} (measured as the model expects it; of {len(found.widths)} scale"
+        f"{'s' if len(found.widths) != 1 else ''} between, the one that narrows it most)."
+    )
 
 
 def row_of(cf: CurveFit, named: bool) -> list[str]:
@@ -170,6 +214,10 @@ def model_blocks(scaling: pd.DataFrame, study: str, table: pd.DataFrame) -> list
     lines = []
     if named:
         lines += [f"{cf.variant}: {efficiency_sentence(cf)}" for cf in fits if cf.fit.best is not None]
+    for cf in fits:
+        sentence = measure_next_sentence(cf)
+        if sentence:
+            lines.append((f"{cf.variant}: " if named else "") + sentence)
     by_curve: dict[str, list[CurveFit]] = {}
     for cf in parts:
         by_curve.setdefault(cf.variant, []).append(cf)

@@ -1,0 +1,109 @@
+"""Derives the distance term of the calibrated prediction intervals (scalestudy.model.intervals)
+from the calibration half of the published strong-scaling series, and writes it where the code
+reads it (workflow/scalestudy/model/interval_calibration.json). Rerun it after changing the
+series, their split, the PMNF fitter or the bootstrap:
+
+    python benchmarks/calibrate_intervals.py [--check]   (--check: compare, write nothing; exit 1 if stale)
+
+The rule (split conformal, one weight per series): every calibration series, as a rate (a time
+inverted), is backtested leave-future-out (`intervals.backtest`: the model of its first k scales,
+k = MIN_SCALES..n − 1, predicts each later scale); each prediction's score is what the distance
+term must be, per doubling beyond the largest fitted scale, for the interval to hold the
+published value: (|log(published / predicted)| − bootstrap half-width) / doublings. Each series
+weighs 1 (its predictions 1/m each, so a long series does not outvote a short one); the term at
+level L is the weighted quantile of the scores at L · (1 + 1/S), S series (the finite-sample
+correction of split conformal prediction), the largest score where that passes 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "workflow"))
+
+from scalestudy.model import intervals  # noqa: E402
+
+SERIES_FILE = REPO / "benchmarks" / "data" / "published_strong_scaling.csv"
+
+
+def published_series(path: Path = SERIES_FILE) -> dict[str, dict]:
+    """{series: {p, y, kind, split, code, machine, unit, source}} in the file's order, p ascending."""
+    lines = [line for line in path.read_text().splitlines() if line and not line.startswith("#")]
+    out: dict[str, dict] = {}
+    for row in csv.DictReader(lines):
+        entry = out.setdefault(
+            row["series"],
+            {"p": [], "y": [], "kind": row["kind"], "split": row["split"], "code": row["code"],
+             "machine": row["machine"], "unit": row["unit"], "source": row["source"]},
+        )  # fmt: skip
+        entry["p"].append(float(row["p"]))
+        entry["y"].append(float(row["value"]))
+    for entry in out.values():
+        order = np.argsort(entry["p"])
+        entry["p"], entry["y"] = np.asarray(entry["p"])[order], np.asarray(entry["y"])[order]
+    return out
+
+
+def weighted_quantile(scores: list[tuple[float, float]], level: float) -> float:
+    """The smallest score whose cumulative weight reaches `level` ((score, weight) pairs)."""
+    ordered = sorted(scores)
+    total = sum(w for _, w in ordered)
+    running = 0.0
+    for value, weight in ordered:
+        running += weight
+        if running >= level * total - 1e-12:
+            return value
+    return ordered[-1][0]
+
+
+def calibrate(series: dict[str, dict]) -> dict:
+    chosen = {name: s for name, s in series.items() if s["split"] == "calibrate"}
+    slopes, points = {}, 0
+    for level in intervals.LEVELS:
+        scores = []
+        for s in chosen.values():
+            found = [v for _, v in intervals.backtest(s["p"], intervals.orient(s["y"], s["kind"]), None, level)]
+            found = [v for v in found if not math.isnan(v)]  # inf: a prediction at or below zero
+            scores += [(v, 1 / len(found)) for v in found]
+        points = len(scores)
+        corrected = min(1.0, level * (1 + 1 / len(scores)))
+        slopes[f"{level:g}"] = round(max(0.0, weighted_quantile(scores, corrected)), 6)
+    return {
+        "slope": slopes,
+        "unit": "natural-log units per doubling beyond the largest measured scale",
+        "series": sorted(chosen),
+        "points": points,
+        "made_by": "benchmarks/calibrate_intervals.py from benchmarks/data/published_strong_scaling.csv"
+        " (split = calibrate)",
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="compare with the stored file; write nothing")
+    args = parser.parse_args()
+    result = calibrate(published_series())
+    text = json.dumps(result, indent=2) + "\n"
+    print(f"calibration: {len(result['series'])} series, {result['points']} backtest predictions")
+    for level, slope in result["slope"].items():
+        print(f"  level {float(level):.0%}: distance term {slope:.4f} per doubling (×{math.exp(slope):.3f})")
+    stored = intervals.CALIBRATION_FILE.read_text() if intervals.CALIBRATION_FILE.exists() else ""
+    if args.check:
+        same = stored == text
+        print("stored calibration: " + ("up to date" if same else "STALE: rerun without --check"))
+        return 0 if same else 1
+    intervals.CALIBRATION_FILE.write_text(text)
+    print(f"written: {intervals.CALIBRATION_FILE.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

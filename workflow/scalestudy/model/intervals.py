@@ -1,0 +1,350 @@
+"""Calibrated prediction intervals of a scaling model (model.pmnf) at scales not measured, and
+the one scale whose measurement most narrows the interval at a target.
+
+Why the bootstrap of model.pmnf is not enough: it spreads the repeats' noise and the in-sample
+residuals of a few smooth points, but past the largest measured scale what dominates is the error
+of the model's form (a rate that saturates, communication that grows): on published series the
+bootstrap's 95% intervals held about a third of the held-out points. So an interval here is, in
+log space (a time's interval is exactly the inverse of the rate's, and never reaches zero):
+
+    log f(p) ± [ w(p) + c · d(p) ],   d(p) = max(0, log2(p / largest measured scale))
+
+- w(p): the bootstrap's half-width (pmnf.draws, in log space): the noise and the choice of model;
+- c: the distance term, per doubling beyond the largest measured scale: the larger of
+  - `Calibration.slope[level]`: the conformal quantile of (|log(published/predicted)| − w) / d
+    over leave-future-out backtests of the calibration half of the published series
+    (benchmarks/data/published_strong_scaling.csv; fit on the first k scales, predict the rest),
+    written by benchmarks/calibrate_intervals.py into CALIBRATION_FILE (nothing typed by hand);
+  - the study's own leave-future-out backtest (`own_slope`): the same score on its measured
+    scales (fit on the first k, predict k+1..n), where it has more than pmnf.MIN_SCALES scales.
+The model is fitted to the figure as a rate (a time is inverted first: `orient`), so that the
+rate's and the time's answers are one answer. Where the interval spans more than USEFUL_SPAN
+(high/low), there is no useful prediction: `Interval.reasons` says why in words.
+
+Numpy and model.pmnf only (the model layer).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from . import pmnf
+
+CALIBRATION_FILE = Path(__file__).with_name("interval_calibration.json")
+# The levels the calibration holds (nominal coverage of a two-sided interval).
+LEVELS = (0.80, 0.95)
+# An interval whose high/low is above this says too little to spend an allocation on: words instead.
+USEFUL_SPAN = 2.0
+# Repeats whose relative standard deviation at one scale exceeds this disagree too much for a model.
+WILD_SPREAD = 0.5
+# The kinds of figure an interval is made for (a rate rises with p, a time falls); others: none.
+KINDS = ("rate", "time")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The distance term per level (log units per doubling) and where it came from."""
+
+    slope: dict[float, float]
+    series: tuple[str, ...] = ()
+    points: int = 0
+    made_by: str = ""
+
+    def at(self, level: float) -> float:
+        if level in self.slope:
+            return self.slope[level]
+        raise ValueError(f"level {level}: not calibrated (calibrated: {', '.join(f'{v:g}' for v in self.slope)})")
+
+
+@functools.lru_cache(maxsize=1)
+def calibration() -> Calibration:
+    """CALIBRATION_FILE, as benchmarks/calibrate_intervals.py wrote it."""
+    data = json.loads(CALIBRATION_FILE.read_text())
+    return Calibration(
+        slope={float(k): float(v) for k, v in data["slope"].items()},
+        series=tuple(data.get("series", ())),
+        points=int(data.get("points", 0)),
+        made_by=str(data.get("made_by", "")),
+    )
+
+
+def distance(at, largest: float) -> np.ndarray:
+    """Doublings beyond the largest measured scale (0 inside the measured range)."""
+    return np.fmax(np.log2(np.asarray(at, dtype=float) / float(largest)), 0.0)
+
+
+def orient(y, kind: str) -> np.ndarray:
+    """The figure as a rate (higher is better; a time inverted). Tried the other way (a rate
+    inverted to a time, Amdahl's c + a/p being a PMNF form): the time models of the published
+    series' first scales went to or below zero past the measured range in 92 of 169
+    leave-future-out predictions (`backtest`, all 11 series), where a rate's stay above it."""
+    y = np.asarray(y, dtype=float)
+    return 1.0 / y if kind == "time" else y
+
+
+def tail(level: float) -> float:
+    return (1 - level) / 2 * 100
+
+
+def bootstrap_halfwidth(found: pmnf.Fit, at: np.ndarray, se: np.ndarray | None, level: float) -> np.ndarray:
+    """The bootstrap interval of pmnf.draws as a half-width in log space around the best model
+    (inf where its low end reaches zero: the model's own noise allows no positive figure)."""
+    value = found.best(at)
+    sample = pmnf.draws(found, at, se)
+    low, high = np.percentile(sample, [tail(level), 100 - tail(level)], axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        up = np.log(np.fmax(high, value) / value)
+        down = np.where(low > 0, np.log(value / np.fmin(low, value)), np.inf)
+    return np.where(value > 0, np.fmax(up, down), np.inf)
+
+
+def score(published: float, predicted: float, halfwidth: float, doublings: float) -> float:
+    """What the distance term must be per doubling for the interval to hold this point (inf where
+    the model predicts no positive figure: no term holds it)."""
+    if not published > 0 or doublings <= 0:
+        return math.nan
+    if not predicted > 0:
+        return math.inf
+    return (abs(math.log(published / predicted)) - halfwidth) / doublings
+
+
+def backtest(p, rate, se=None, level: float = pmnf.CONFIDENCE) -> list[tuple[float, float]]:
+    """Leave-future-out on measured scales (a figure as a rate: `orient`): for each k from
+    MIN_SCALES to n − 1, the model of the first k scales predicts each later one: (doublings,
+    score) per prediction."""
+    p, rate = np.asarray(p, dtype=float), np.asarray(rate, dtype=float)
+    se = None if se is None else np.asarray(se, dtype=float)
+    out = []
+    for k in range(pmnf.MIN_SCALES, len(p)):
+        found = pmnf.fit(p[:k], rate[:k])
+        if found.best is None:
+            continue
+        later = p[k:]
+        w = bootstrap_halfwidth(found, later, None if se is None else se[:k], level)
+        predicted = found.best(later)
+        for j, at in enumerate(later):
+            d = float(distance(at, p[k - 1]))
+            out.append((d, score(float(rate[k + j]), float(predicted[j]), float(w[j]), d)))
+    return out
+
+
+def own_slope(p, rate, se=None, level: float = pmnf.CONFIDENCE) -> float:
+    """The largest distance term the study's own leave-future-out backtest asks for (0 where it
+    has too few scales to test one). Cached: the page, the plot and the table ask for one curve's
+    interval several times."""
+    key = (tuple(np.asarray(p, float)), tuple(np.asarray(rate, float)))
+    return cached_own_slope(*key, None if se is None else tuple(np.asarray(se, float)), level)
+
+
+@functools.lru_cache(maxsize=4096)
+def cached_own_slope(p: tuple, rate: tuple, se: tuple | None, level: float) -> float:
+    scores = [s for _, s in backtest(p, rate, None if se is None else np.asarray(se), level) if not math.isnan(s)]
+    return max([0.0, *scores])
+
+
+@dataclass
+class Interval:
+    """A calibrated prediction at `at` (the figure as measured: a time stays a time)."""
+
+    at: np.ndarray
+    value: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    level: float
+    doublings: np.ndarray
+    slope: float = 0.0  # the distance term in force (log units per doubling)
+    reasons: list[str] = field(default_factory=list)  # per `at`: '' where the interval is useful
+
+    @property
+    def span(self) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.low > 0, self.high / self.low, np.inf)
+
+    def useful(self) -> np.ndarray:
+        return np.array([not r for r in self.reasons], dtype=bool)
+
+    def plus_minus(self) -> np.ndarray:
+        """The interval's half-width as a fraction of the value (in log space: (high/low)^(1/2) − 1)."""
+        return np.sqrt(self.span) - 1
+
+
+def nothing(at: np.ndarray, level: float, reason: str) -> Interval:
+    empty = np.full(at.shape, np.nan)
+    return Interval(at, empty, empty, empty, level, np.full(at.shape, np.nan), reasons=[reason] * len(at))
+
+
+def data_problem(p, y, spread=None) -> str:
+    """Why these measurements support no model ('' where they do): too few scales, a figure not
+    above zero, repeats that disagree wildly."""
+    p, y = np.asarray(p, dtype=float), np.asarray(y, dtype=float)
+    scales = len(np.unique(p))
+    if scales < pmnf.MIN_SCALES:
+        return pmnf.too_few(scales) + ": no prediction"
+    if not (np.isfinite(y).all() and (y > 0).all()):
+        return "a measured mean is zero, negative or missing: no prediction in log space"
+    if spread is not None:
+        spread = np.asarray(spread, dtype=float)
+        wild = np.nonzero(np.nan_to_num(spread, nan=0.0) > WILD_SPREAD)[0]
+        if wild.size:
+            k = wild[0]
+            return (
+                f"the repeats at p = {p[k]:g} disagree wildly (standard deviation {spread[k]:.0%} of their mean,"
+                f" above {WILD_SPREAD:.0%}): no prediction until they are measured again"
+            )
+    return ""
+
+
+def interval(
+    p: Sequence[float],
+    y: Sequence[float],
+    at: Sequence[float],
+    kind: str,
+    se: Sequence[float] | None = None,
+    spread: Sequence[float] | None = None,
+    level: float = pmnf.CONFIDENCE,
+    calibrated: Calibration | None = None,
+) -> Interval:
+    """The calibrated interval of figure y (a 'rate' or a 'time', one mean per scale p; se: the
+    standard error of each mean; spread: the repeats' relative standard deviation) at `at`."""
+    at = np.atleast_1d(np.asarray(at, dtype=float))
+    if kind not in KINDS:
+        raise ValueError(f"kind {kind!r}: an interval is made for a rate or a time")
+    p, y = np.asarray(p, dtype=float), np.asarray(y, dtype=float)
+    order = np.argsort(p)
+    p, y = p[order], y[order]
+    problem = data_problem(p, y, None if spread is None else np.asarray(spread, dtype=float)[order])
+    if problem:
+        return nothing(at, level, problem)
+    rate = orient(y, kind)
+    rate_se = None
+    if se is not None:
+        se = np.asarray(se, dtype=float)[order]
+        rate_se = se / y**2 if kind == "time" else se
+    found = pmnf.fit(p, rate)
+    if found.best is None:
+        return nothing(at, level, found.reason)
+    calibrated = calibrated or calibration()
+    slope = max(calibrated.at(level), own_slope(p, rate, rate_se, level))
+    doublings = distance(at, p.max())
+    center = found.best(at)
+    w = bootstrap_halfwidth(found, at, rate_se, level)
+    half = w + slope * doublings
+    with np.errstate(over="ignore", invalid="ignore"):
+        low, high = center * np.exp(-half), center * np.exp(half)
+    if kind == "time":  # the time's interval is the rate's, inverted
+        with np.errstate(divide="ignore"):
+            center, low, high = 1 / center, 1 / high, 1 / low
+    reasons = []
+    for k in range(len(at)):
+        if not found.best(at[k : k + 1])[0] > 0:
+            reasons.append("the model leaves the figure's range here (at or below zero): no prediction")
+            continue
+        span = math.exp(2 * half[k]) if math.isfinite(half[k]) else math.inf
+        if span > USEFUL_SPAN:
+            reasons.append(span_reason(span, float(doublings[k]), float(w[k]), slope, level))
+        else:
+            reasons.append("")
+    return Interval(at, center, low, high, level, doublings, slope, reasons)
+
+
+def span_reason(span: float, doublings: float, w: float, slope: float, level: float) -> str:
+    """Why an interval spanning more than USEFUL_SPAN is not given as a number."""
+    size = "without bound" if math.isinf(span) else f"{span:.1f}×"
+    if doublings > 0 and slope * doublings >= w:
+        why = (
+            f"{doublings:.1f} doublings beyond the largest measured scale, and models of this form missed"
+            f" held-out published points by up to ×{math.exp(slope):.2f} per doubling"
+        )
+    else:
+        why = "the measured scales leave the model itself uncertain (noisy repeats or several forms fit alike)"
+    return f"no useful prediction: the {level:.0%} interval spans {size} (more than ×{USEFUL_SPAN:g}): {why}"
+
+
+# ---------------------------------------------------------------- where to measure next
+
+
+def target_problem(target: float, largest: float, beyond: float) -> str:
+    """Why a target scale cannot be predicted ('' where it can): measured already, or past
+    predict_up_to times the largest measured scale."""
+    if not (math.isfinite(target) and target > 0):
+        return f"target scale {target:g}: use a number of ranks above 0"
+    if target <= largest:
+        return f"target scale {target:g}: measured range already reaches p = {largest:g}; use a larger scale"
+    if target > largest * beyond + 1e-9:
+        return (
+            f"target scale {target:g}: beyond predict_up_to ({beyond:g}× the largest measured scale,"
+            f" p = {largest * beyond:g}); use a smaller target or raise predict_up_to"
+        )
+    return ""
+
+
+@dataclass
+class NextScale:
+    """The measurement that most narrows the interval at `target`, and what the others would do."""
+
+    target: float
+    before: Interval
+    scale: float  # the one to measure (nan: none helps)
+    after: Interval | None  # the expected interval at target once it is measured
+    widths: dict[float, float]  # each candidate's expected span (high/low) at target
+
+
+def candidates(largest: float, target: float, step: float = 1.0) -> np.ndarray:
+    """The scales a sweep would add between the largest measured and the target: 1.5x, 2x, 3x,
+    4x, 6x, ... the largest, in whole multiples of `step` (ranks per node: whole nodes)."""
+    out = set()
+    factor = 1.0
+    while largest * factor < target:
+        for m in (1.5, 2.0):
+            value = round(largest * factor * m / step) * step
+            if largest < value < target:
+                out.add(value)
+        factor *= 2
+    return np.array(sorted(out), dtype=float)
+
+
+def measure_next(
+    p: Sequence[float],
+    y: Sequence[float],
+    kind: str,
+    target: float,
+    se: Sequence[float] | None = None,
+    choices: Sequence[float] | None = None,
+    level: float = pmnf.CONFIDENCE,
+    calibrated: Calibration | None = None,
+) -> NextScale:
+    """For each candidate scale (`choices`, default `candidates`), the interval at `target` after
+    measuring it, the measurement taken as the model expects it there (its standard error as the
+    largest measured scale's, relative): the candidate with the narrowest expected interval."""
+    p, y = np.asarray(p, dtype=float), np.asarray(y, dtype=float)
+    before = interval(p, y, [target], kind, se, level=level, calibrated=calibrated)
+    choices = candidates(p.max(), target) if choices is None else np.asarray(choices, dtype=float)
+    widths: dict[float, float] = {}
+    best, best_after = math.nan, None
+    if not np.isfinite(before.value).all():
+        return NextScale(target, before, best, None, widths)
+    rate = orient(y, kind)
+    found = pmnf.fit(p, rate)
+    relative_se = None
+    if se is not None:
+        se = np.asarray(se, dtype=float)
+        relative_se = float(np.nan_to_num(se[np.argmax(p)] / y[np.argmax(p)], nan=0.0))
+    for choice in choices:
+        expected_rate = float(found.best(np.array([choice]))[0])
+        if not expected_rate > 0:
+            continue
+        expected = 1 / expected_rate if kind == "time" else expected_rate
+        more_se = None if se is None else np.append(se, expected * relative_se)
+        after = interval(np.append(p, choice), np.append(y, expected), [target], kind, more_se, level=level,
+                         calibrated=calibrated)  # fmt: skip
+        widths[float(choice)] = float(after.span[0])
+        if best_after is None or after.span[0] < best_after.span[0]:
+            best, best_after = float(choice), after
+    return NextScale(target, before, best, best_after, widths)
