@@ -117,6 +117,17 @@ def test_a_set_of_the_other_mpi_is_refused_at_load():
     ]
 
 
+def test_an_open_mpi_set_naming_mpichs_variables_is_a_set_for_the_other_flavour():
+    """Open MPI would take `--mca MPIR_CVAR_CH4_NETMOD ofi` as an unknown parameter and ignore it."""
+    config = md_config(N=10)
+    config["mpi_flag_sets"]["ofi"] = {"MPIR_CVAR_CH4_NETMOD": "ofi"}
+    assert problems_of(config) == [
+        "mpi_flag_sets.ofi.MPIR_CVAR_CH4_NETMOD: an environment variable in a set for openmpi, whose sets are MCA "
+        "parameters (lower-case, e.g. btl); allowed: `flavour: mpich` for a set of MPICH's variables, or Open MPI's "
+        "MCA names"
+    ]
+
+
 def test_an_mpich_set_must_hold_environment_variable_names():
     config = md_config(N=10)
     config["mpi_flag_sets"]["bad"] = {"flavour": "mpich", "btl": "self"}

@@ -291,11 +291,24 @@ def fitting_sets(flag_sets: Mapping[str, Mapping[str, Any]], flavour: str) -> li
     return [name for name, flag_set in flag_sets.items() if not flag_set or flag_set_flavour(flag_set) == flavour]
 
 
+# An Open MPI MCA parameter's name: lower-case words joined by '_' (btl, coll_hcoll_enable).
+MCA_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
 def flag_set_problems(flag_sets: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """MPICH sets are environment variables: their names must be ones."""
+    """MPICH sets are environment variables: their names must be ones. Open MPI sets are MCA
+    parameters: an environment variable's name there (MPICH's MPIR_CVAR_..., FI_..., UCX_...) is
+    a set for the other flavour, which Open MPI would take as an unknown parameter and ignore."""
     problems = []
     for name, flag_set in flag_sets.items():
         if flag_set_flavour(flag_set) != "mpich":
+            for key in flag_set:
+                if key != FLAVOUR_KEY and ENV_NAME.fullmatch(key) and not MCA_NAME.fullmatch(key):
+                    problems.append(
+                        f"mpi_flag_sets.{name}.{key}: an environment variable in a set for openmpi, whose "
+                        "sets are MCA parameters (lower-case, e.g. btl); allowed: `flavour: mpich` for a set "
+                        "of MPICH's variables, or Open MPI's MCA names"
+                    )
             continue
         for key in flag_set:
             if key != FLAVOUR_KEY and not ENV_NAME.fullmatch(key):
