@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import re
@@ -205,14 +206,28 @@ class Counted:
 
 @kept_on_disk(Counted, Path(__file__), Path(__file__).with_name("saved_bytes.py"))
 def count_litgpt(
-    config_items: tuple, method: str, dtype: str, micro_batch: int, seq_len: int, lora_items: tuple = ()
+    config_items: tuple,
+    method: str,
+    dtype: str,
+    micro_batch: int,
+    seq_len: int,
+    lora_items: tuple = (),
+    autocast: str = "",
 ) -> Counted:
     """One training forward of LitGPT's own model (litgpt.lora.GPT for LoRA, with
     finetune_lora's adapters (`lora_items`: LoRA settings, LORA_SETTINGS where none) and head
-    chunks; litgpt.GPT for full) on the meta device, as its finetune script runs it: the
-    logits cast to float32 as Lightning's Fabric casts every floating output of a module it
-    set up (its precision plugins' convert_output: to torch's default dtype), kept until the
+    chunks; litgpt.GPT for full) with its weights in `dtype`, as its finetune script runs it:
+    the logits cast to float32 as Lightning's Fabric casts every floating output of a module
+    it set up (its precision plugins' convert_output: to torch's default dtype), kept until the
     backward, chunked cross-entropy on them.
+    `autocast`: the dtype a mixed precision's autocast computes in ('' for none). Autocast
+    casts a weight each time an op of its lower-precision list uses it, and the copy is what
+    the op saves for its backward: once per use for a frozen weight (its cache keeps only
+    leaves that need a gradient), so LoRA's chunked head keeps one copy of the head per chunk
+    (benchmarks/autocast_cpu.py measured it). Meta tensors have no autocast, so such a forward
+    runs on torch's fake tensors of the CPU device under CPU autocast (nothing allocated
+    either); CPU's autocast lists differ from CUDA's in ops LitGPT runs on float32 inputs
+    anyway (layer_norm on the float32 residual), docs/MEMORY.md.
     LitGPT's blocks are alike: two are counted and the second's count stands for every later
     one (the first sees an input that needs no gradient where the embedding is frozen)."""
     import torch
@@ -232,21 +247,44 @@ def count_litgpt(
         config = Config(**config_dict)
     from litgpt.utils import chunked_cross_entropy
 
-    with torch.device("meta"):
-        model = GPT(config).to(getattr(torch, dtype))
-    if method == "lora":
-        mark_only_lora_as_trainable(model)
-    model.max_seq_length = seq_len
-    tokens = torch.zeros((micro_batch, seq_len), dtype=torch.long, device="meta")
+    if autocast:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        tensors, device = FakeTensorMode(), "cpu"
+        # Fabric's forward context: the model's forward only; its output's cast and the loss after.
+        casting = functools.partial(torch.autocast, "cpu", dtype=getattr(torch, autocast))
+    else:
+        tensors, device, casting = contextlib.nullcontext(), "meta", contextlib.nullcontext
+    with tensors, torch.device(device):
+        if autocast:
+            # Built in its dtype, as Fabric's module_init_context builds it (a fake tensor's
+            # parameters cannot be swapped for converted ones afterwards).
+            default = torch.get_default_dtype()
+            torch.set_default_dtype(getattr(torch, dtype))
+            try:
+                model = GPT(config)
+            finally:
+                torch.set_default_dtype(default)
+        else:
+            model = GPT(config).to(getattr(torch, dtype))
+        if method == "lora":
+            mark_only_lora_as_trainable(model)
+        model.max_seq_length = seq_len
+        tokens = torch.zeros((micro_batch, seq_len), dtype=torch.long)
 
     def forward():
-        if method == "lora":
-            logits = [chunk.float() for chunk in model(tokens, lm_head_chunk_size=LM_HEAD_CHUNK)]
-            logits[-1] = logits[-1][..., :-1, :]
-            loss = chunked_cross_entropy(logits, tokens[..., 1:])
-            return [*logits, loss]
-        logits = model(tokens).float()
-        return [logits, chunked_cross_entropy(logits[..., :-1, :], tokens[..., 1:])]
+        with tensors:
+            if method == "lora":
+                with casting():
+                    chunks = model(tokens, lm_head_chunk_size=LM_HEAD_CHUNK)
+                logits = [chunk.float() for chunk in chunks]
+                logits[-1] = logits[-1][..., :-1, :]
+                loss = chunked_cross_entropy(logits, tokens[..., 1:])
+                return [*logits, loss]
+            with casting():
+                out = model(tokens)
+            logits = out.float()
+            return [logits, chunked_cross_entropy(logits[..., :-1, :], tokens[..., 1:])]
 
     blocks = list(model.transformer.h)
     saved = count_saved(forward, [*model.parameters(), *model.buffers()], blocks)
@@ -298,7 +336,11 @@ def litgpt_need(
     sharded = full_fsdp or (ranks > 1 and method == "lora")
     items = tuple(sorted((k, v) for k, v in config.items() if not isinstance(v, dict | list)))
     lora_items = tuple(sorted({**LORA_SETTINGS, **(lora or {})}.items())) if method == "lora" else ()
-    counted = count_litgpt(items, method, chosen.compute, micro_batch, seq_len, lora_items)
+    # A mixed precision (autocast) keeps float32 weights and casts them per use, but for FSDP's
+    # full fine-tuning, whose units Lightning's FSDPPrecision gathers in 16 bits (fsdp_parts).
+    autocast = chosen.compute if precision.endswith("-mixed") else ""
+    weights = "float32" if autocast and not full_fsdp else chosen.compute
+    counted = count_litgpt(items, method, weights, micro_batch, seq_len, lora_items, autocast)
     shape = Shape(
         parameters=counted.parameters,
         trainable=counted.trainable,
@@ -309,6 +351,7 @@ def litgpt_need(
         foreach=on_gpu,  # torch's AdamW default: foreach on a GPU
         block_unit=counted.block_unit,
         root_unit=counted.root_unit,
+        casts_counted=bool(autocast),
     )
     if full_fsdp:
         sharding = Sharding(data=ranks, zero_stage=3, root_gathered=True, accumulating=accumulating)
