@@ -38,6 +38,8 @@ from scalestudy.model.memory import DOES_NOT_FIT, FITS, PRECISIONS, verdict  # n
 from scalestudy.model.units import GB, GIB  # noqa: E402
 
 LOW, HIGH = 0.8, 1.2
+# A CPU case's words, in autocast_cpu.CASES' order (what --only matches).
+CASE_KEYS = ("shape", "method", "precision", "micro_batch", "tokens")
 A100_40GB = 40 * GIB
 # (source, commit, date, LitGPT config, longest Alpaca example in tokens, micro batch, precision,
 #  Training Memory GB or None: OutOfMemoryError, note). LoRA r=8 on query and value (finetune/lora.py's
@@ -77,6 +79,23 @@ def within(ratio: float) -> bool:
     return LOW <= ratio <= HIGH
 
 
+def before_change(config: dict, precision: str, micro: int, tokens: int):
+    """The prediction of the model before autocast was counted (one GPU, LoRA): what autograd
+    saves counted in the compute dtype, as under a -true precision, plus Precision.cast_copy's
+    one 16-bit copy of each trained weight: the 'before' figures of docs/MEMORY.md."""
+    from dataclasses import replace
+
+    from scalestudy.apps.litgpt import LORA_SETTINGS
+    from scalestudy.model.memory import predict
+
+    need = litgpt_need(config, "lora", precision, micro, tokens, 1, on_gpu=True)
+    items = tuple(sorted((k, v) for k, v in config.items() if not isinstance(v, dict | list)))
+    lora = tuple(sorted(LORA_SETTINGS.items()))
+    old = count_litgpt(items, "lora", PRECISIONS[precision].compute, micro, tokens, lora)
+    shape = replace(need.shape, activations=old.saved, transient=old.transient, casts_counted=False)
+    return predict(shape, need.precision, need.sharding, need.overhead)
+
+
 def published_section() -> list[str]:
     print("# 1. Published LitGPT LoRA cells in a mixed precision, with the bf16-true cells of the same tables")
     print("# published: Training Memory = torch.cuda.max_memory_allocated() / 1e9 (GB), one GPU, Alpaca at its "
@@ -88,23 +107,26 @@ def published_section() -> list[str]:
         need = litgpt_need(litgpt_config(name), "lora", precision, micro, tokens, 1, on_gpu=True)
         p = need.prediction
         answer = verdict(p, A100_40GB)
+        old = before_change(litgpt_config(name), precision, micro, tokens)
         terms = " + ".join(f"{k} {v:.2f}" for k, v in p.terms_gb().items() if v >= 0.005 and k != "overhead")
         where = f"{source}@{commit} ({date}) {name} lora {precision} micro_batch={micro} s={tokens}"
         head = f"{where}: predicted {p.tensors / GB:.2f} GB ({terms})"
+        was = f"before this model {old.tensors / GB:.2f} GB, verdict {verdict(old, A100_40GB)}"
         if published is None:
             kind = "OOM refused" if answer == DOES_NOT_FIT else "wrong admissions" if answer == FITS else "OOM warned"
             counts[kind] += 1
-            print(f"{head}; published OutOfMemoryError; verdict {answer}")
+            print(f"{head}; published OutOfMemoryError; verdict {answer} ({was})")
             if answer == FITS:
                 misses.append(f"{where}: published OOM, verdict fits")
             continue
         ratio = p.tensors / GB / published
+        was = f"before this model ratio {old.tensors / GB / published:.3f}, verdict {verdict(old, A100_40GB)}"
         if note:
             counts["left out"] += 1
             print(f"{head}; published {published:.2f} GB; ratio {ratio:.3f}; verdict {answer}; left out: {note}")
             continue
         ratios["mixed" if precision.endswith("-mixed") else "true"].append(ratio)
-        print(f"{head}; published {published:.2f} GB; ratio {ratio:.3f}; verdict {answer}")
+        print(f"{head}; published {published:.2f} GB; ratio {ratio:.3f}; verdict {answer} ({was})")
         if answer == DOES_NOT_FIT:
             counts["wrong refusals"] += 1
             misses.append(f"{where}: ran at {published} GB, refused")
@@ -178,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
             torch.set_num_threads(1)
             rows = [measure(*case) for case in CASES if args.only in " ".join(map(str, case))]
             where = "measured now, n = 1 each"
-        misses += cpu_section([r for r in rows if args.only in f"{r['shape']} {r['method']} {r['precision']}"], where)
+        chosen = [r for r in rows if args.only in " ".join(str(r[k]) for k in CASE_KEYS)]
+        misses += cpu_section(chosen, where)
     print(f"misses: {len(misses)}")
     for miss in misses:
         print(f"  miss: {miss}")

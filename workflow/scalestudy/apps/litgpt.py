@@ -127,6 +127,11 @@ LORA_SETTINGS = {"lora_r": LORA_RANK, "lora_alpha": 16, "lora_dropout": 0.05, "l
 DEFAULT_PRECISION = "bf16-mixed"
 # finetune_lora's forward splits the head's output in chunks of this many positions.
 LM_HEAD_CHUNK = 128
+# LitGPT 0.5's fine-tuning methods (finetune_<method>) and the ones the memory model counts.
+METHODS = ("full", "lora", "adapter", "adapter_v2")
+COUNTED_METHODS = ("full", "lora")
+# LitGPT 0.5's --quantize choices (bitsandbytes): the frozen base in 4 or 8 bits, not counted.
+QUANTIZE = ("bnb.nf4", "bnb.nf4-dq", "bnb.fp4", "bnb.fp4-dq", "bnb.int8-training")
 
 
 @functools.lru_cache(maxsize=256)
@@ -399,13 +404,14 @@ class LitGPT(App):
         ),
     )
     params = {
-        "method": Param(str, required=True, choices=("full", "lora"), help="finetune_full or finetune_lora"),
+        "method": Param(str, required=True, choices=METHODS, help="finetune_<method>: full, lora, adapter, adapter_v2"),
         "checkpoint_dir": Param(str, required=True, help="LitGPT checkpoint directory (e.g. Llama-2-7b-hf)"),
         "data_path": Param(str, required=True, help="Alpaca-style JSON file"),
         "max_steps": Param(int, required=True, minimum=1, help="optimizer steps per run"),
         "global_batch_size": Param(int, required=True, minimum=1, help="samples per optimizer step, all ranks"),
         "micro_batch_size": Param(int, required=True, minimum=1, help="samples per rank per iteration"),
         "precision": Param(str, choices=("32-true", "bf16-true", "bf16-mixed", "16-true", "16-mixed")),
+        "quantize": Param(str, choices=QUANTIZE, help="the frozen base quantized (QLoRA): lora, adapter, adapter_v2"),
         "lr_warmup_steps": Param(int, minimum=0),
         "max_seq_length": Param(int, minimum=1),
         "val_split_fraction": Param((int, float), minimum=0.0, default=0.05),
@@ -423,15 +429,57 @@ class LitGPT(App):
         return settings_problems(settings)
 
     def preflight(self, point: Point) -> list[str]:
-        gbs, mbs = point.params["global_batch_size"], point.params["micro_batch_size"]
+        p = point.params
+        gbs, mbs = p["global_batch_size"], p["micro_batch_size"]
+        scale = f"at nodes={point.nodes}, {'gpus' if point.gpus_per_node else 'ranks'}_per_node={point.ranks_per_node}"
         if gbs < point.ranks * mbs:
             return [
                 f"params.global_batch_size: {gbs} is less than ranks x micro_batch_size = "
-                f"{point.ranks} x {mbs} = {point.ranks * mbs} at nodes={point.nodes}, "
-                f"{'gpus' if point.gpus_per_node else 'ranks'}_per_node={point.ranks_per_node}; "
-                "LitGPT stops before training"
+                f"{point.ranks} x {mbs} = {point.ranks * mbs} {scale}; LitGPT stops before training"
             ]
-        return []
+        problems = []
+        precision, quantize = p.get("precision") or DEFAULT_PRECISION, p.get("quantize")
+        # What LitGPT 0.5.13 and Lightning 2.6 refuse when they start (litgpt/finetune/*.py setup,
+        # Fabric's connector), said before a job waits in a queue for it.
+        if quantize and p["method"] == "full":
+            problems.append(
+                f"params.quantize: {quantize}: LitGPT's finetune_full takes no --quantize; allowed with method "
+                "lora, adapter or adapter_v2"
+            )
+        elif quantize and precision.endswith("-mixed"):
+            problems.append(
+                f"params.quantize: {quantize} with precision {precision}"
+                f"{'' if p.get('precision') else ' (the default)'}: LitGPT refuses quantization with a mixed "
+                "precision; allowed: precision bf16-true, 16-true or 32-true"
+            )
+        elif quantize and point.ranks > 1:
+            problems.append(
+                f"params.quantize: {quantize} on {point.ranks} devices {scale}: LitGPT quantizes on one device only; "
+                "allowed: one GPU (nodes=1, gpus_per_node=1)"
+            )
+        if p["method"] == "lora" and point.ranks > 1 and precision == "16-mixed":
+            problems.append(
+                f"params.precision: 16-mixed with method lora on {point.ranks} devices {scale}: LitGPT shards LoRA "
+                "with Lightning's ModelParallelStrategy, which refuses 16-mixed; allowed: 16-true, 32-true (or "
+                "bf16-mixed, bf16-true where the GPU computes in bfloat16)"
+            )
+        return problems
+
+    def memory_unpredicted(self, point: Point) -> str | None:
+        """What the memory model does not count (apps.litgpt.litgpt_need: full and LoRA, in
+        16 or 32 bits): said at load rather than guessed."""
+        p = point.params
+        if p["method"] not in COUNTED_METHODS:
+            return (
+                f"method {p['method']}: LitGPT's adapter fine-tuning is not counted by the memory model, which "
+                f"counts {' and '.join(COUNTED_METHODS)}"
+            )
+        if p.get("quantize"):
+            return (
+                f"quantize {p['quantize']}: bitsandbytes' quantized base weights are not counted by the memory "
+                "model, which counts 16- and 32-bit weights"
+            )
+        return None
 
     def memory(self, point: Point, figures: Mapping[str, Any] | None = None) -> Need:
         """Counted on LitGPT's own model (litgpt_need); the sequence length is the point's
@@ -439,6 +487,8 @@ class LitGPT(App):
         most that); micro batches are accumulated where the global batch needs more than one
         per rank (LitGPT's gradient_accumulation_iters)."""
         p = point.params
+        if self.memory_unpredicted(point):
+            return None
         config = read_model_config(p["checkpoint_dir"])
         return litgpt_need(
             config,
@@ -508,6 +558,7 @@ class LitGPT(App):
             "lr_warmup_steps": "--train.lr_warmup_steps",
             "max_seq_length": "--train.max_seq_length",
             "seed": "--seed",
+            "quantize": "--quantize",
         }
         for key, flag in optional.items():
             if key in p:
