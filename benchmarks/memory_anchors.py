@@ -365,10 +365,11 @@ def cpu_summary(name: str, ratios: list[float], misses: list[str]) -> list[str]:
     return misses
 
 
-def litgpt_cpu_section(methods: list[str], ranks_list: list[int]) -> list[str]:
+def litgpt_cpu_section(methods: list[str], ranks_list: list[int], precision: str = "") -> list[str]:
     """LitGPT under real mpirun on CPU ranks, the local study's stand-in model and settings
-    (config/local.yaml: its assets and the litgpt-full study's params), 5 optimizer steps;
-    measured: the largest rank's tensor_memory_peak_gb (litgpt_entry)."""
+    (config/local.yaml: its assets and the litgpt-full study's params; `precision` in place of
+    its own where given: bf16-mixed runs CPU autocast), 5 optimizer steps; measured: the largest
+    rank's tensor_memory_peak_gb (litgpt_entry)."""
     import tempfile
 
     import yaml
@@ -378,7 +379,7 @@ def litgpt_cpu_section(methods: list[str], ranks_list: list[int]) -> list[str]:
     local = yaml.safe_load((REPO / "config" / "local.yaml").read_text())
     settings = dict(local["assets"]["litgpt_tiny"])
     samples, seed = settings.pop("samples"), settings.pop("seed")
-    study = local["studies"]["litgpt-full"]["params"]
+    study = {**local["studies"]["litgpt-full"]["params"], **({"precision": precision} if precision else {})}
     print(f"# 4b. LitGPT on CPU: the local stand-in ({settings}), micro batch {study['micro_batch_size']}, "
           f"{study['max_seq_length']} tokens, {study['precision']}, 5 steps (one mpirun each)")  # fmt: skip
     print("# measured: the largest rank's peak of tensor bytes from the model's build through 2 optimizer steps "
@@ -598,6 +599,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--cpu-strategies", default="ddp,fsdp:1,fsdp:2,fsdp:3,pipeline,tensor", help="'' for none")
     parser.add_argument("--litgpt-methods", default="full,lora", help="LitGPT on CPU: methods ('' for none)")
+    parser.add_argument("--litgpt-precision", default="", help="LitGPT on CPU: precision ('': the local study's)")
     parser.add_argument("--no-cpu", action="store_true", help="the published references only")
     parser.add_argument("--no-fsdp", action="store_true", help="leave out section 6 (LitGPT FSDP on CPU ranks)")
     parser.add_argument(
@@ -619,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
         if strategies:
             misses += cpu_section(strategies, args.ranks, args.cpu_width, args.cpu_depth, args.cpu_batch)
         if args.litgpt_methods:
-            misses += litgpt_cpu_section(args.litgpt_methods.split(","), sorted({1, args.ranks}))
+            misses += litgpt_cpu_section(args.litgpt_methods.split(","), sorted({1, args.ranks}), args.litgpt_precision)
         if not args.no_fsdp:
             misses += fsdp_section([name for name in args.fsdp_sizes.split(",") if name], args.fsdp_precision)
     print(f"misses: {len(misses)}")
