@@ -20,7 +20,8 @@ measured CPU ranks:
    model.memory.fsdp_parts measured, and the peak.
 
     python benchmarks/memory_anchors.py [--cpu-width 1024 --cpu-depth 3 --cpu-strategies ...]
-        [--litgpt-methods full,lora] [--no-cpu] [--no-fsdp] [--speed-points N]
+        [--litgpt-methods full,lora] [--litgpt-precision bf16-mixed] [--no-cpu] [--no-fsdp]
+        [--fsdp-sizes base,...] [--fsdp-precision bf16-mixed] [--speed-points N]
 
     section 6 alone (with the published sections, which take seconds):
     python benchmarks/memory_anchors.py --speed-points 0 --cpu-strategies "" --litgpt-methods ""
