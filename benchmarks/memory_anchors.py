@@ -20,7 +20,8 @@ measured CPU ranks:
    model.memory.fsdp_parts measured, and the peak.
 
     python benchmarks/memory_anchors.py [--cpu-width 1024 --cpu-depth 3 --cpu-strategies ...]
-        [--litgpt-methods full,lora] [--no-cpu] [--no-fsdp] [--speed-points N]
+        [--litgpt-methods full,lora] [--litgpt-precision bf16-mixed] [--no-cpu] [--no-fsdp]
+        [--fsdp-sizes base,...] [--fsdp-precision bf16-mixed] [--speed-points N]
 
     section 6 alone (with the published sections, which take seconds):
     python benchmarks/memory_anchors.py --speed-points 0 --cpu-strategies "" --litgpt-methods ""
@@ -54,6 +55,7 @@ from scalestudy.model.memory import (  # noqa: E402
     DOES_NOT_FIT,
     FITS,
     MAY_NOT_FIT,
+    PRECISIONS,
     Shape,
     Sharding,
     predict,
@@ -364,10 +366,11 @@ def cpu_summary(name: str, ratios: list[float], misses: list[str]) -> list[str]:
     return misses
 
 
-def litgpt_cpu_section(methods: list[str], ranks_list: list[int]) -> list[str]:
+def litgpt_cpu_section(methods: list[str], ranks_list: list[int], precision: str = "") -> list[str]:
     """LitGPT under real mpirun on CPU ranks, the local study's stand-in model and settings
-    (config/local.yaml: its assets and the litgpt-full study's params), 5 optimizer steps;
-    measured: the largest rank's tensor_memory_peak_gb (litgpt_entry)."""
+    (config/local.yaml: its assets and the litgpt-full study's params; `precision` in place of
+    its own where given: bf16-mixed runs CPU autocast), 5 optimizer steps; measured: the largest
+    rank's tensor_memory_peak_gb (litgpt_entry)."""
     import tempfile
 
     import yaml
@@ -377,7 +380,7 @@ def litgpt_cpu_section(methods: list[str], ranks_list: list[int]) -> list[str]:
     local = yaml.safe_load((REPO / "config" / "local.yaml").read_text())
     settings = dict(local["assets"]["litgpt_tiny"])
     samples, seed = settings.pop("samples"), settings.pop("seed")
-    study = local["studies"]["litgpt-full"]["params"]
+    study = {**local["studies"]["litgpt-full"]["params"], **({"precision": precision} if precision else {})}
     print(f"# 4b. LitGPT on CPU: the local stand-in ({settings}), micro batch {study['micro_batch_size']}, "
           f"{study['max_seq_length']} tokens, {study['precision']}, 5 steps (one mpirun each)")  # fmt: skip
     print("# measured: the largest rank's peak of tensor bytes from the model's build through 2 optimizer steps "
@@ -479,7 +482,7 @@ def fsdp_predicted(need, counted, logits: float) -> dict[str, float]:
     return predicted
 
 
-def fsdp_section(names: list[str]) -> list[str]:
+def fsdp_section(names: list[str], precision: str = "32-true") -> list[str]:
     """Stock LitGPT finetune_full under FSDP on 2 CPU ranks (gloo; benchmarks/fsdp_cpu_rank.py),
     32-true (float32 GEMMs run on MKL, whose buffers the tracker leaves out; bfloat16's run on
     oneDNN, whose scratch it cannot tell from tensors), each size once (n = 1): every part the
@@ -491,7 +494,7 @@ def fsdp_section(names: list[str]) -> list[str]:
     from scalestudy.apps.litgpt_assets import WORDS, TinyModelShape, make_tiny_assets
 
     print(f"# 6. FSDP full fine-tuning on {FSDP_RANKS} CPU ranks: stock LitGPT finetune_full, Lightning's "
-          "FSDPStrategy (each Block a unit, checkpointed), 32-true, every sequence cut at the tokens given, "
+          f"FSDPStrategy (each Block a unit, checkpointed), {precision}, every sequence cut at the tokens given, "
           "2 optimizer steps")  # fmt: skip
     print("# measured: bytes tensors hold (apps/tensor_peak.py) at each phase of training, the larger rank; predicted: "
           "model.memory.fsdp_parts; ratio = predicted / measured")  # fmt: skip
@@ -499,7 +502,7 @@ def fsdp_section(names: list[str]) -> list[str]:
     mpirun = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
     with tempfile.TemporaryDirectory() as folder:
         for name, layers, width, inner, vocab, tokens, micro, global_batch in FSDP_SIZES:
-            if names and name not in names:
+            if names and name not in names and name.replace(",", "") not in names:
                 continue
             root = Path(folder) / name.replace(" ", "-").replace(",", "")
             shape = TinyModelShape(n_layer=layers, n_head=4, n_embd=width, intermediate_size=inner, vocab_size=vocab,
@@ -521,7 +524,7 @@ def fsdp_section(names: list[str]) -> list[str]:
                        "--train.lr_warmup_steps", "1", "--train.save_interval", str(10**9),
                        "--eval.interval", str(10**9), "--eval.initial_validation", "false",
                        "--eval.final_validation", "false", "--logger_name", "csv",
-                       "--precision", "32-true"]  # fmt: skip
+                       "--precision", precision]  # fmt: skip
             done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
             marks = fsdp_marks(done.stdout)
             if done.returncode != 0 or len(marks) != FSDP_RANKS:
@@ -530,10 +533,13 @@ def fsdp_section(names: list[str]) -> list[str]:
                 )
             accumulating = global_batch // FSDP_RANKS // micro > 1
             config = yaml.safe_load((root / "checkpoint" / "model_config.yaml").read_text())
-            need = litgpt_need(config, "full", "32-true", micro, tokens, FSDP_RANKS, on_gpu=False,
+            need = litgpt_need(config, "full", precision, micro, tokens, FSDP_RANKS, on_gpu=False,
                                accumulating=accumulating, fsdp=True)  # fmt: skip
             items = tuple(sorted((k, v) for k, v in config.items() if not isinstance(v, dict | list)))
-            counted = count_litgpt(items, "full", "float32", micro, tokens)
+            # What litgpt_need counted: under a mixed precision FSDP's 16-bit units under autocast.
+            chosen = PRECISIONS[precision]
+            autocast = chosen.compute if precision.endswith("-mixed") else ""
+            counted = count_litgpt(items, "full", chosen.compute, micro, tokens, (), autocast)
             logits = 4 * micro * tokens * config["padded_vocab_size"]  # the loop's float32 logits
             predicted = fsdp_predicted(need, counted, logits)
             per_rank = [fsdp_measured(rank_marks, accumulating) for rank_marks in marks.values()]
@@ -594,9 +600,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--cpu-strategies", default="ddp,fsdp:1,fsdp:2,fsdp:3,pipeline,tensor", help="'' for none")
     parser.add_argument("--litgpt-methods", default="full,lora", help="LitGPT on CPU: methods ('' for none)")
+    parser.add_argument("--litgpt-precision", default="", help="LitGPT on CPU: precision ('': the local study's)")
     parser.add_argument("--no-cpu", action="store_true", help="the published references only")
     parser.add_argument("--no-fsdp", action="store_true", help="leave out section 6 (LitGPT FSDP on CPU ranks)")
-    parser.add_argument("--fsdp-sizes", default="", help="section 6's sizes by name, comma-separated ('': all)")
+    parser.add_argument(
+        "--fsdp-sizes",
+        default="",
+        help="section 6's sizes by name, comma-separated, a name's own comma left out ('base accumulating'; '': all)",
+    )
+    parser.add_argument("--fsdp-precision", default="32-true", help="section 6's precision (bf16-mixed: FSDP's "
+                        "16-bit units beside a float32 shard; autocast is CUDA's there, off on CPU ranks)")  # fmt: skip
     parser.add_argument(
         "--speed-points", type=int, default=10_000, help="points of the load-time speed check (0: none)"
     )
@@ -609,9 +622,9 @@ def main(argv: list[str] | None = None) -> int:
         if strategies:
             misses += cpu_section(strategies, args.ranks, args.cpu_width, args.cpu_depth, args.cpu_batch)
         if args.litgpt_methods:
-            misses += litgpt_cpu_section(args.litgpt_methods.split(","), sorted({1, args.ranks}))
+            misses += litgpt_cpu_section(args.litgpt_methods.split(","), sorted({1, args.ranks}), args.litgpt_precision)
         if not args.no_fsdp:
-            misses += fsdp_section([name for name in args.fsdp_sizes.split(",") if name])
+            misses += fsdp_section([name for name in args.fsdp_sizes.split(",") if name], args.fsdp_precision)
     print(f"misses: {len(misses)}")
     for miss in misses:
         print(f"  miss: {miss}")

@@ -104,6 +104,19 @@ def test_memory_anchors_measures_litgpt_under_fsdp_on_cpu_ranks():
     assert "fsdp peak: 1/1 within 0.8-1.2" in run.stdout
 
 
+def test_memory_autocast_prints_the_published_mixed_cells_and_a_measured_cpu_ratio():
+    # LitGPT's published mixed-precision cells (none out of memory said to fit) and one CPU case
+    # under bfloat16 autocast, measured now: its saved bytes and its peak against the model.
+    run = benchmark("memory_autocast.py", "--only", "llama lora bf16-mixed 1 128")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert sum(line.startswith("Lightning-AI/litgpt tutorials/finetune_lora.md@") for line in lines) == 12
+    assert "published mixed: 3/3 measured cells within 0.8-1.2" in run.stdout
+    assert "published: wrong refusals 0, wrong admissions 0, OOM refused 4" in run.stdout
+    (cpu,) = [line for line in lines if line.startswith("cpu llama lora bf16-mixed micro_batch=1 s=128: saved ")]
+    assert "; peak " in cpu and "cpu peak: 1/1 within 0.8-1.2" in run.stdout
+
+
 def test_breakdown_overhead_runs_and_prints_its_ratios():
     run = benchmark("breakdown_overhead.py", "--repeats", "2", "--steps", "3", "--breakdown-steps", "2")
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]

@@ -138,7 +138,9 @@ def test_unknown_and_missing_app_params():
 def test_bad_choice_of_app_param():
     config = base_config()
     config["studies"]["litgpt-full"]["params"]["method"] = "qlora"
-    assert problems_of(config) == ["studies.litgpt-full.params.method: 'qlora' is not allowed; allowed: full, lora"]
+    assert problems_of(config) == [
+        "studies.litgpt-full.params.method: 'qlora' is not allowed; allowed: full, lora, adapter, adapter_v2"
+    ]
 
 
 @pytest.mark.parametrize("name", ["a;b", "x/y", "$(reboot)", "../up", "a b"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import re
@@ -126,6 +127,11 @@ LORA_SETTINGS = {"lora_r": LORA_RANK, "lora_alpha": 16, "lora_dropout": 0.05, "l
 DEFAULT_PRECISION = "bf16-mixed"
 # finetune_lora's forward splits the head's output in chunks of this many positions.
 LM_HEAD_CHUNK = 128
+# LitGPT 0.5's fine-tuning methods (finetune_<method>) and the ones the memory model counts.
+METHODS = ("full", "lora", "adapter", "adapter_v2")
+COUNTED_METHODS = ("full", "lora")
+# LitGPT 0.5's --quantize choices (bitsandbytes): the frozen base in 4 or 8 bits, not counted.
+QUANTIZE = ("bnb.nf4", "bnb.nf4-dq", "bnb.fp4", "bnb.fp4-dq", "bnb.int8-training")
 
 
 @functools.lru_cache(maxsize=256)
@@ -205,14 +211,28 @@ class Counted:
 
 @kept_on_disk(Counted, Path(__file__), Path(__file__).with_name("saved_bytes.py"))
 def count_litgpt(
-    config_items: tuple, method: str, dtype: str, micro_batch: int, seq_len: int, lora_items: tuple = ()
+    config_items: tuple,
+    method: str,
+    dtype: str,
+    micro_batch: int,
+    seq_len: int,
+    lora_items: tuple = (),
+    autocast: str = "",
 ) -> Counted:
     """One training forward of LitGPT's own model (litgpt.lora.GPT for LoRA, with
     finetune_lora's adapters (`lora_items`: LoRA settings, LORA_SETTINGS where none) and head
-    chunks; litgpt.GPT for full) on the meta device, as its finetune script runs it: the
-    logits cast to float32 as Lightning's Fabric casts every floating output of a module it
-    set up (its precision plugins' convert_output: to torch's default dtype), kept until the
+    chunks; litgpt.GPT for full) with its weights in `dtype`, as its finetune script runs it:
+    the logits cast to float32 as Lightning's Fabric casts every floating output of a module
+    it set up (its precision plugins' convert_output: to torch's default dtype), kept until the
     backward, chunked cross-entropy on them.
+    `autocast`: the dtype a mixed precision's autocast computes in ('' for none). Autocast
+    casts a weight each time an op of its lower-precision list uses it, and the copy is what
+    the op saves for its backward: once per use for a frozen weight (its cache keeps only
+    leaves that need a gradient), so LoRA's chunked head keeps one copy of the head per chunk
+    (benchmarks/autocast_cpu.py measured it). Meta tensors have no autocast, so such a forward
+    runs on torch's fake tensors of the CPU device under CPU autocast (nothing allocated
+    either); CPU's autocast lists differ from CUDA's in ops LitGPT runs on float32 inputs
+    anyway (layer_norm on the float32 residual), docs/MEMORY.md.
     LitGPT's blocks are alike: two are counted and the second's count stands for every later
     one (the first sees an input that needs no gradient where the embedding is frozen)."""
     import torch
@@ -232,21 +252,44 @@ def count_litgpt(
         config = Config(**config_dict)
     from litgpt.utils import chunked_cross_entropy
 
-    with torch.device("meta"):
-        model = GPT(config).to(getattr(torch, dtype))
-    if method == "lora":
-        mark_only_lora_as_trainable(model)
-    model.max_seq_length = seq_len
-    tokens = torch.zeros((micro_batch, seq_len), dtype=torch.long, device="meta")
+    if autocast:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        tensors, device = FakeTensorMode(), "cpu"
+        # Fabric's forward context: the model's forward only; its output's cast and the loss after.
+        casting = functools.partial(torch.autocast, "cpu", dtype=getattr(torch, autocast))
+    else:
+        tensors, device, casting = contextlib.nullcontext(), "meta", contextlib.nullcontext
+    with tensors, torch.device(device):
+        if autocast:
+            # Built in its dtype, as Fabric's module_init_context builds it (a fake tensor's
+            # parameters cannot be swapped for converted ones afterwards).
+            default = torch.get_default_dtype()
+            torch.set_default_dtype(getattr(torch, dtype))
+            try:
+                model = GPT(config)
+            finally:
+                torch.set_default_dtype(default)
+        else:
+            model = GPT(config).to(getattr(torch, dtype))
+        if method == "lora":
+            mark_only_lora_as_trainable(model)
+        model.max_seq_length = seq_len
+        tokens = torch.zeros((micro_batch, seq_len), dtype=torch.long)
 
     def forward():
-        if method == "lora":
-            logits = [chunk.float() for chunk in model(tokens, lm_head_chunk_size=LM_HEAD_CHUNK)]
-            logits[-1] = logits[-1][..., :-1, :]
-            loss = chunked_cross_entropy(logits, tokens[..., 1:])
-            return [*logits, loss]
-        logits = model(tokens).float()
-        return [logits, chunked_cross_entropy(logits[..., :-1, :], tokens[..., 1:])]
+        with tensors:
+            if method == "lora":
+                with casting():
+                    chunks = model(tokens, lm_head_chunk_size=LM_HEAD_CHUNK)
+                logits = [chunk.float() for chunk in chunks]
+                logits[-1] = logits[-1][..., :-1, :]
+                loss = chunked_cross_entropy(logits, tokens[..., 1:])
+                return [*logits, loss]
+            with casting():
+                out = model(tokens)
+            logits = out.float()
+            return [logits, chunked_cross_entropy(logits[..., :-1, :], tokens[..., 1:])]
 
     blocks = list(model.transformer.h)
     saved = count_saved(forward, [*model.parameters(), *model.buffers()], blocks)
@@ -298,7 +341,11 @@ def litgpt_need(
     sharded = full_fsdp or (ranks > 1 and method == "lora")
     items = tuple(sorted((k, v) for k, v in config.items() if not isinstance(v, dict | list)))
     lora_items = tuple(sorted({**LORA_SETTINGS, **(lora or {})}.items())) if method == "lora" else ()
-    counted = count_litgpt(items, method, chosen.compute, micro_batch, seq_len, lora_items)
+    # A mixed precision (autocast) keeps float32 weights and casts them per use, but for FSDP's
+    # full fine-tuning, whose units Lightning's FSDPPrecision gathers in 16 bits (fsdp_parts).
+    autocast = chosen.compute if precision.endswith("-mixed") else ""
+    weights = "float32" if autocast and not full_fsdp else chosen.compute
+    counted = count_litgpt(items, method, weights, micro_batch, seq_len, lora_items, autocast)
     shape = Shape(
         parameters=counted.parameters,
         trainable=counted.trainable,
@@ -309,6 +356,7 @@ def litgpt_need(
         foreach=on_gpu,  # torch's AdamW default: foreach on a GPU
         block_unit=counted.block_unit,
         root_unit=counted.root_unit,
+        casts_counted=bool(autocast),
     )
     if full_fsdp:
         sharding = Sharding(data=ranks, zero_stage=3, root_gathered=True, accumulating=accumulating)
@@ -356,13 +404,14 @@ class LitGPT(App):
         ),
     )
     params = {
-        "method": Param(str, required=True, choices=("full", "lora"), help="finetune_full or finetune_lora"),
+        "method": Param(str, required=True, choices=METHODS, help="finetune_<method>: full, lora, adapter, adapter_v2"),
         "checkpoint_dir": Param(str, required=True, help="LitGPT checkpoint directory (e.g. Llama-2-7b-hf)"),
         "data_path": Param(str, required=True, help="Alpaca-style JSON file"),
         "max_steps": Param(int, required=True, minimum=1, help="optimizer steps per run"),
         "global_batch_size": Param(int, required=True, minimum=1, help="samples per optimizer step, all ranks"),
         "micro_batch_size": Param(int, required=True, minimum=1, help="samples per rank per iteration"),
         "precision": Param(str, choices=("32-true", "bf16-true", "bf16-mixed", "16-true", "16-mixed")),
+        "quantize": Param(str, choices=QUANTIZE, help="the frozen base quantized (QLoRA): lora, adapter, adapter_v2"),
         "lr_warmup_steps": Param(int, minimum=0),
         "max_seq_length": Param(int, minimum=1),
         "val_split_fraction": Param((int, float), minimum=0.0, default=0.05),
@@ -380,15 +429,57 @@ class LitGPT(App):
         return settings_problems(settings)
 
     def preflight(self, point: Point) -> list[str]:
-        gbs, mbs = point.params["global_batch_size"], point.params["micro_batch_size"]
+        p = point.params
+        gbs, mbs = p["global_batch_size"], p["micro_batch_size"]
+        scale = f"at nodes={point.nodes}, {'gpus' if point.gpus_per_node else 'ranks'}_per_node={point.ranks_per_node}"
         if gbs < point.ranks * mbs:
             return [
                 f"params.global_batch_size: {gbs} is less than ranks x micro_batch_size = "
-                f"{point.ranks} x {mbs} = {point.ranks * mbs} at nodes={point.nodes}, "
-                f"{'gpus' if point.gpus_per_node else 'ranks'}_per_node={point.ranks_per_node}; "
-                "LitGPT stops before training"
+                f"{point.ranks} x {mbs} = {point.ranks * mbs} {scale}; LitGPT stops before training"
             ]
-        return []
+        problems = []
+        precision, quantize = p.get("precision") or DEFAULT_PRECISION, p.get("quantize")
+        # What LitGPT 0.5.13 and Lightning 2.6 refuse when they start (litgpt/finetune/*.py setup,
+        # Fabric's connector), said before a job waits in a queue for it.
+        if quantize and p["method"] == "full":
+            problems.append(
+                f"params.quantize: {quantize}: LitGPT's finetune_full takes no --quantize; allowed with method "
+                "lora, adapter or adapter_v2"
+            )
+        elif quantize and precision.endswith("-mixed"):
+            problems.append(
+                f"params.quantize: {quantize} with precision {precision}"
+                f"{'' if p.get('precision') else ' (the default)'}: LitGPT refuses quantization with a mixed "
+                "precision; allowed: precision bf16-true, 16-true or 32-true"
+            )
+        elif quantize and point.ranks > 1:
+            problems.append(
+                f"params.quantize: {quantize} on {point.ranks} devices {scale}: LitGPT quantizes on one device only; "
+                "allowed: one GPU (nodes=1, gpus_per_node=1)"
+            )
+        if p["method"] == "lora" and point.ranks > 1 and precision == "16-mixed":
+            problems.append(
+                f"params.precision: 16-mixed with method lora on {point.ranks} devices {scale}: LitGPT shards LoRA "
+                "with Lightning's ModelParallelStrategy, which refuses 16-mixed; allowed: 16-true, 32-true (or "
+                "bf16-mixed, bf16-true where the GPU computes in bfloat16)"
+            )
+        return problems
+
+    def memory_unpredicted(self, point: Point) -> str | None:
+        """What the memory model does not count (apps.litgpt.litgpt_need: full and LoRA, in
+        16 or 32 bits): said at load rather than guessed."""
+        p = point.params
+        if p["method"] not in COUNTED_METHODS:
+            return (
+                f"method {p['method']}: LitGPT's adapter fine-tuning is not counted by the memory model, which "
+                f"counts {' and '.join(COUNTED_METHODS)}"
+            )
+        if p.get("quantize"):
+            return (
+                f"quantize {p['quantize']}: bitsandbytes' quantized base weights are not counted by the memory "
+                "model, which counts 16- and 32-bit weights"
+            )
+        return None
 
     def memory(self, point: Point, figures: Mapping[str, Any] | None = None) -> Need:
         """Counted on LitGPT's own model (litgpt_need); the sequence length is the point's
@@ -396,6 +487,8 @@ class LitGPT(App):
         most that); micro batches are accumulated where the global batch needs more than one
         per rank (LitGPT's gradient_accumulation_iters)."""
         p = point.params
+        if self.memory_unpredicted(point):
+            return None
         config = read_model_config(p["checkpoint_dir"])
         return litgpt_need(
             config,
@@ -468,6 +561,7 @@ class LitGPT(App):
             "lr_warmup_steps": "--train.lr_warmup_steps",
             "max_seq_length": "--train.max_seq_length",
             "seed": "--seed",
+            "quantize": "--quantize",
         }
         for key, flag in optional.items():
             if key in p:

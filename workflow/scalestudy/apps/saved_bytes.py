@@ -114,6 +114,12 @@ def fused_attention():
             raise RuntimeError("the attention stand-in only counts what is saved")
 
     def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        kind = q.device.type
+        if kind in ("cpu", "cuda") and torch.is_autocast_enabled(kind):
+            # The kernel is on autocast's lower-precision list: it runs on (and keeps) 16-bit
+            # casts of float32 inputs, as the stand-in, a Python function autocast never sees, must.
+            low = torch.get_autocast_dtype(kind)
+            q, k, v = (t.to(low) if t.dtype == torch.float32 else t for t in (q, k, v))
         return FusedAttention.apply(q, k, v, attn_mask)
 
     original = F.scaled_dot_product_attention

@@ -225,6 +225,10 @@ def memory_rows(points: Iterable[Point], cluster: clusters.Cluster) -> list[Memo
                     point, need.batch_key, need.prediction, capacity, per, batch=need.micro_batch, remedy=need.remedy
                 )
             )
+        elif reason := app.memory_unpredicted(point):
+            # A point of a modelled app the model does not count (LitGPT's adapters, quantized
+            # weights): its own row, saying so, never a guess.
+            rows.append(MemoryRow(point, "", None, capacity, per, f"not predicted: {reason}"))
     return rows
 
 

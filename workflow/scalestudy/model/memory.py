@@ -150,6 +150,10 @@ class Shape:
     # embedding, head and final norm): parameters of one block unit and of the root unit.
     block_unit: int = 0
     root_unit: int = 0
+    # Whether `activations` already holds autocast's 16-bit weight copies, counted per use under
+    # autocast (LitGPT: apps.litgpt.count_litgpt); else a mixed precision adds one copy of each
+    # trained weight (Precision.cast_copy).
+    casts_counted: bool = False
 
     @property
     def trained(self) -> int:
@@ -262,7 +266,8 @@ def predict(shape: Shape, precision: Precision, sharding: Sharding = Sharding(),
         optimizer += precision.grad_partition * t / d
     # Autocast's 16-bit weight copies: of the whole model, or under stage 3 of the rank's shard
     # (FSDP's mixed precision casts the shard and gathers 16-bit units).
-    activations = shape.activations * share + precision.cast_copy * t / (d if z >= 3 else 1)
+    casts = 0.0 if shape.casts_counted else precision.cast_copy * t / (d if z >= 3 else 1)
+    activations = shape.activations * share + casts
     # The optimizer step runs after the backward has freed the activations: its temporaries are
     # the transient only where they exceed the backward's working set plus the activations.
     state_shards = d if z >= 1 else 1
@@ -318,18 +323,23 @@ def fsdp_parts(shape: Shape, precision: Precision, sharding: Sharding) -> dict[s
                          unit); foreach, one of the whole shard"""
     d, t = max(sharding.data, 1), shape.trained
     w, g, m = precision.weight, precision.grad, precision.moment
+    # A mixed precision's gathered units and their unsharded gradients are 16-bit: Lightning's
+    # FSDPPrecision gives FSDP MixedPrecision(param_dtype=16-bit) for bf16-mixed and 16-mixed, so
+    # FSDP gathers 16-bit copies of the float32 shard and autograd computes their gradients in
+    # 16 bits (kept so under no_sync), cast to float32 for the shard after the reduce-scatter.
+    uw, ug = (precision.cast_copy or w), (precision.cast_copy or g)
     piece = min(shape.largest_tensor, -(-max(shape.root_unit, shape.block_unit) // d))
     return {
         "shard": w * t / d,
-        "root": w * shape.root_unit,
-        "unsharded_gradients": g * (t if sharding.accumulating else shape.root_unit),
+        "root": uw * shape.root_unit,
+        "unsharded_gradients": ug * (t if sharding.accumulating else shape.root_unit),
         "sharded_gradients": g * t / d,
         "optimizer": 2 * m * t / d,
-        "in_flight": sharding.units_in_flight * w * shape.block_unit,
+        "in_flight": sharding.units_in_flight * uw * shape.block_unit,
         "working": shape.transient,
-        "fresh_head": g * min(shape.largest_tensor, shape.root_unit) if sharding.accumulating else 0,
-        "fresh_block": g * shape.block_unit,
-        "fresh_tail": 0 if sharding.accumulating else g * min(shape.largest_tensor, shape.root_unit),
+        "fresh_head": ug * min(shape.largest_tensor, shape.root_unit) if sharding.accumulating else 0,
+        "fresh_block": ug * shape.block_unit,
+        "fresh_tail": 0 if sharding.accumulating else ug * min(shape.largest_tensor, shape.root_unit),
         "step_temporaries": m * (t / d if shape.foreach else 2 * piece),
     }
 
