@@ -203,6 +203,10 @@ def test_the_site_mpi_asked_for_where_there_is_no_module_system_is_one_line(tmp_
         "`module` is defined by a site's login shell); run from the site's login shell, or, without the site's "
         "MPI, set mpi.source: python_env"
     )
+    # The local cluster: LAMMPS's MPICH is the repository's path, no module named: nothing to check.
+    monkeypatch.delenv("SCALESTUDY_CLUSTERS_DIR")
+    local = clusters.load("local")
+    assert modules.site_problems(local, [local.mpi, local.launcher_for("mpich")], environ={}) == []
     python_env = type(cluster.mpi)(source="python_env")
     assert modules.site_problems(cluster, [python_env], environ={}) == []  # pip's MPI needs no module
     with pytest.raises(modules.ModuleError, match="no module system here to load openmpi/4.1.5"):

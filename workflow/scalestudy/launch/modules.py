@@ -144,30 +144,22 @@ def site_problems(
         "allowed: a name `module avail` lists"
         for name in unknown(wanted, environ, cluster.module_paths)
     ]
-    if problems or not site:
-        return problems
-    to_load = wanted  # the jobs load these: the cluster file's, and under env-modules the apps'
+    if problems or not site or not wanted:
+        return problems  # nothing to load: the launcher is the shell's (the runner says if it is missing)
     try:
-        loaded_env = load(to_load, environ, cluster.module_paths)
+        loaded_env = load(wanted, environ, cluster.module_paths)
     except ModuleError as error:
         return [f"{where} modules: {error}"]
-    # Where this loads the modules, the launcher must be one they bring: a machine's own
-    # /usr/bin/mpirun found beside modules that load no MPI is not the site's MPI they name.
+    # The jobs load these modules (the cluster file's, and under env-modules the apps'): the
+    # launcher must be one they bring. A machine's own /usr/bin/mpirun found beside modules that
+    # load no MPI is not the site's MPI they name; a path (absolute, or the repository's, with a
+    # '/') is no module's to bring.
     before = set(environ.get("PATH", "").split(os.pathsep))
-    added = [d for d in loaded_env.get("PATH", "").split(os.pathsep) if d and d not in before] if to_load else None
-    problems = []
-    for launcher in dict.fromkeys(site):
-        found = (
-            launcher.launcher
-            if os.path.isabs(launcher.launcher)
-            else shutil.which(
-                launcher.launcher, path=os.pathsep.join(added) if added is not None else loaded_env.get("PATH")
-            )
-        )
-        if not found:
-            problems.append(
-                f"{where} mpi.launcher: {launcher.launcher!r} ({launcher.flavour}) is not on the PATH that "
-                f"{' '.join(to_load) or 'the loaded modules'} give; allowed: modules that load the site's "
-                f"{launcher.flavour} (its {launcher.launcher}), or an absolute launcher path"
-            )
-    return problems
+    added = os.pathsep.join(d for d in loaded_env.get("PATH", "").split(os.pathsep) if d and d not in before)
+    return [
+        f"{where} mpi.launcher: {launcher.launcher!r} ({launcher.flavour}) is not on the PATH that "
+        f"{' '.join(wanted)} give; allowed: modules that load the site's {launcher.flavour} (its "
+        f"{launcher.launcher}), or a launcher's path"
+        for launcher in dict.fromkeys(site)
+        if "/" not in launcher.launcher and not shutil.which(launcher.launcher, path=added)
+    ]
