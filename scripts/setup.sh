@@ -39,9 +39,10 @@ if [ "$MPI_SOURCE" = site ]; then
             exit 2
             ;;
     esac
-    # What mpi4py is built against: the wrapper's compile line and its MPI's own version.
-    mpicc_identity="$MPICC $("$MPICC" -show 2>/dev/null || "$MPICC" --showme 2>/dev/null) $("$MPICC" --version 2>&1 | head -n 1)"
-    echo "scalestudy: building mpi4py against the site's MPI: $MPICC"
+    # What mpi4py is built against: the wrapper's compile line and its MPI's own version (not the
+    # wrapper's path: the same MPI reached through another folder builds the same mpi4py).
+    mpicc_identity="$("$MPICC" -show 2>/dev/null || "$MPICC" --showme 2>/dev/null) $("$MPICC" --version 2>&1 | head -n 1)"
+    echo "scalestudy: mpi4py against the site's MPI: $MPICC (built once per MPI, kept under ~/.cache/scalestudy)"
 fi
 if [ ! -x "$VENV/bin/python" ]; then
     if ! "$PYTHON" -m venv "$VENV" 2>/dev/null; then
