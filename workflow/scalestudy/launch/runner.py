@@ -227,11 +227,12 @@ def measure(
     wall_s = None
     missing = app.missing_software(point) or site_problem
     mismatch = None
-    if not missing and not problems and mpi4py_ranks:
-        # The launcher's MPI and the one the ranks' Python loads, before anything is launched.
+    if not missing and not problems:
         metrics["provenance"].update(provenance.before_run(mpi.launcher, env))
-        library = provenance.python_mpi_library(sys.executable, env)
-        mismatch = provenance.library_mismatch(metrics["provenance"]["mpi"], library)
+        if mpi4py_ranks:
+            # The launcher's MPI and the one the ranks' Python loads, before anything is launched.
+            library = provenance.python_mpi_library(sys.executable, env)
+            mismatch = provenance.library_mismatch(metrics["provenance"]["mpi"], library)
     if missing:
         # Nothing to launch: say so at once, in the app's words (e.g. how to get HOOMD-blue).
         metrics["reason"], metrics["category"] = missing, "dependency_missing"
@@ -244,19 +245,17 @@ def measure(
         metrics["reason"], metrics["category"] = f"MPI mismatch: {mismatch}", "mpi_mismatch"
         log_path.write_text(metrics["reason"] + "\n")
     else:
-        if "mpi" not in metrics["provenance"]:
-            metrics["provenance"].update(provenance.before_run(mpi.launcher, env))
         before = conditions.snapshot()
         execution = execute(argv, log_path, env, point.walltime_seconds, own_tmpdir=mpi.flavour == "openmpi")
         after = conditions.snapshot()
         wall_s, exit_code = execution.wall_s, execution.exit_code
         log_text = log_path.read_text(errors="replace")
         metrics["exit_code"] = exit_code
-        seen = provenance.after_run(log_text, run_dir)
-        provenance.name_mapped_libraries(seen, host_lines(log_text), sys.executable, env)
+        seen, hosts_said = provenance.after_run(log_text, run_dir), host_lines(log_text)
+        provenance.name_mapped_libraries(seen, hosts_said, sys.executable, env)
         # What else the machine, and each host, did meanwhile (analysis: a verdict between clearly
         # different ones is none; none rests on a contended run, a slow host's included).
-        hosts_seen = conditions.host_conditions(host_lines(log_text), seen["ranks"], point.threads_per_rank)
+        hosts_seen = conditions.host_conditions(hosts_said, seen["ranks"], point.threads_per_rank)
         metrics["conditions"] = conditions.conditions(
             before, after, conditions.gpu_conditions(), point.ranks_per_node * point.threads_per_rank, hosts_seen
         )
