@@ -84,10 +84,17 @@ def test_a_hosts_line_carries_the_ranks_waits_and_its_share_of_their_run():
 def test_the_rule_is_the_share_waited_beyond_the_points_own_oversubscription():
     assert wait_share(1.0, 10.0, 2) == 0.05 and wait_share(1.0, 0.0, 2) is None and wait_share(None, 1, 1) is None
     assert self_wait_share(2, 2) == 0.0 and self_wait_share(2, 4) == 0.5 and self_wait_share(None, 4) == 0.0
-    host = {"wall_s": 10.0, "cpus": 2, "cpus_needed": 2, "steal_share": 0.0}
+    # Another process held half a CPU of the host's two: the waits decide.
+    host = {"wall_s": 10.0, "cpus": 2, "cpus_needed": 2, "steal_share": 0.0, "other_cpu_share": 0.25}
     just_over = (RUN_QUEUE_WAIT_SHARE + 0.001) * 20
     assert not host_contended({**host, "ranks_waited_s": RUN_QUEUE_WAIT_SHARE * 20})
     assert host_contended({**host, "ranks_waited_s": just_over})
+    # The same waits with nobody else on the CPUs but the workflow (its orchestration, the
+    # watcher): ranks that fill every core wait for those wakes and for each other's threads
+    # (the idle machine's README study: 2-rank torch-parallel 8-18%), which no other user caused.
+    alone = {**host, "other_cpu_share": 0.06, "watch_cpu_s": 0.1, "ranks_waited_s": 0.15 * 20}
+    assert host_contended(alone) and not host_contended(alone, workflow_cpus=0.05)
+    assert not host_contended({**alone, "other_cpu_share": 0.04})
     # 4 ranks on 2 CPUs take turns: half their run waiting is their own doing, not another's.
     assert not host_contended({**host, "cpus_needed": 4, "ranks_waited_s": 0.5 * 40})
     assert host_contended({**host, "cpus_needed": 4, "ranks_waited_s": (0.5 + RUN_QUEUE_WAIT_SHARE + 0.01) * 40})

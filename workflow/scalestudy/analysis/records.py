@@ -24,6 +24,7 @@ from ..model.contention import (
     contended_hosts,
     contention,
     run_queue_figures,
+    workflow_cpus,
 )
 from ..model.metrics import SIZE_TABLE
 from ..model.paths import study_and_point
@@ -139,7 +140,7 @@ def run_row(metrics: dict, path: Path | None = None) -> dict:
         if "contended" in row:
             row["contention_rule"] = RUN_QUEUE_RULE if waits else OLDER_RULE
         # A run is contended where any of its hosts was (a slow host, by name).
-        slow = contended_hosts(conditions.get("hosts"))
+        slow = contended_hosts(conditions.get("hosts"), workflow_cpus(conditions))
         if slow:
             row["contended_hosts"] = ", ".join(slow)
             row["contended"] = True

@@ -25,7 +25,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..model.contention import OLDER_RULE, RUN_QUEUE_RULE, contended, contended_hosts, run_queue_figures, wait_share
+from ..model.contention import (
+    OLDER_RULE,
+    RUN_QUEUE_RULE,
+    contended,
+    contended_hosts,
+    host_contended,
+    run_queue_figures,
+    wait_share,
+    workflow_cpus,
+)
 from ..model.rank_probe import clock_ticks, cpu_seconds, parse_cpu_list, stat_fields
 
 PROC_STAT = Path("/proc/stat")
@@ -269,7 +278,10 @@ def conditions(
     if hosts:
         # A run is contended where any of its hosts was (model.contention.contended_hosts).
         out["hosts"] = hosts
-        out["contended"] = bool(out.get("contended")) or bool(contended_hosts(hosts))
+        workflow = workflow_cpus(out)
+        for seen in hosts.values():
+            seen["contended"] = host_contended(seen, workflow)
+        out["contended"] = bool(out.get("contended")) or bool(contended_hosts(hosts, workflow))
         out.update(run_queue_summary(hosts))
     if "contended" in out:
         out["contention_rule"] = RUN_QUEUE_RULE if waits else OLDER_RULE

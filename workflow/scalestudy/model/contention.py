@@ -6,8 +6,9 @@ A pure rule over what launch.conditions records, so that the record (launch) and
 - the run-queue rule (records with `ranks_waited_s` per host: model.rank_probe.RankSched): the
   time the point's own ranks and their threads were runnable but waited on a run queue, as a
   share of their run (`wait_share`), beyond what the point's own oversubscription explains
-  (`self_wait_share`), above RUN_QUEUE_WAIT_SHARE; or the hypervisor stole more than
-  CONTENDED_SLACK_CPUS of the host's CPUs;
+  (`self_wait_share`), above RUN_QUEUE_WAIT_SHARE, while processes neither of the run nor of
+  the workflow (`others_cpus`) held more than CONTENDED_SLACK_CPUS of the host's CPUs; or the
+  hypervisor stole more than CONTENDED_SLACK_CPUS of them;
 - the older rule (records without it, written before the run-queue figures): other processes'
   and the hypervisor's share of the machine's CPUs beyond those the run left free
   (`contention`), above CONTENDED_SLACK_CPUS. Kept so that an older record is judged as it was,
@@ -34,8 +35,8 @@ CONTENDED_SLACK_CPUS = 0.1
 # process waits about half its run (two runnable tasks on one CPU); a busy-polling MPI rank that
 # loses its CPU for a time slice loses milliseconds where a message takes microseconds. What the
 # workflow's own processes cost a rank is their wakes on its CPU: the watcher's under 1% of one
-# CPU, Snakemake's job step polling. docs/benchmarks.md "Run-queue waits" (benchmarks/run_queue.py)
-# has the measurements, and says what is still to be measured on an idle machine.
+# CPU, Snakemake's job step polling. docs/benchmarks.md "Run-queue waits" (benchmarks/run_queue.py,
+# the README's study on the idle machine) has the measurements.
 RUN_QUEUE_WAIT_SHARE = 0.05
 
 # What each rule is called where a record, a table or a verdict says which one judged a run.
@@ -99,17 +100,32 @@ def waited_beyond(seen) -> float | None:
     return None if share is None else share - self_wait_share(seen.get("cpus"), seen.get("cpus_needed"))
 
 
-def host_contended(seen) -> bool:
+def others_cpus(seen, workflow_cpus: float = 0.0) -> float:
+    """CPUs (a share of one each) that processes neither of the run nor of the workflow held on a
+    host's CPUs: its others' share, less its watcher's CPU time and the workflow's orchestration
+    (`workflow_cpus`: Snakemake and its job step, the runner; launch.conditions)."""
+    cpus = seen.get("cpus") if number(seen.get("cpus")) else 0
+    others = seen.get("other_cpu_share") if number(seen.get("other_cpu_share")) else 0.0
+    watcher = seen.get("watch_cpu_s", 0.0) / seen["wall_s"] if number(seen.get("watch_cpu_s")) else 0.0
+    return others * cpus - watcher - workflow_cpus
+
+
+def host_contended(seen, workflow_cpus: float = 0.0) -> bool:
     """Was this host contended: by the run-queue rule where it has the figures, else by the older
     rule over the CPUs its ranks may use; a host watched for less than MIN_HOST_WINDOW_S is not
-    judged."""
+    judged. The run-queue rule asks for both: the ranks waited (beyond their own
+    oversubscription) and something that is neither the run nor the workflow held more than
+    CONTENDED_SLACK_CPUS of the host's CPUs (`others_cpus`). Ranks that fill every core wait
+    for the workflow's own wakes and for each other's threads (a 2-rank torch-parallel point
+    on 2 cores: 8-18% on the idle machine), which no other user caused."""
     if not hasattr(seen, "get") or not number(seen.get("wall_s")) or seen["wall_s"] < MIN_HOST_WINDOW_S:
         return False
     beyond = waited_beyond(seen)
     if beyond is not None:
         stolen = seen.get("steal_share", 0.0) if number(seen.get("steal_share")) else 0.0
         cpus = seen.get("cpus") if number(seen.get("cpus")) else 0
-        return beyond > RUN_QUEUE_WAIT_SHARE or stolen * cpus > CONTENDED_SLACK_CPUS
+        held = others_cpus(seen, workflow_cpus) > CONTENDED_SLACK_CPUS
+        return (beyond > RUN_QUEUE_WAIT_SHARE and held) or stolen * cpus > CONTENDED_SLACK_CPUS
     figures = (seen.get("other_cpu_share"), seen.get("steal_share", 0.0), seen.get("cpus"), seen.get("cpus_needed"))
     return contended(*figures)
 
@@ -120,11 +136,18 @@ def run_queue_figures(hosts) -> bool:
     return hasattr(hosts, "values") and any(waited_beyond(seen) is not None for seen in hosts.values())
 
 
-def contended_hosts(hosts) -> list[str]:
+def contended_hosts(hosts, workflow_cpus: float = 0.0) -> list[str]:
     """The hosts of a run that were contended (`host_contended`, each on its own figures: what
     launch.conditions.host_conditions records per host). A host is held to the same rule as a
     machine: a busy-polling rank that loses its CPU on one host holds up every rank that waits
     for its messages on the others, so one shared host slows the whole run."""
     if not hasattr(hosts, "items"):
         return []
-    return sorted(str(name) for name, seen in hosts.items() if host_contended(seen))
+    return sorted(str(name) for name, seen in hosts.items() if host_contended(seen, workflow_cpus))
+
+
+def workflow_cpus(conditions) -> float:
+    """The CPUs the workflow's orchestration held during a run (its share of the machine's CPUs
+    times their number, launch.conditions), 0 where a record does not say."""
+    share, cpus = conditions.get("orchestration_cpu_share"), conditions.get("machine_cpus")
+    return share * cpus if number(share) and number(cpus) else 0.0
