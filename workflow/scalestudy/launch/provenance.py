@@ -142,16 +142,20 @@ def same_mpi(launcher: tuple[str, str], library: tuple[str, str]) -> bool:
     return launcher[1].split(".")[:parts] == library[1].split(".")[:parts]
 
 
-def python_mpi_library(python: str, env: Mapping[str, str]) -> dict[str, Any]:
-    """What a rank's Python (`python`, in the launch environment `env`) loads through mpi4py: the
-    rank probe's own answer (`rank_probe.mpi_library`), asked once before the launch."""
+def ask_probe(python: str, env: Mapping[str, str], *words: str) -> dict[str, Any]:
+    """The rank probe's one-line JSON answer to `words` (`--mpi-library`, `--library-version
+    PATH`), run by `python` in the launch environment `env`, as a rank's Python would load it."""
     try:
-        out = subprocess.run(
-            [python, PROBE_PATH, "--mpi-library"], capture_output=True, text=True, timeout=60, env=dict(env)
-        )
+        out = subprocess.run([python, PROBE_PATH, *words], capture_output=True, text=True, timeout=60, env=dict(env))
         return json.loads(out.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError) as error:
         return {"mpi_library": None, "mpi_library_error": f"cannot ask {python}: {error}"}
+
+
+def python_mpi_library(python: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """What a rank's Python (`python`, in the launch environment `env`) loads through mpi4py: the
+    rank probe's own answer (`rank_probe.mpi_library`), asked once before the launch."""
+    return ask_probe(python, env, "--mpi-library")
 
 
 def library_mismatch(mpi: Mapping[str, Any], library: Mapping[str, Any], who: str = "the ranks' mpi4py") -> str | None:
@@ -199,12 +203,7 @@ def name_mapped_libraries(seen: dict[str, Any], hosts: list[dict], python: str, 
         if path is None:
             continue
         if path not in names:
-            try:
-                out = subprocess.run([python, PROBE_PATH, "--library-version", path], capture_output=True,
-                                     text=True, timeout=60, env=dict(env))  # fmt: skip
-                names[path] = json.loads(out.stdout.strip().splitlines()[-1]).get("mpi_library")
-            except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-                names[path] = None
+            names[path] = ask_probe(python, env, "--library-version", path).get("mpi_library")
         rank.setdefault("libmpi", path)
         rank["mapped_mpi_library"] = names[path] or path
     seen["mpi_libraries"] = rank_libraries(seen["ranks"])
@@ -288,8 +287,6 @@ def after_run(log_text: str, run_dir: Path) -> dict[str, Any]:
     return {
         "ranks": ranks,
         "node_list": sorted({r["host"] for r in ranks}),
-        # The MPI library each rank loaded (apps whose ranks load MPI through mpi4py).
-        "mpi_libraries": rank_libraries(ranks),
         # Where torch.distributed's ranks met (rank 0's init_method), for the apps that print it.
         "rendezvous": meeting.group(1) if meeting else None,
         "nccl_version": versions[0] if len(versions) == 1 else (versions or None),

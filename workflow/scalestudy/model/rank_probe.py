@@ -603,7 +603,9 @@ def main(argv: list[str]) -> int:
     if argv == ["--mpi-library"]:  # asked before a launch (launch.provenance.python_mpi_library)
         print(json.dumps(mpi_library(), sort_keys=True))
         return 0
-    if argv[:1] == ["--library-version"] and len(argv) == 2:  # asked after (provenance.name_mapped_libraries)
+    if (
+        argv[:1] == ["--library-version"] and len(argv) == 2
+    ):  # asked after (provenance.name_mapped_libraries, through ask_probe)
         print(json.dumps(library_version(argv[1]), sort_keys=True))
         return 0
     # --also A,B: variables the point set (e.g. an MPICH flag set's) to report besides the prefixes.
