@@ -29,6 +29,7 @@ from ..model.contention import (
 from ..model.metrics import SIZE_TABLE
 from ..model.paths import study_and_point
 from ..model.point import PLACEMENT_DEFAULTS, PROGRAM
+from ..model.rank_probe import cpu_list
 from ..model.record import INVALID_RECORD, record_problems
 from ..model.steplog import step_log
 from ..results.history import history_of
@@ -40,12 +41,13 @@ DEFINITIONS = {
     "contended": "a run is contended when its ranks waited for a CPU: on any of its hosts, the seconds the ranks'"
     " threads were runnable but waited on a run queue (the kernel's schedstat) over the CPU seconds they needed"
     f" (wall time × ranks on the host × threads per rank), less what their own oversubscription explains, exceed"
-    f" {RUN_QUEUE_WAIT_SHARE:.0%} (ranks_wait_share), or the hypervisor stole more than {CONTENDED_SLACK_CPUS} of"
-    " a CPU (contended_hosts names the host); other processes' CPU time that made no rank wait (the workflow's"
-    " own job step, the machine's daemons) does not count. A record without the run-queue figures (written"
-    " before them) is judged by the older rule and says so (contention_rule): other processes' and steal's"
-    " share × the machine's CPUs > the CPUs less its ranks on the host × threads per rank, by more than"
-    f" {CONTENDED_SLACK_CPUS} of a CPU. A verdict compares only the uncontended runs"
+    f" {RUN_QUEUE_WAIT_SHARE:.0%} (ranks_wait_share) while processes neither of the run nor of the workflow held"
+    f" more than {CONTENDED_SLACK_CPUS} of a CPU of the host's CPUs, or the hypervisor stole more than"
+    f" {CONTENDED_SLACK_CPUS} of a CPU (contended_hosts names the host); the workflow's own orchestration (Snakemake"
+    " and its job step, the watcher) and CPU time that made no rank wait do not count. A record without the"
+    " run-queue figures (written before them) is judged by the older rule and says so (contention_rule): other"
+    " processes' and steal's share × the machine's CPUs > the CPUs less its ranks on the host × threads per rank,"
+    f" by more than {CONTENDED_SLACK_CPUS} of a CPU. A verdict compares only the uncontended runs"
     " of each side (where each has 2 or more), else it is held back; speedup and efficiency count the contended"
     " runs of each point (n_contended)",
     "memory_ratio": "measured peak of tensor bytes per rank (CPU: malloc's held bytes over the model build and the"
@@ -184,15 +186,8 @@ def mpi_columns(provenance: Mapping) -> dict:
 
 
 def ranks_text(ranks) -> str:
-    """Rank numbers as ranges: [0, 1, 2, 5] -> '0-2, 5'."""
-    numbers = sorted(r for r in ranks if isinstance(r, int))
-    spans: list[list[int]] = []
-    for rank in numbers:
-        if spans and rank == spans[-1][1] + 1:
-            spans[-1][1] = rank
-        else:
-            spans.append([rank, rank])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans) or "?"
+    """Rank numbers as ranges, as the kernel lists CPUs (rank_probe.cpu_list): [0, 1, 2, 5] -> '0-2, 5'."""
+    return cpu_list(rank for rank in ranks if isinstance(rank, int)).replace(",", ", ") or "?"
 
 
 def run_contention(row: Mapping) -> float | None:
