@@ -7,16 +7,22 @@ bash scripts/setup.sh
 bash scripts/system-packages.sh
 # A site's MPI for tests/integration/test_site_mpi.py: Debian's Open MPI 4.1 and MPICH 4.0 as Lmod
 # modules (tests/support/site_modules.py writes .site-modules/), and .venv-site/ built under the
-# Open MPI module the way a site's user builds theirs (SCALESTUDY_MPI=site: mpi4py from source).
+# Open MPI module the way a site's user builds theirs (SCALESTUDY_MPI=site: mpi4py from source),
+# .venv-site-mpich/ the same under the MPICH module.
 if [ -r /usr/share/lmod/lmod/init/bash ] && command -v ompi_info >/dev/null; then
-    site_openmpi=$(.venv/bin/python tests/support/site_modules.py .site-modules | grep '^openmpi/')
-    (
-        set +u
-        source /usr/share/lmod/lmod/init/bash
-        module use "$PWD/.site-modules"
-        module load "$site_openmpi"
-        VENV=.venv-site SCALESTUDY_MPI=site bash scripts/setup.sh
-    )
+    site_modules=$(.venv/bin/python tests/support/site_modules.py .site-modules)
+    # One site venv per MPI module, as a site's user makes one per MPI they measure.
+    for venv_module in ".venv-site openmpi/" ".venv-site-mpich mpich/"; do
+        module_name=$(grep "^${venv_module#* }" <<<"$site_modules" || true)
+        [ -n "$module_name" ] || continue
+        (
+            set +u
+            source /usr/share/lmod/lmod/init/bash
+            module use "$PWD/.site-modules"
+            module load "$module_name"
+            VENV=${venv_module%% *} SCALESTUDY_MPI=site bash scripts/setup.sh
+        )
+    done
 fi
 source .venv/bin/activate
 export HF_HUB_OFFLINE=1

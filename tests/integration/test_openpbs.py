@@ -14,7 +14,10 @@ running server every test here skips, saying why; CI keeps the Slurm-based PBS t
 - Ctrl-C with queued jobs deletes them; the rerun submits those points again and they run;
 - a job PBS kills at its walltime (a single point, and a pack) and a running job deleted by
   qdel leave no rank of their point running (test_no_rank_left.py does the same locally and
-  on Slurm).
+  on Slurm);
+- the site's MPI as on Gadi: the cluster file's `module_paths` and `modules` become the
+  jobscript's `module use` and `module load` in PBS's batch shell, and the points run on the
+  module's Open MPI 4.1 with the venv built under it (.venv-site/, test_site_mpi.py's).
 """
 
 import json
@@ -27,6 +30,7 @@ import time
 from pathlib import Path
 
 import pytest
+import site_modules
 import yaml
 from pbs_site import AS_USER, PBS_EXEC, USER, python_problem, records, setup, user_workdir
 from pbs_site import environment as site_environment
@@ -319,3 +323,51 @@ def test_qdel_of_a_running_job_leaves_no_rank(openpbs, workdir):
     assert record["status"] == "failed" and record["category"] == "scheduler_error", output[-2000:]
     assert "Exit_status 271: deleted (qdel) or ended by SIGTERM" in record["reason"], record["reason"]
     assert charged_as_qstat_says(workdir) == 1
+
+
+SITE_PYTHON = REPO / ".venv-site" / "bin" / "python"
+
+
+def test_the_jobscripts_module_load_runs_the_points_on_the_sites_open_mpi(openpbs, workdir):
+    """profiles/gadi on a site whose MPI is a module: nothing loaded where Snakemake runs; in the
+    batch job, PBS's shell has Lmod (/etc/profile.d), the jobscript's `module use <tree>` and
+    `module load openmpi/4.1.x` load it, and every rank of each point names the module's library."""
+    if not Path(site_modules.LMOD_INIT).is_file() or site_modules.installed_version("openmpi") is None:
+        pytest.skip("no Lmod or no Debian Open MPI (scripts/system-packages.sh installs them)")
+    if not SITE_PYTHON.is_file():
+        pytest.skip(".venv-site not built (scripts/test.sh builds it)")
+    reason = python_problem(str(SITE_PYTHON), AS_USER)
+    if reason:
+        pytest.skip(reason)
+    tree = workdir / "modulefiles"
+    openmpi = site_modules.write_tree(tree)["openmpi"]
+    study = {**PINGPONG, "mpi_flags": ["vader", "tcp"], "repeats": 1}
+    command = setup(workdir, "gadi", {"pingpong": study})
+    sweep = yaml.safe_load((workdir / "sweep.yaml").read_text())
+    sweep["mpi_flag_sets"].update(vader={"btl": "self,vader"}, tcp={"btl": "self,tcp"})
+    (workdir / "sweep.yaml").write_text(yaml.safe_dump(sweep))
+    site = workdir / "site/gadi.yaml"
+    data = yaml.safe_load(site.read_text())
+    data.update(module_paths=[str(tree)], modules=[openmpi])
+    data["mpi"].update(source="site", launcher="mpirun")
+    site.write_text(yaml.safe_dump(data))
+    for path in tree.rglob("*"):
+        os.lchown(path, pwd.getpwnam(USER).pw_uid, pwd.getpwnam(USER).pw_gid)
+    env = {**environment(workdir), "SCALESTUDY_PYTHON": str(SITE_PYTHON)}
+    # The site venv's Python, on a PATH without pip's MPI: the module's mpirun or none.
+    env["PATH"] = ":".join([str(SHIM_BIN), str(PBS_BIN), str(SITE_PYTHON.parent), "/usr/bin", "/bin"])
+    command[0] = str(SITE_PYTHON)
+    run = subprocess.run(command, env=env, **AS_USER, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    done = records(workdir)
+    assert len(done) == 2 and {r["status"] for r in done.values()} == {"ok"}, {
+        k: r.get("reason") for k, r in done.items()
+    }
+    version = openmpi.split("/")[1]
+    for record in done.values():
+        provenance = record["provenance"]
+        assert provenance["modules"] == [openmpi] and provenance["job_id"]
+        assert provenance["mpi"]["release"] == version, provenance["mpi"]
+        assert provenance["mpi_libraries"] == {next(iter(provenance["mpi_libraries"])): [0, 1]}
+        assert next(iter(provenance["mpi_libraries"])).startswith(f"Open MPI v{version}")
+        assert record["settings_proof"]["verified"], record["settings_proof"]["problems"]

@@ -10,11 +10,13 @@ module's mpicc, no pip MPI; scripts/test.sh builds it). Cluster files of the tes
   recorded, and a flag for a component the build lacks (hcoll) is shown not applied;
 - through Snakemake and profiles/local, one point of each app that loads MPI through mpi4py
   (ping-pong, collectives, torch-parallel, LitGPT through Lightning's MPI environment, a command
-  study of mpi4py.bench) on the module's Open MPI, the report naming the library beside the flag set;
+  study of mpi4py.bench) on the module's Open MPI, the report naming the library beside the flag
+  set; and the same on the MPICH module, with .venv-site-mpich/ built under it;
 - before any job: an unknown module, and a module that loads no MPI, are one line each;
 - `--sdm env-modules` with `app_modules` loads the app's module in its jobs (Snakemake's own
   `module purge && module load`);
-- a 2-node point on the two-host bed, launched by the module's mpirun over ssh (ORTE's agent).
+- a 2-node point of each of those apps on the two-host bed, launched by the module's mpirun over
+  ssh (ORTE's agent), every rank on each host naming the module's library.
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ import pandas as pd
 import pytest
 import site_modules
 import yaml
-from points import pingpong_point
+from points import pingpong_point, point
 
 REPO = Path(__file__).resolve().parents[2]
 SITE_PYTHON = REPO / ".venv-site" / "bin" / "python"
+SITE_MPICH_PYTHON = REPO / ".venv-site-mpich" / "bin" / "python"  # the same, under the MPICH module
 PIP_PYTHON = REPO / ".venv" / "bin" / "python"
 # What a login shell's PATH holds before any module: no MPI of the project's venvs.
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -63,6 +66,15 @@ def site_python() -> Path:
     if not SITE_PYTHON.is_file():
         pytest.skip(".venv-site not built (scripts/test.sh builds it: SCALESTUDY_MPI=site bash scripts/setup.sh)")
     return SITE_PYTHON
+
+
+@pytest.fixture(scope="module")
+def site_mpich_python(tree) -> Path:
+    if "mpich" not in tree:
+        pytest.skip("no Debian MPICH (scripts/system-packages.sh installs mpich)")
+    if not SITE_MPICH_PYTHON.is_file():
+        pytest.skip(".venv-site-mpich not built (scripts/test.sh builds it under the MPICH module)")
+    return SITE_MPICH_PYTHON
 
 
 def module_shell(tree: dict, load: list[str] = (), python: Path | None = None) -> dict[str, str]:
@@ -257,6 +269,31 @@ def test_every_mpi4py_app_runs_on_the_site_module_through_snakemake(tree, tmp_pa
     assert "scalestudy" in page
 
 
+def test_every_mpi4py_app_runs_on_the_site_modules_mpich_through_snakemake(tree, tmp_path, site_mpich_python):
+    """The same studies on MPICH 4.0 as the site's module: the flag set says `flavour: mpich`, the
+    cluster file's MPICH launcher is the module's mpiexec (Hydra), and the venv built under that
+    module (mpi4py against its mpicc) runs every rank on the module's libmpich."""
+    results = tmp_path / "results"
+    clusters = cluster_dir(tmp_path, modules=[tree["mpich"]])
+    data = yaml.safe_load((clusters / "site.yaml").read_text())
+    data["mpi"]["mpich"] = {"launcher": "mpiexec", "source": "site", "extra_args": []}
+    (clusters / "site.yaml").write_text(yaml.safe_dump(data))
+    env = {**module_shell(tree, python=site_mpich_python), "SCALESTUDY_CLUSTERS_DIR": str(clusters)}
+    sweep = site_sweep(results, SNAKEFILE_STUDIES)
+    sweep["mpi_flag_sets"] = {"mpich": {"flavour": "mpich"}}
+    for study in sweep["studies"].values():
+        study["mpi_flags"] = ["mpich"]
+    run = snakemake(site_mpich_python, tmp_path, sweep, env)
+    assert run.returncode == 0, run.stderr[-4000:]
+    version = tree["mpich"].split("/")[1]
+    for study in SNAKEFILE_STUDIES:
+        runs = pd.read_csv(results / study / "runs.csv")
+        assert set(runs["status"]) == {"ok"}, (study, runs["reason"].tolist())
+        (library,) = set(runs["mpi_library"])
+        assert library.startswith(f"MPICH Version: {version}") and library.endswith("(ranks 0-1)"), (study, library)
+        assert set(runs["modules"]) == {tree["mpich"]}, study
+
+
 def test_an_unknown_module_and_a_module_without_mpi_are_refused_before_any_job(tree, tmp_path, site_python):
     results = tmp_path / "results"
     sweep = site_sweep(results, {"pp": SNAKEFILE_STUDIES["pp"]})
@@ -326,21 +363,90 @@ def test_slurm_runs_one_and_two_node_points_on_the_site_modules_open_mpi(tree, s
     assert two["provenance"]["node_list"] == ["n1", "n2"] and two["provenance"]["job_id"]
 
 
-def test_a_two_node_point_on_the_site_modules_open_mpi_across_two_hosts(tree, hosts, tmp_path, site_python):
+@pytest.fixture(scope="module")
+def litgpt_tiny(tmp_path_factory) -> Path:
+    """The local study's stand-in model and data (apps.litgpt_assets)."""
+    from scalestudy.apps.litgpt_assets import make_tiny_assets
+
+    folder = tmp_path_factory.mktemp("litgpt-tiny")
+    make_tiny_assets(folder / "checkpoint", folder / "alpaca.json", samples=64)
+    return folder
+
+
+TCP = {"mpi_flag_set": "tcp", "mpi_flags": {"btl": "self,tcp"}, "nccl_env_set": "default", "nccl_env": {}}
+BED_POINTS = {
+    "pingpong": lambda assets: pingpong_point(study="pp", nodes=2, ranks_per_node=1, mpi_flags={"btl": "self,tcp"}),
+    "collectives": lambda assets: point(
+        app="collectives",
+        study="coll",
+        nodes=2,
+        ranks_per_node=1,
+        gpus_per_node=0,
+        walltime="00:02:00",
+        **TCP,
+        params={"operation": "allreduce", "backend": "mpi", "iterations": 5, "warmup": 1, "max_bytes": 4096},
+    ),  # fmt: skip
+    "torch-parallel": lambda assets: point(
+        app="torch-parallel",
+        study="tp",
+        nodes=2,
+        ranks_per_node=1,
+        gpus_per_node=0,
+        walltime="00:03:00",
+        **TCP,
+        axes=("model", "strategy"),
+        params={
+            "mode": "throughput",
+            "breakdown_steps": 0,
+            "warmup_steps": 1,
+            "steps": 2,
+            "model": "mlp",
+            "strategy": "ddp",
+            "batch_size": 8,
+        },
+    ),  # fmt: skip
+    "litgpt": lambda assets: point(
+        app="litgpt",
+        study="lora",
+        nodes=2,
+        ranks_per_node=1,
+        gpus_per_node=0,
+        walltime="00:04:00",
+        **TCP,
+        params={
+            "method": "lora",
+            "checkpoint_dir": str(assets / "checkpoint"),
+            "data_path": str(assets / "alpaca.json"),
+            "precision": "32-true",
+            "max_seq_length": 64,
+            "max_steps": 2,
+            "global_batch_size": 4,
+            "micro_batch_size": 2,
+            "lr_warmup_steps": 1,
+        },
+    ),  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("app", list(BED_POINTS))
+def test_a_two_node_point_on_the_site_modules_open_mpi_across_two_hosts(
+    tree, hosts, tmp_path, site_python, litgpt_tiny, app
+):
     """The module's mpirun starts the second host's orted over ssh (ORTE's plm_rsh_agent); both
-    hosts' ranks load the module's library."""
+    hosts' ranks load the module's library, for each app whose ranks load it through mpi4py."""
     clusters = cluster_dir(tmp_path, modules=[tree["openmpi"]])
     env = {**module_shell(tree, python=site_python), **hosts.launch_env(), "SCALESTUDY_CLUSTERS_DIR": str(clusters),
            "PYTHONPATH": str(REPO / "workflow")}  # fmt: skip
-    point = pingpong_point(study="pp", nodes=2, ranks_per_node=1, mpi_flags={"btl": "self,tcp"})
+    two_nodes = BED_POINTS[app](litgpt_tiny)
     metrics = tmp_path / "run" / "metrics.json"
-    command = [str(site_python), "-m", "scalestudy", "run-point", "--point", point.to_json(), "--walltime-s", "120",
-               "--cluster", "site", "--metrics", str(metrics)]  # fmt: skip
-    done = subprocess.run(hosts.command(0, command), cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    command = [str(site_python), "-m", "scalestudy", "run-point", "--point", two_nodes.to_json(), "--walltime-s",
+               str(two_nodes.walltime_seconds), "--cluster", "site", "--metrics", str(metrics)]  # fmt: skip
+    done = subprocess.run(hosts.command(0, command), cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
     assert metrics.is_file(), done.stderr[-3000:]
     record = json.loads(metrics.read_text())
     assert record["status"] == "ok", record["reason"]
     assert record["provenance"]["node_list"] == sorted(hosts.names)
+    assert [rank["host"] for rank in record["provenance"]["ranks"]] == list(hosts.names)
     (library, ranks), *others = record["provenance"]["mpi_libraries"].items()
     assert not others and library.startswith("Open MPI v4.1") and ranks == [0, 1]
     assert record["settings_proof"]["verified"], record["settings_proof"]["problems"]

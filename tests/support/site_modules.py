@@ -61,13 +61,25 @@ def installed_version(flavour: str) -> str | None:
     return found.group(1) if found else None
 
 
+def loader_default_dirs() -> set[str]:
+    """The folders the dynamic loader searches without being told (ld.so.conf and its own)."""
+    listed = {"/lib", "/usr/lib", "/lib64", "/usr/lib64"}
+    for conf in Path("/etc/ld.so.conf.d").glob("*.conf"):
+        listed |= {line.strip() for line in conf.read_text().splitlines() if line.strip().startswith("/")}
+    return {os.path.realpath(folder) for folder in listed}
+
+
 def library_dirs(flavour: str) -> list[str]:
+    """The MPI's own library folders a module prepends to LD_LIBRARY_PATH: never one the loader
+    searches anyway (Debian's MPICH is in /usr/lib/<arch>), whose every library would then come
+    first, e.g. Debian's libpython before a pyenv Python's own (it broke that Python's ssl)."""
     out = subprocess.run(LIBDIRS[flavour], capture_output=True, text=True, timeout=30, check=False).stdout
     if flavour == "openmpi":
-        return out.split()
-    return [word[2:] for word in out.split() if word.startswith("-L")] or [
-        str(Path(os.path.realpath(f"{DEBIAN_BIN}/mpicc.mpich")).parent.parent / "lib")
-    ]
+        found = out.split()
+    else:
+        found = [word[2:] for word in out.split() if word.startswith("-L")]
+    defaults = loader_default_dirs()
+    return [folder for folder in found if os.path.realpath(folder) not in defaults]
 
 
 def modulefile(flavour: str, version: str, prefix: Path) -> str:
