@@ -11,7 +11,8 @@ module's mpicc, no pip MPI; scripts/test.sh builds it). Cluster files of the tes
 - through Snakemake and profiles/local, one point of each app that loads MPI through mpi4py
   (ping-pong, collectives, torch-parallel, LitGPT through Lightning's MPI environment, a command
   study of mpi4py.bench) on the module's Open MPI, the report naming the library beside the flag
-  set; and the same on the MPICH module, with .venv-site-mpich/ built under it;
+  set; and a `command` study built for MPICH (`mpi: mpich`) on the MPICH module, with
+  .venv-site-mpich/ built under it;
 - before any job: an unknown module, and a module that loads no MPI, are one line each;
 - `--sdm env-modules` with `app_modules` loads the app's module in its jobs (Snakemake's own
   `module purge && module load`);
@@ -269,29 +270,28 @@ def test_every_mpi4py_app_runs_on_the_site_module_through_snakemake(tree, tmp_pa
     assert "scalestudy" in page
 
 
-def test_every_mpi4py_app_runs_on_the_site_modules_mpich_through_snakemake(tree, tmp_path, site_mpich_python):
-    """The same studies on MPICH 4.0 as the site's module: the flag set says `flavour: mpich`, the
-    cluster file's MPICH launcher is the module's mpiexec (Hydra), and the venv built under that
-    module (mpi4py against its mpicc) runs every rank on the module's libmpich."""
+def test_a_command_study_built_for_mpich_runs_on_the_site_modules_mpich(tree, tmp_path, site_mpich_python):
+    """MPICH 4.0 as the site's module: a `command` study that says `mpi: mpich` (its program, here
+    mpi4py.bench, built against MPICH), an MPICH flag set, the cluster file's MPICH launcher the
+    module's mpiexec (Hydra); the venv built under that module (mpi4py against its mpicc) runs
+    every rank on the module's libmpich, the record naming it and the module."""
     results = tmp_path / "results"
     clusters = cluster_dir(tmp_path, modules=[tree["mpich"]])
     data = yaml.safe_load((clusters / "site.yaml").read_text())
     data["mpi"]["mpich"] = {"launcher": "mpiexec", "source": "site", "extra_args": []}
     (clusters / "site.yaml").write_text(yaml.safe_dump(data))
     env = {**module_shell(tree, python=site_mpich_python), "SCALESTUDY_CLUSTERS_DIR": str(clusters)}
-    sweep = site_sweep(results, SNAKEFILE_STUDIES)
-    sweep["mpi_flag_sets"] = {"mpich": {"flavour": "mpich"}}
-    for study in sweep["studies"].values():
-        study["mpi_flags"] = ["mpich"]
+    sweep = site_sweep(results, {"cmd": {**SNAKEFILE_STUDIES["cmd"], "mpi": "mpich", "mpi_flags": ["nolocal"]}})
+    sweep["mpi_flag_sets"] = {"nolocal": {"flavour": "mpich", "MPIR_CVAR_NOLOCAL": 1}}
     run = snakemake(site_mpich_python, tmp_path, sweep, env)
     assert run.returncode == 0, run.stderr[-4000:]
-    version = tree["mpich"].split("/")[1]
-    for study in SNAKEFILE_STUDIES:
-        runs = pd.read_csv(results / study / "runs.csv")
-        assert set(runs["status"]) == {"ok"}, (study, runs["reason"].tolist())
-        (library,) = set(runs["mpi_library"])
-        assert library.startswith(f"MPICH Version: {version}") and library.endswith("(ranks 0-1)"), (study, library)
-        assert set(runs["modules"]) == {tree["mpich"]}, study
+    runs = pd.read_csv(results / "cmd" / "runs.csv")
+    assert set(runs["status"]) == {"ok"}, runs["reason"].tolist()
+    (library,) = set(runs["mpi_library"])
+    assert library.startswith(f"MPICH Version: {tree['mpich'].split('/')[1]}") and library.endswith("(ranks 0-1)")
+    assert set(runs["modules"]) == {tree["mpich"]}
+    record = json.loads(next(results.glob("cmd/runs/**/metrics.json")).read_text())
+    assert "HYDRA" in record["provenance"]["mpi"]["version"] and "/mpich-" in record["provenance"]["mpi"]["launcher"]
 
 
 def test_an_unknown_module_and_a_module_without_mpi_are_refused_before_any_job(tree, tmp_path, site_python):

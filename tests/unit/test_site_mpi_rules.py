@@ -220,3 +220,14 @@ def test_the_job_script_uses_the_module_paths_then_loads_the_modules_quoted(tmp_
     cluster = type(cluster)(**{**cluster.__dict__, "modules": ("hpcx-ompi", "a;b"), "module_paths": (hpcx,)})
     lines = site_environment(cluster).splitlines()
     assert lines.index("module use '/apps/hpcx v2.20/modulefiles'") < lines.index("module load hpcx-ompi 'a;b'")
+
+
+def test_a_librarys_name_is_its_first_line_with_its_blanks_one_space_each():
+    from scalestudy.model.rank_probe import library_name
+
+    mpich = "MPICH Version:\t4.0.2\nMPICH Release date:\tThu May 26 2022\n"
+    assert library_name(mpich) == "MPICH Version: 4.0.2"
+    assert library_name("Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4\x00") == (
+        "Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4"
+    )
+    assert library_name("") == ""

@@ -361,7 +361,7 @@ def main(argv: list[str]) -> int:
             "bus_factor": factor,
             "window": WINDOW if args.operation in ("bw", "bibw") else None,
             "hosts": hosts,
-            "mpi_library": MPI.Get_library_version().replace("\x00", "").strip().splitlines()[0],
+            "mpi_library": " ".join(MPI.Get_library_version().replace("\x00", "").strip().splitlines()[0].split()),
         }
         print(f"{SUMMARY_PREFIX} {json.dumps(summary, sort_keys=True)}", flush=True)
     if args.backend != "mpi":

@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
             "iterations": args.iterations,
             "warmup": args.warmup,
             "hosts": sorted(set(comm.allgather(host_name()))),
-            "mpi_library": MPI.Get_library_version().replace("\x00", "").strip().splitlines()[0],
+            "mpi_library": " ".join(MPI.Get_library_version().replace("\x00", "").strip().splitlines()[0].split()),
         }
         print(f"{SUMMARY_PREFIX} {json.dumps(summary, sort_keys=True)}", flush=True)
     else:

@@ -182,6 +182,13 @@ def mapped_libmpi(maps: str = "/proc/self/maps") -> str | None:
     return None
 
 
+def library_name(text: str) -> str:
+    """The first line of MPI_Get_library_version, its blanks one space each: MPICH's is
+    "MPICH Version:<TAB>4.0.2", which would reach runs.csv and the report with its tab."""
+    lines = text.replace("\x00", "").strip().splitlines()
+    return " ".join(lines[0].split()) if lines else ""
+
+
 def mpi_library() -> dict:
     """The MPI library this rank's Python loads through mpi4py, as the library names itself
     (MPI_Get_library_version's first line, callable before MPI_Init), and its file: what the
@@ -197,8 +204,7 @@ def mpi_library() -> dict:
         text = MPI.Get_library_version()
     except Exception as error:  # no mpi4py, or no library it can load: said, not fatal here
         return {"mpi_library": None, "mpi_library_error": f"{type(error).__name__}: {error}"[:300]}
-    lines = text.replace("\x00", "").strip().splitlines()
-    return {"mpi_library": lines[0].strip() if lines else "", "libmpi": mapped_libmpi()}
+    return {"mpi_library": library_name(text), "libmpi": mapped_libmpi()}
 
 
 def library_version(path: str) -> dict:
@@ -212,8 +218,7 @@ def library_version(path: str) -> dict:
             return {"mpi_library": None, "mpi_library_error": f"{path}: MPI_Get_library_version failed"}
     except (OSError, AttributeError) as error:
         return {"mpi_library": None, "mpi_library_error": f"{type(error).__name__}: {error}"[:300]}
-    lines = text.value.decode(errors="replace").strip().splitlines()
-    return {"mpi_library": lines[0].strip() if lines else "", "libmpi": path}
+    return {"mpi_library": library_name(text.value.decode(errors="replace")), "libmpi": path}
 
 
 def report(also: tuple[str, ...] = (), mpi4py: bool = False) -> dict:
