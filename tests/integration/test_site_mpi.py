@@ -373,62 +373,29 @@ def litgpt_tiny(tmp_path_factory) -> Path:
     return folder
 
 
-TCP = {"mpi_flag_set": "tcp", "mpi_flags": {"btl": "self,tcp"}, "nccl_env_set": "default", "nccl_env": {}}
-BED_POINTS = {
-    "pingpong": lambda assets: pingpong_point(study="pp", nodes=2, ranks_per_node=1, mpi_flags={"btl": "self,tcp"}),
-    "collectives": lambda assets: point(
-        app="collectives",
-        study="coll",
-        nodes=2,
-        ranks_per_node=1,
-        gpus_per_node=0,
-        walltime="00:02:00",
-        **TCP,
-        params={"operation": "allreduce", "backend": "mpi", "iterations": 5, "warmup": 1, "max_bytes": 4096},
-    ),  # fmt: skip
-    "torch-parallel": lambda assets: point(
-        app="torch-parallel",
-        study="tp",
-        nodes=2,
-        ranks_per_node=1,
-        gpus_per_node=0,
-        walltime="00:03:00",
-        **TCP,
-        axes=("model", "strategy"),
-        params={
-            "mode": "throughput",
-            "breakdown_steps": 0,
-            "warmup_steps": 1,
-            "steps": 2,
-            "model": "mlp",
-            "strategy": "ddp",
-            "batch_size": 8,
-        },
-    ),  # fmt: skip
-    "litgpt": lambda assets: point(
-        app="litgpt",
-        study="lora",
-        nodes=2,
-        ranks_per_node=1,
-        gpus_per_node=0,
-        walltime="00:04:00",
-        **TCP,
-        params={
-            "method": "lora",
-            "checkpoint_dir": str(assets / "checkpoint"),
-            "data_path": str(assets / "alpaca.json"),
-            "precision": "32-true",
-            "max_seq_length": 64,
-            "max_steps": 2,
-            "global_batch_size": 4,
-            "micro_batch_size": 2,
-            "lr_warmup_steps": 1,
-        },
-    ),  # fmt: skip
-}
+# One rank a host, over TCP (the bed's hosts meet across their bridge).
+ONE_RANK_A_HOST = {"nodes": 2, "ranks_per_node": 1, "gpus_per_node": 0, "mpi_flag_set": "tcp",
+                   "mpi_flags": {"btl": "self,tcp"}, "nccl_env_set": "default", "nccl_env": {}}  # fmt: skip
+COLLECTIVES = {"operation": "allreduce", "backend": "mpi", "iterations": 5, "warmup": 1, "max_bytes": 4096}
+TORCH_DDP = {"mode": "throughput", "breakdown_steps": 0, "warmup_steps": 1, "steps": 2, "model": "mlp",
+             "strategy": "ddp", "batch_size": 8}  # fmt: skip
 
 
-@pytest.mark.parametrize("app", list(BED_POINTS))
+def bed_point(app: str, assets: Path):
+    """A 2-node point of `app` (LitGPT's on the tiny model `assets`)."""
+    if app == "pingpong":
+        return pingpong_point(study="pp", **ONE_RANK_A_HOST)
+    if app == "collectives":
+        return point(app=app, study="coll", walltime="00:02:00", params=COLLECTIVES, **ONE_RANK_A_HOST)
+    if app == "torch-parallel":
+        return point(app=app, study="tp", walltime="00:03:00", axes=("model", "strategy"), params=TORCH_DDP,
+                     **ONE_RANK_A_HOST)  # fmt: skip
+    lora = {**SNAKEFILE_STUDIES["lora"]["params"], "checkpoint_dir": str(assets / "checkpoint"),
+            "data_path": str(assets / "alpaca.json")}  # fmt: skip
+    return point(app=app, study="lora", walltime="00:04:00", params=lora, **ONE_RANK_A_HOST)
+
+
+@pytest.mark.parametrize("app", ["pingpong", "collectives", "torch-parallel", "litgpt"])
 def test_a_two_node_point_on_the_site_modules_open_mpi_across_two_hosts(
     tree, hosts, tmp_path, site_python, litgpt_tiny, app
 ):
@@ -437,7 +404,7 @@ def test_a_two_node_point_on_the_site_modules_open_mpi_across_two_hosts(
     clusters = cluster_dir(tmp_path, modules=[tree["openmpi"]])
     env = {**module_shell(tree, python=site_python), **hosts.launch_env(), "SCALESTUDY_CLUSTERS_DIR": str(clusters),
            "PYTHONPATH": str(REPO / "workflow")}  # fmt: skip
-    two_nodes = BED_POINTS[app](litgpt_tiny)
+    two_nodes = bed_point(app, litgpt_tiny)
     metrics = tmp_path / "run" / "metrics.json"
     command = [str(site_python), "-m", "scalestudy", "run-point", "--point", two_nodes.to_json(), "--walltime-s",
                str(two_nodes.walltime_seconds), "--cluster", "site", "--metrics", str(metrics)]  # fmt: skip
