@@ -353,9 +353,11 @@ def test_the_jobscripts_module_load_runs_the_points_on_the_sites_open_mpi(openpb
     site.write_text(yaml.safe_dump(data))
     for path in tree.rglob("*"):
         os.lchown(path, pwd.getpwnam(USER).pw_uid, pwd.getpwnam(USER).pw_gid)
+    # A login shell's on the site: Lmod started, nothing loaded; the site venv's Python, on a
+    # PATH without pip's MPI (the module's mpirun or none).
     env = {**environment(workdir), "SCALESTUDY_PYTHON": str(SITE_PYTHON)}
-    # The site venv's Python, on a PATH without pip's MPI: the module's mpirun or none.
     env["PATH"] = ":".join([str(SHIM_BIN), str(PBS_BIN), str(SITE_PYTHON.parent), "/usr/bin", "/bin"])
+    env = site_modules.shell_environment(env, **AS_USER)
     command[0] = str(SITE_PYTHON)
     run = subprocess.run(command, env=env, **AS_USER, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]

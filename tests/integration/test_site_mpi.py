@@ -81,18 +81,10 @@ def site_mpich_python(tree) -> Path:
 def module_shell(tree: dict, load: list[str] = (), python: Path | None = None) -> dict[str, str]:
     """A login shell's environment on a site: Lmod initialised, the tree on MODULEPATH, `load`
     loaded; the PATH of a shell whose venv (`python`'s) is activated, with no MPI of pip's."""
-    script = f'source {site_modules.LMOD_INIT}; module use "$1"; shift; [ $# -eq 0 ] || module load "$@"; env -0'
     env = {"PATH": BASE_PATH, "HOME": os.environ.get("HOME", "/root"), "HF_HUB_OFFLINE": "1"}
     if python is not None:
         env["PATH"] = f"{python.parent}:{BASE_PATH}"
-    done = subprocess.run(
-        ["bash", "--noprofile", "--norc", "-c", script, "bash", str(tree["root"]), *load],
-        capture_output=True,
-        env=env,
-        timeout=120,
-        check=True,
-    )
-    return dict(e.decode().split("=", 1) for e in done.stdout.split(b"\0") if b"=" in e)
+    return site_modules.shell_environment(env, [tree["root"]], load)
 
 
 def cluster_dir(tmp_path: Path, name: str = "site", **mpi) -> Path:

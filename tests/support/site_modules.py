@@ -95,6 +95,24 @@ def modulefile(flavour: str, version: str, prefix: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def shell_environment(env: dict[str, str], module_paths=(), load=(), **run) -> dict[str, str]:
+    """`env` as a site's login shell has it: Lmod started (MODULESHOME, `module`), `module use` of
+    `module_paths`, `module load` of `load` (`run`: subprocess.run's, e.g. the user to be)."""
+    script = (
+        f'source {LMOD_INIT}; for p in "$@"; do [ "$p" = -- ] && break; module use "$p"; done; '
+        'while [ $# -gt 0 ] && [ "$1" != -- ]; do shift; done; shift; [ $# -eq 0 ] || module load "$@"; env -0'
+    )
+    done = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-c", script, "bash", *map(str, module_paths), "--", *load],
+        capture_output=True,
+        env=env,
+        timeout=120,
+        check=True,
+        **run,
+    )
+    return dict(e.decode().split("=", 1) for e in done.stdout.split(b"\0") if b"=" in e)
+
+
 def write_tree(tree: Path) -> dict[str, str]:
     """Write the modulefile tree (and each MPI's prefix under tree/.prefix); returns flavour ->
     module name of each MPI installed here."""
