@@ -2,7 +2,8 @@
 mpi4py's own ping-pong run by hand with that MPI, and pip's Open MPI 5 against the site's 4.1.
 
     python benchmarks/site_mpi.py [--min-bytes 1] [--max-bytes 1048576] [--iterations 1000]
-        [--warmup 100] [--rounds 5] [--site-python .venv-site/bin/python]
+        [--warmup 100] [--rounds 5] [--site-python .venv-site/bin/python] [--study-repeats 3]
+        [--keep DIR]
 
 Needs root (two hosts: tests/support/hosts.py), Lmod and Debian's Open MPI 4.1 (the module tree of
 tests/support/site_modules.py, written here), and the site's Python environment built under that
@@ -16,7 +17,13 @@ alternating which goes first (benchmarks/collectives_reference.side_by_side):
      app / reference of one-way latency and bandwidth per size;
   2. "which MPI", ping-pong: the same point on pip's Open MPI 5 (.venv, the local cluster) against
      the site's 4.1: the ratio pip's / site's per size (a user's question, not a check: no band);
-  3. "which MPI", allreduce: a 2-node `collectives` allreduce (backend mpi, float32) the same way.
+  3. "which MPI", allreduce: a 2-node `collectives` allreduce (backend mpi, float32) the same way;
+  4. "which MPI", as a study a user runs: one sweep (a 2-node ping-pong and allreduce study, flag
+     set `tcp`, --study-repeats runs) run by Snakemake (profiles/local) on the first host twice,
+     with pip's Open MPI (a cluster file `mpi.source: python_env`) and with the site's module
+     (`mpi.source: site`), then `python -m scalestudy compare` of the two results (pip's the
+     baseline): its verdict lines, what it finds different in the runs' provenance, and where
+     its report is (--keep DIR keeps both results and the comparison).
 Both MPIs cross the bed's bridge over TCP between network namespaces. Each run's ranks name the
 library they loaded: printed, and the run stops if a side ran on another MPI than it says.
 """
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,6 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "workflow"), str(REPO / "tests" / "support"), str(Path(__file__).parent)]
 
+import pandas as pd  # noqa: E402
 import site_modules  # noqa: E402
 import yaml  # noqa: E402
 from collectives_reference import compare, mpi4py_pingpong_command, mpi4py_table, side_by_side, size_parser  # noqa: E402
@@ -80,10 +89,57 @@ def library_said(expected: str):
     return libraries[0].split(",")[0]
 
 
+def which_mpi_study(bed: Hosts, folder: Path, the_site: dict, site_python: Path, args) -> None:
+    """Part 4: the same sweep on pip's MPI and on the site's, through Snakemake, then compared."""
+    clusters = folder / "study-clusters"
+    clusters.mkdir()
+    local = yaml.safe_load((REPO / "config/clusters/local.yaml").read_text())
+    site_file = yaml.safe_load((Path(the_site["environ"]["SCALESTUDY_CLUSTERS_DIR"]) / "site.yaml").read_text())
+    for name, data in (("pip", local), ("site", site_file)):
+        (clusters / f"{name}.yaml").write_text(yaml.safe_dump({**data, "name": name, "nodes": len(bed.hosts)}))
+    common = {"nodes": [2], "ranks_per_node": [1], "repeats": args.study_repeats, "mpi_flags": ["tcp"],
+              "walltime": "00:03:00"}  # fmt: skip
+    sizes = {"min_bytes": args.min_bytes, "max_bytes": args.max_bytes, "iterations": args.iterations,
+             "warmup": args.warmup}  # fmt: skip
+    studies = {"pp": {**common, "app": "pingpong", "params": sizes},
+               "coll": {**common, "app": "collectives",
+                        "params": {**sizes, "operation": "allreduce", "backend": "mpi", "dtype": ALLREDUCE_DTYPE,
+                                   "min_bytes": max(args.min_bytes, DTYPES[ALLREDUCE_DTYPE])}}}  # fmt: skip
+    sides = {"pip": (REPO / ".venv" / "bin" / "python", {**os.environ}), "site": (site_python, the_site["environ"])}
+    for name, (python, environ) in sides.items():
+        sweep = {"cluster": name, "results_dir": str(folder / f"results-{name}"),
+                 "mpi_flag_sets": {"tcp": {"btl": "self,tcp"}}, "studies": studies}  # fmt: skip
+        (folder / f"{name}.yaml").write_text(yaml.safe_dump(sweep))
+        command = [str(python), "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(folder),
+                   "--profile", str(REPO / "profiles/local"), "--configfile", str(folder / f"{name}.yaml")]  # fmt: skip
+        env = {**environ, "PYTHONPATH": str(REPO / "workflow"), "SCALESTUDY_CLUSTERS_DIR": str(clusters),
+               **bed.launch_env()}  # fmt: skip
+        done = subprocess.run(bed.command(0, command), cwd=folder, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"the study on {name}'s MPI failed:\n{done.stderr[-3000:]}")
+        said = {study: sorted(set(pd.read_csv(folder / f"results-{name}" / study / "runs.csv")["mpi_library"]))
+                for study in studies}  # fmt: skip
+        print(f"  the study on {name}'s MPI: ranks on {said}")
+    compared = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "python"), "-m", "scalestudy", "compare", str(folder / "results-pip"),
+         str(folder / "results-site"), "--out", str(folder / "compare")],
+        env={**os.environ, "PYTHONPATH": str(REPO / "workflow")}, capture_output=True, text=True,
+    )  # fmt: skip
+    print("\n## which MPI, as a study: pip's Open MPI 5 (baseline) vs the site's 4.1 (candidate), `scalestudy compare`")
+    print(compared.stdout.strip() or compared.stderr.strip())
+    page = (folder / "compare" / "index.md").read_text() if (folder / "compare" / "index.md").is_file() else ""
+    differ = [line for line in page.splitlines() if "Open MPI" in line or "modules" in line.lower()]
+    print("what the comparison finds different in the runs' provenance:", *differ[:8], sep="\n  ")
+
+
 def main() -> int:
     parser = size_parser(__doc__)
     parser.add_argument("--site-python", type=Path, default=REPO / ".venv-site" / "bin" / "python")
+    parser.add_argument("--study-repeats", type=int, default=3, help="runs of each point in part 4 (the study)")
+    parser.add_argument("--keep", type=Path, help="keep part 4's results and comparison here (a new folder)")
     args = parser.parse_args()
+    if args.keep is not None and args.keep.exists():
+        parser.error(f"--keep {args.keep}: exists; give a new folder")
     reason = missing(args.site_python)
     if reason:
         print(f"site MPI: skipped ({reason})")
@@ -125,6 +181,10 @@ def main() -> int:
             )
             compare("which MPI: two-host allreduce, pip's Open MPI 5 (app) vs the site's 4.1 (reference)", ours,
                     theirs, args.rounds, ("latency_us",))  # fmt: skip
+            which_mpi_study(bed, folder, the_site, args.site_python, args)
+            if args.keep is not None:
+                shutil.copytree(folder, args.keep, ignore=shutil.ignore_patterns("bed", "modulefiles"))
+                print(f"kept: {args.keep} (results-pip/, results-site/, compare/index.html)")
             print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
     return 0
 

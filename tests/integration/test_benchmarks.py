@@ -175,8 +175,9 @@ def test_multihost_curves_run_and_print_their_ratios_or_why_not():
         assert f"{name}: skipped (no IMB-MPI1 on PATH and none given with --imb)" in run.stdout
 
 
-def test_site_mpi_runs_and_prints_its_three_comparisons_or_why_not():
-    run = benchmark("site_mpi.py", "--max-bytes", "8", "--iterations", "20", "--warmup", "2", "--rounds", "1")
+def test_site_mpi_runs_and_prints_its_four_comparisons_or_why_not():
+    run = benchmark("site_mpi.py", "--max-bytes", "8", "--iterations", "20", "--warmup", "2", "--rounds", "1",
+                    "--study-repeats", "1")  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     if "site MPI: skipped (" in run.stdout:
         return  # no Lmod, no Debian Open MPI, no .venv-site, no root: said, and nothing else to check
@@ -186,6 +187,11 @@ def test_site_mpi_runs_and_prints_its_three_comparisons_or_why_not():
                  "which MPI: two-host ping-pong, pip's Open MPI 5 (app) vs the site's 4.1 (reference)",
                  "which MPI: two-host allreduce, pip's Open MPI 5 (app) vs the site's 4.1 (reference)"):  # fmt: skip
         assert f"{name}: median and best of 1 rounds of each side" in run.stdout, run.stdout
+    # The study a user runs, on each MPI, and compared: the verdict lines name both studies' points.
+    assert "the study on site's MPI: ranks on {'pp': ['Open MPI v4.1" in run.stdout, run.stdout
+    said = run.stdout.split("`scalestudy compare`", 1)[1]
+    assert "pp mpi-tcp/nccl-default at 2 nodes" in said and "coll mpi-tcp/nccl-default at 2 nodes" in said, said
+    assert "| pp | modules | – | openmpi/4.1" in said, said
 
 
 def test_multihost_curves_refuse_an_imb_that_is_not_a_program_before_anything_runs(tmp_path):
