@@ -65,12 +65,10 @@ def site(folder: Path, site_python: Path) -> dict:
     """The site: its module tree, a login shell's environment with Lmod (the module not loaded:
     the runner loads it), a cluster file `site` (this machine, mpi.source: site), the module's mpirun."""
     tree = site_modules.write_tree(folder / "modulefiles")
-    script = f'source {site_modules.LMOD_INIT}; module use "$1"; env -0'
     path = f"{site_python.parent}:/usr/local/bin:/usr/bin:/bin"
-    done = subprocess.run(["bash", "--noprofile", "--norc", "-c", script, "bash", str(folder / "modulefiles")],
-                          capture_output=True, env={"PATH": path, "HOME": os.environ.get("HOME", "/root")},
-                          check=True)  # fmt: skip
-    environ = dict(e.decode().split("=", 1) for e in done.stdout.split(b"\0") if b"=" in e)
+    environ = site_modules.shell_environment(
+        {"PATH": path, "HOME": os.environ.get("HOME", "/root")}, [folder / "modulefiles"]
+    )
     cluster = yaml.safe_load((REPO / "config/clusters/local.yaml").read_text())
     cluster.update(name="site", modules=[tree["openmpi"]])
     cluster["mpi"]["source"] = "site"

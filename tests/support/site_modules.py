@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -98,12 +99,12 @@ def modulefile(flavour: str, version: str, prefix: Path) -> str:
 def shell_environment(env: dict[str, str], module_paths=(), load=(), **run) -> dict[str, str]:
     """`env` as a site's login shell has it: Lmod started (MODULESHOME, `module`), `module use` of
     `module_paths`, `module load` of `load` (`run`: subprocess.run's, e.g. the user to be)."""
-    script = (
-        f'source {LMOD_INIT}; for p in "$@"; do [ "$p" = -- ] && break; module use "$p"; done; '
-        'while [ $# -gt 0 ] && [ "$1" != -- ]; do shift; done; shift; [ $# -eq 0 ] || module load "$@"; env -0'
-    )
+    # Paths and names quoted, one word each (shlex.join): no shell text.
+    steps = [f"source {shlex.quote(LMOD_INIT)}"]
+    steps += [shlex.join(["module", "use", *map(str, module_paths)])] if module_paths else []
+    steps += [shlex.join(["module", "load", *load])] if load else []
     done = subprocess.run(
-        ["bash", "--noprofile", "--norc", "-c", script, "bash", *map(str, module_paths), "--", *load],
+        ["bash", "--noprofile", "--norc", "-c", "; ".join([*steps, "env -0"])],
         capture_output=True,
         env=env,
         timeout=120,
