@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-from scalestudy.apps.litgpt import LM_HEAD_CHUNK, LORA_SETTINGS  # noqa: E402
+from scalestudy.apps.litgpt.app import LM_HEAD_CHUNK, LORA_SETTINGS  # noqa: E402
 
 # Small LitGPT shapes of the two families the published tables hold: Llama (RMSNorm, gated
 # MLP, sequential residual) and GPT-NeoX/StableLM (LayerNorm, parallel residual, GELU MLP).

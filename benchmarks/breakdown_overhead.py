@@ -33,14 +33,14 @@ sys.path.insert(0, str(REPO / "workflow"))
 
 from scalestudy.analysis.statistics import summarize  # noqa: E402
 from scalestudy.analysis.verdicts import speed_ratio  # noqa: E402
-from scalestudy.apps.torch_parallel import parse_torch_parallel  # noqa: E402
+from scalestudy.apps.torch_parallel.app import parse_torch_parallel  # noqa: E402
 from scalestudy.model.metrics import metric  # noqa: E402
 
 
 def run(args: argparse.Namespace, breakdown_steps: int) -> dict:
     mpirun = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
     command = [mpirun, "-np", str(args.ranks), "--oversubscribe", "--allow-run-as-root", "-x", "OMP_NUM_THREADS=1",
-               "-x", f"PYTHONPATH={REPO / 'workflow'}", sys.executable, "-m", "scalestudy.apps.torch_parallel_rank",
+               "-x", f"PYTHONPATH={REPO / 'workflow'}", sys.executable, "-m", "scalestudy.apps.torch_parallel.rank",
                "--model", args.model, "--strategy", args.strategy, "--mode", "throughput", "--batch-size",
                str(args.batch_size), "--steps", str(args.steps), "--warmup-steps", "3",
                "--breakdown-steps", str(breakdown_steps)]  # fmt: skip

@@ -42,8 +42,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-from scalestudy.apps import collectives_rank  # noqa: E402
-from scalestudy.apps.collectives import parse_collectives  # noqa: E402
+from scalestudy.apps.collectives import rank as collectives_rank  # noqa: E402
+from scalestudy.apps.collectives.app import parse_collectives  # noqa: E402
 from scalestudy.model.metrics import SIZE_TABLE  # noqa: E402
 
 # mpi4py.bench pingpong: "  size  bandwidth_MBps | time_mean_s ± std  samples"

@@ -48,7 +48,7 @@ def launch(tree: Path) -> tuple[str, str]:
     with tempfile.TemporaryDirectory(prefix="scalestudy-abort-") as scratch:
         env = {**os.environ, "PYTHONPATH": str(tree / "workflow"), "TMPDIR": scratch, "OMP_NUM_THREADS": "1"}
         command = [str(mpirun), "-np", "2", "--oversubscribe", "--allow-run-as-root", "-x", "OMP_NUM_THREADS",
-                   sys.executable, "-m", "scalestudy.apps.torch_parallel_rank", *RANK_ARGS]  # fmt: skip
+                   sys.executable, "-m", "scalestudy.apps.torch_parallel.rank", *RANK_ARGS]  # fmt: skip
         ran = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     output = ran.stdout + ran.stderr
     if ran.returncode == 0 and TERMINATE not in output:

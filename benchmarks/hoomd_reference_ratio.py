@@ -27,7 +27,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-from scalestudy.apps.hoomd import parse_hoomd  # noqa: E402
+from scalestudy.apps.hoomd.app import parse_hoomd  # noqa: E402
 from scalestudy.model.paths import Layout  # noqa: E402
 
 

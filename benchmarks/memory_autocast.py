@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from scalestudy.apps.litgpt import count_litgpt, litgpt_config, litgpt_need  # noqa: E402
+from scalestudy.apps.litgpt.app import count_litgpt, litgpt_config, litgpt_need  # noqa: E402
 from scalestudy.model.memory import DOES_NOT_FIT, FITS, PRECISIONS, verdict  # noqa: E402
 from scalestudy.model.units import GB, GIB  # noqa: E402
 
@@ -85,7 +85,7 @@ def before_change(config: dict, precision: str, micro: int, tokens: int):
     one 16-bit copy of each trained weight: the 'before' figures of docs/MEMORY.md."""
     from dataclasses import replace
 
-    from scalestudy.apps.litgpt import LORA_SETTINGS
+    from scalestudy.apps.litgpt.app import LORA_SETTINGS
     from scalestudy.model.memory import predict
 
     need = litgpt_need(config, "lora", precision, micro, tokens, 1, on_gpu=True)
@@ -142,7 +142,7 @@ def published_section() -> list[str]:
 def predicted_for(row: dict):
     """The model's count and prediction for one CPU case (autocast_cpu.SHAPES' config, one rank)."""
     from autocast_cpu import SHAPES
-    from scalestudy.apps.litgpt import LORA_SETTINGS
+    from scalestudy.apps.litgpt.app import LORA_SETTINGS
 
     config = SHAPES[row["shape"]]
     precision, method = row["precision"], row["method"]

@@ -54,8 +54,8 @@ from collectives_reference import (  # noqa: E402
     size_parser,
 )
 from hosts import Hosts, unavailable_reason  # noqa: E402
-from scalestudy.apps.collectives_rank import DTYPES  # noqa: E402
-from scalestudy.apps.pingpong import SIZE_FIGURES  # noqa: E402
+from scalestudy.apps.collectives.rank import DTYPES  # noqa: E402
+from scalestudy.apps.pingpong.app import SIZE_FIGURES  # noqa: E402
 from scalestudy.model.metrics import SIZE_COLUMN, SIZE_TABLE  # noqa: E402
 from scalestudy.model.point import Point  # noqa: E402
 

@@ -47,7 +47,7 @@ import yaml  # noqa: E402
 from collectives_reference import compare, mpi4py_pingpong_command, mpi4py_table, side_by_side, size_parser  # noqa: E402
 from hosts import Hosts, unavailable_reason  # noqa: E402
 from multihost_curves import ALLREDUCE_DTYPE, app_allreduce, app_pingpong, by_hand, on_first_host, size_table  # noqa: E402
-from scalestudy.apps.collectives_rank import DTYPES  # noqa: E402
+from scalestudy.apps.collectives.rank import DTYPES  # noqa: E402
 
 
 def missing(site_python: Path) -> str | None:

@@ -143,7 +143,7 @@ def test_a_torch_parallel_run_job_reads_its_prediction_without_importing_torch(t
     # record carries the prediction, reads the count back: before, every torch-parallel run job
     # imported torch and counted again (2.1 s of a 4.5 s job in the local study).
     predict = (
-        "import sys, json; from points import point; from scalestudy.apps import APPS\n"
+        "import sys, json; from points import point; from scalestudy.apps.registry import APPS\n"
         "p = point(app='torch-parallel', study='tp', nodes=1, ranks_per_node=2, gpus_per_node=0, mpi_flags={},\n"
         "          nccl_env={}, params={'model': 'gpt2', 'strategy': 'fsdp', 'device': 'cpu'})\n"
         "need = APPS['torch-parallel'].memory(p)\n"

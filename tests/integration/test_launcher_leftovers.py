@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from points import pingpong_point
-from scalestudy.apps import app_for
+from scalestudy.apps.registry import app_for
 from scalestudy.config import clusters
 from scalestudy.config.clusters import MpiLauncher
 from scalestudy.launch import runner

@@ -139,7 +139,7 @@ def test_missing_launcher_is_data_too(tmp_path):
 
 
 def test_a_bug_in_a_parser_is_recorded_not_raised(tmp_path, monkeypatch, data_dir):
-    from scalestudy.apps import APPS
+    from scalestudy.apps.registry import APPS
 
     def broken_parse(log_text, run_dir):
         raise KeyError("bug")
@@ -154,7 +154,7 @@ def test_a_bug_in_a_parser_is_recorded_not_raised(tmp_path, monkeypatch, data_di
 
 
 def test_any_other_bug_still_leaves_metrics(tmp_path, monkeypatch):
-    from scalestudy.apps import APPS
+    from scalestudy.apps.registry import APPS
 
     def broken_command(point, run_dir, layout):
         raise RuntimeError("cannot build")

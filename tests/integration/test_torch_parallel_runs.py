@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from scalestudy.apps.torch_parallel_spec import MODELS, PARTS, RESULT_PREFIX, TENSOR_MODELS
+from scalestudy.apps.torch_parallel.spec import MODELS, PARTS, RESULT_PREFIX, TENSOR_MODELS
 from scalestudy.config import clusters
 from scalestudy.launch.runner import run_point
 from scalestudy.model.point import Point
@@ -42,7 +42,7 @@ def trained() -> dict[int, dict[tuple[str, str], dict]]:
     out = {}
     for ranks, strategies in STRATEGIES.items():
         command = [mpirun, "-np", str(ranks), "--oversubscribe", "--allow-run-as-root", "-x", "OMP_NUM_THREADS=1",
-                   "-x", f"PYTHONPATH={REPO / 'workflow'}", sys.executable, "-m", "scalestudy.apps.torch_parallel_rank",
+                   "-x", f"PYTHONPATH={REPO / 'workflow'}", sys.executable, "-m", "scalestudy.apps.torch_parallel.rank",
                    "--model", ",".join(MODELS), "--strategy", ",".join(strategies), "--mode", "converge",
                    "--epochs", "2", "--samples", "48", "--batch-size", "8", "--micro-batches", "2",
                    "--breakdown-steps", "2"]  # fmt: skip

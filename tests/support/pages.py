@@ -11,7 +11,7 @@ import pandas as pd
 from scalestudy.analysis.scaling import scaling
 from scalestudy.analysis.statistics import TRIMMED_MEAN
 from scalestudy.analysis.verdicts import variants
-from scalestudy.apps.hoomd import MISSING_HOOMD
+from scalestudy.apps.hoomd.app import MISSING_HOOMD
 from scalestudy.model.paths import PLOT_KINDS, Layout
 from scalestudy.presentation.plots import plot_study
 from scalestudy.presentation.report import build

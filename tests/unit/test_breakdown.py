@@ -9,11 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from scalestudy.analysis.breakdown import growth, growth_sentence, parts_table, without_breakdown
-from scalestudy.apps.lammps import BREAKDOWN, parse_lammps
-from scalestudy.apps.torch_parallel import BREAKDOWN as TORCH_PARTS
-from scalestudy.apps.torch_parallel import COMMUNICATION_HIDDEN as TORCH_BESIDE
-from scalestudy.apps.torch_parallel import breakdown_figures
-from scalestudy.apps.torch_parallel_spec import PARTS, REGION_PREFIX, Span, step_parts
+from scalestudy.apps.lammps.app import BREAKDOWN, parse_lammps
+from scalestudy.apps.torch_parallel.app import BREAKDOWN as TORCH_PARTS
+from scalestudy.apps.torch_parallel.app import COMMUNICATION_HIDDEN as TORCH_BESIDE
+from scalestudy.apps.torch_parallel.app import breakdown_figures
+from scalestudy.apps.torch_parallel.spec import PARTS, REGION_PREFIX, Span, step_parts
 from scalestudy.model.metrics import declare
 
 DATA = Path(__file__).resolve().parents[1] / "data"

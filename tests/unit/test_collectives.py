@@ -2,9 +2,9 @@
 arithmetic, and the parameter checks at load."""
 
 import pytest
-from scalestudy.apps import APPS, ParseError
-from scalestudy.apps.collectives import parse_collectives
-from scalestudy.apps.collectives_rank import bus_factor, element_count, message_sizes
+from scalestudy.apps.collectives.app import parse_collectives
+from scalestudy.apps.collectives.rank import bus_factor, element_count, message_sizes
+from scalestudy.apps.registry import APPS, ParseError
 from scalestudy.config.study import load
 from scalestudy.model.errors import SweepError
 from scalestudy.model.metrics import SIZE_TABLE, metric

@@ -9,8 +9,8 @@ import pytest
 from scalestudy.analysis.records import read_metrics
 from scalestudy.analysis.scaling import scaling
 from scalestudy.analysis.sizes import size_curves
-from scalestudy.apps import APPS, ParseError, app_for, app_of_row
-from scalestudy.apps.command import Command
+from scalestudy.apps.command.app import Command
+from scalestudy.apps.registry import APPS, ParseError, app_for, app_of_row
 from scalestudy.config.study import load
 from scalestudy.launch.command import launch_script
 from scalestudy.model.errors import SweepError

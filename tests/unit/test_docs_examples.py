@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 from scalestudy import __main__ as command_line
-from scalestudy.apps import APPS
+from scalestudy.apps.registry import APPS
 from scalestudy.config import clusters, files
 from scalestudy.model.errors import SweepError
 from scalestudy.model.paths import COMPARE_FILES, PLOT_KINDS, Layout

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from scalestudy.apps import APPS
+from scalestudy.apps.registry import APPS
 from scalestudy.config import clusters
 from scalestudy.config.files import load_files
 from scalestudy.config.forecast import budget_problems, forecast, forecast_lines, point_service_units

@@ -133,7 +133,7 @@ def test_litgpt_stand_in_shapes_litgpt_rejects_are_refused():
 
 def test_the_smallest_vocabulary_is_the_tokenizer_librarys_alphabet_and_special_tokens():
     # The reference is the tokenizers library's own byte alphabet, not a number written here.
-    from scalestudy.apps import litgpt_assets
+    from scalestudy.apps.litgpt import assets as litgpt_assets
     from tokenizers import pre_tokenizers
 
     alphabet = len(pre_tokenizers.ByteLevel.alphabet())

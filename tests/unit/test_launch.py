@@ -1,7 +1,7 @@
 """Launcher command lines: exact arguments, hostile values stay one argument."""
 
 from points import HOSTILE, point
-from scalestudy.apps import APPS
+from scalestudy.apps.registry import APPS
 from scalestudy.config.clusters import MpiLauncher
 from scalestudy.launch.command import allocated_hosts, allocation_of_job, mpirun_command, slurm_allocation
 from scalestudy.model.paths import Layout
@@ -43,7 +43,7 @@ def test_threads_per_rank_reserve_cores():
 def test_litgpt_rank_command(tmp_path):
     app = APPS["litgpt"]
     command = app.rank_command(point(), tmp_path, Layout())
-    assert command[1:4] == ["-m", "scalestudy.apps.litgpt_entry", "finetune_full"]
+    assert command[1:4] == ["-m", "scalestudy.apps.litgpt.rank", "finetune_full"]
     assert command[4] == "/ckpt"
     flags = dict(zip(command[5::2], command[6::2], strict=False))
     assert flags["--devices"] == "4" and flags["--num_nodes"] == "2"

@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("litgpt")
 
-from scalestudy.apps.litgpt_assets import TinyModelShape, make_tiny_assets  # noqa: E402
+from scalestudy.apps.litgpt.assets import TinyModelShape, make_tiny_assets  # noqa: E402
 
 SHAPE = TinyModelShape(n_layer=1, n_head=2, n_embd=32, intermediate_size=86, vocab_size=300, block_size=64)
 

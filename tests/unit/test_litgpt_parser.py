@@ -1,8 +1,8 @@
 """LitGPT output parsing on recorded logs."""
 
 import pytest
-from scalestudy.apps import ParseError
-from scalestudy.apps.litgpt import parse_litgpt, step_times_s
+from scalestudy.apps.litgpt.app import parse_litgpt, step_times_s
+from scalestudy.apps.registry import ParseError
 
 
 def test_litgpt_0_5_end_block_and_iterations(data_dir):
@@ -56,7 +56,7 @@ def test_truncated_log_is_a_parse_error(data_dir):
 
 
 def test_the_tensor_peak_line_of_every_rank_gives_the_largest_in_gb():
-    from scalestudy.apps.litgpt_entry import TENSOR_PEAK_PREFIX, TENSOR_PEAK_UNIT
+    from scalestudy.apps.litgpt.rank import TENSOR_PEAK_PREFIX, TENSOR_PEAK_UNIT
 
     text = "| - Training Time             :  3.69 s\n"
     text += f"{TENSOR_PEAK_PREFIX} rank 1: 120000000 {TENSOR_PEAK_UNIT}\n"
@@ -67,7 +67,7 @@ def test_the_tensor_peak_line_of_every_rank_gives_the_largest_in_gb():
 
 
 def test_on_cpu_the_memory_model_is_held_to_the_tensor_peak_not_rss():
-    from scalestudy.apps.litgpt import litgpt_need
+    from scalestudy.apps.litgpt.app import litgpt_need
 
     config = {
         "n_layer": 2, "n_head": 4, "n_embd": 64, "block_size": 64, "vocab_size": 256, "padded_vocab_size": 256,

@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 from points import HOSTILE, hoomd_points, md_config, point
 from scalestudy.analysis.scaling import scaling
-from scalestudy.apps import APPS, ParseError, hoomd_wca
-from scalestudy.apps.hoomd import parse_hoomd
-from scalestudy.apps.lammps import parse_lammps
+from scalestudy.apps.hoomd import rank as hoomd_wca
+from scalestudy.apps.hoomd.app import parse_hoomd
+from scalestudy.apps.lammps.app import parse_lammps
+from scalestudy.apps.registry import APPS, ParseError
 from scalestudy.config import clusters, study
 from scalestudy.config.clusters import MpiLauncher
 from scalestudy.launch.command import mpirun_command
@@ -58,7 +59,7 @@ def test_lammps_run_cut_short_is_unparseable(data_dir):
 def test_lammps_rank_command_passes_the_physics_as_variables(tmp_path):
     loaded = study.load(md_config(N=4000, warmup_steps=100, benchmark_steps=200, repeat=2, executable="lmp_mpi"))
     command = APPS["lammps"].rank_command(loaded.points[-1], tmp_path, Layout())
-    assert command[0] == "lmp_mpi" and command[1] == "-in" and command[2].endswith("lammps_wca.in")
+    assert command[0] == "lmp_mpi" and command[1] == "-in" and command[2].endswith("wca.in")
     variables = {command[i + 1]: command[i + 2] for i, arg in enumerate(command) if arg == "-var"}
     assert variables == {
         "N": "4000",
@@ -212,7 +213,7 @@ def test_hoomd_suite_line_and_broken_outputs():
 def test_hoomd_rank_commands_for_both_harnesses(tmp_path):
     point = hoomd_points(N=4000, warmup_steps=100, benchmark_steps=200, repeat=3)[-1]
     ours = APPS["hoomd"].rank_command(point, tmp_path, Layout())
-    assert ours[1:4] == ["-m", "scalestudy.apps.hoomd_wca", "benchmark"]
+    assert ours[1:4] == ["-m", "scalestudy.apps.hoomd.rank", "benchmark"]
     assert ours[ours.index("--initial-state") + 1].endswith("results/assets/hoomd-wca/hard_sphere_4000_1.0_3.gsd")
     assert ours[ours.index("--device") :] == [
         "--device", "CPU", "--warmup_steps", "100", "--benchmark_steps", "200", "--repeat", "3",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from points import point
-from scalestudy.apps import APPS
+from scalestudy.apps.registry import APPS
 from scalestudy.model.memory import DOES_NOT_FIT, FITS, PRECISIONS, Shape, Sharding, fsdp_parts, verdict
 from scalestudy.model.units import GB, GIB
 
@@ -28,7 +28,7 @@ def case_id(case: dict) -> str:
 
 
 def predicted(case: dict):
-    from scalestudy.apps.litgpt import LORA_SETTINGS, count_litgpt, litgpt_need
+    from scalestudy.apps.litgpt.app import LORA_SETTINGS, count_litgpt, litgpt_need
 
     shapes = json.loads(RECORDED.read_text())["shapes"]
     config = shapes[case["shape"]]
@@ -100,7 +100,7 @@ def test_autocast_keeps_a_16_bit_copy_of_each_frozen_weight_per_use():
 )
 def test_litgpts_published_bf16_mixed_lora_cells_within_0_8_to_1_2_and_admitted(name, tokens, micro_batch, published):
     pytest.importorskip("litgpt")
-    from scalestudy.apps.litgpt import litgpt_config, litgpt_need
+    from scalestudy.apps.litgpt.app import litgpt_config, litgpt_need
 
     need = litgpt_need(litgpt_config(name), "lora", "bf16-mixed", micro_batch, tokens, 1, on_gpu=True)
     assert 0.8 <= need.prediction.tensors / GB / published <= 1.2
@@ -111,7 +111,7 @@ def test_litgpts_published_bf16_mixed_lora_cells_within_0_8_to_1_2_and_admitted(
 def test_litgpts_published_bf16_mixed_out_of_memory_cells_are_refused(micro_batch):
     # Llama-2-7B LoRA in bf16-mixed ran out of memory on an A100 40GB at micro batch 1 and 4.
     pytest.importorskip("litgpt")
-    from scalestudy.apps.litgpt import litgpt_config, litgpt_need
+    from scalestudy.apps.litgpt.app import litgpt_config, litgpt_need
 
     need = litgpt_need(litgpt_config("Llama-2-7b-hf"), "lora", "bf16-mixed", micro_batch, 1304, 1, on_gpu=True)
     assert verdict(need.prediction, A100_40GB) == DOES_NOT_FIT

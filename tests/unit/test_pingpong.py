@@ -1,9 +1,9 @@
 """The ping-pong app: parser on a recorded run, and real 2-rank runs (mpirun, mpi4py)."""
 
 import pytest
-from scalestudy.apps import APPS, ParseError
-from scalestudy.apps.pingpong import parse_pingpong
-from scalestudy.apps.pingpong_rank import message_sizes
+from scalestudy.apps.pingpong.app import parse_pingpong
+from scalestudy.apps.pingpong.rank import message_sizes
+from scalestudy.apps.registry import APPS, ParseError
 from scalestudy.config.study import load
 from scalestudy.launch.provenance import rank_lines
 from scalestudy.model.errors import SweepError

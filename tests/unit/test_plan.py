@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from scalestudy.apps import APPS
+from scalestudy.apps.registry import APPS
 from scalestudy.config.requests import job_request
 from scalestudy.model.errors import SweepError
 from scalestudy.model.record import definition

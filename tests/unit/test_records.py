@@ -176,7 +176,7 @@ def test_the_runs_table_and_report_say_a_point_was_measured_again(tmp_path):
 
 def test_the_stand_in_model_settings_are_a_canonical_param():
     import yaml
-    from scalestudy.apps.litgpt_assets import settings_param
+    from scalestudy.apps.litgpt.assets import settings_param
     from scalestudy.model.paths import REPO_ROOT
 
     shipped = yaml.safe_load((REPO_ROOT / "config/local.yaml").read_text())["assets"]["litgpt_tiny"]

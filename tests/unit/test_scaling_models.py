@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from scalestudy.analysis import scaling_models
 from scalestudy.analysis.scaling import scaling
-from scalestudy.apps.lammps import BREAKDOWN
+from scalestudy.apps.lammps.app import BREAKDOWN
 from scalestudy.model import pmnf
 from scalestudy.presentation import scaling_models_page
 from scalestudy.presentation.published import read_record

@@ -7,7 +7,7 @@ import os
 
 import pytest
 import yaml
-from scalestudy.apps import APPS
+from scalestudy.apps.registry import APPS
 from scalestudy.config import clusters, files, study, sweep
 from scalestudy.model.errors import SweepError
 

@@ -4,7 +4,7 @@ start at the model's build and stop after the second optimizer step."""
 
 import pytest
 import torch
-from scalestudy.apps import litgpt_entry
+from scalestudy.apps.litgpt import rank as litgpt_entry
 from scalestudy.apps.tensor_peak import TensorPeak, malloc_held, mkl_pool
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
 

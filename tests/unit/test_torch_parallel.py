@@ -8,11 +8,11 @@ import os
 import pandas as pd
 import pytest
 from scalestudy.analysis.verdicts import variants
-from scalestudy.apps import APPS, ParseError
-from scalestudy.apps.torch_parallel import parse_torch_parallel
-from scalestudy.apps.torch_parallel_rank import __main__ as rank_program
-from scalestudy.apps.torch_parallel_rank import models
-from scalestudy.apps.torch_parallel_spec import IMPLEMENTATIONS, MODELS, RESULT_PREFIX, split_points
+from scalestudy.apps.registry import APPS, ParseError
+from scalestudy.apps.torch_parallel.app import parse_torch_parallel
+from scalestudy.apps.torch_parallel.rank import __main__ as rank_program
+from scalestudy.apps.torch_parallel.rank import models
+from scalestudy.apps.torch_parallel.spec import IMPLEMENTATIONS, MODELS, RESULT_PREFIX, split_points
 from scalestudy.config.study import load
 from scalestudy.model.errors import SweepError
 from scalestudy.model.metrics import metric
@@ -112,7 +112,7 @@ def test_the_local_study_loads_with_every_strategy_and_three_models(repo):
 
 def test_the_command_line_carries_every_setting_and_cuda_asks_for_gpus():
     argv = APP.rank_command(tp_point(gpus=4, ranks=4, strategy="fsdp", zero_stage=2, device="cuda"), None, None)
-    assert argv[1:3] == ["-m", "scalestudy.apps.torch_parallel_rank"]
+    assert argv[1:3] == ["-m", "scalestudy.apps.torch_parallel.rank"]
     pairs = dict(zip(argv[3::2], argv[4::2], strict=True))
     assert pairs["--device"] == "cuda" and pairs["--strategy"] == "fsdp" and pairs["--zero-stage"] == "2"
     assert pairs["--batch-size"] == "16" and "--group-size" not in pairs  # hybrid only

@@ -4,8 +4,8 @@ system's and a cluster file's 2^30-byte "GB", the kernel's KiB) converted where 
 import pytest
 from points import pingpong_point
 from scalestudy.analysis.accounting import size_gb
-from scalestudy.apps.litgpt import parse_litgpt
-from scalestudy.apps.litgpt_entry import PEAK_RSS_PREFIX, PEAK_RSS_UNIT
+from scalestudy.apps.litgpt.app import parse_litgpt
+from scalestudy.apps.litgpt.rank import PEAK_RSS_PREFIX, PEAK_RSS_UNIT
 from scalestudy.config import clusters
 from scalestudy.config.clusters import Cluster, MpiLauncher
 from scalestudy.launch.runner import resources

@@ -1,6 +1,6 @@
 # HOOMD-blue: the initial state of the WCA fluid, made once per (N, density, dimensions)
 # where jobs can import hoomd (the app's run rule plans it as their input only then). The
-# file, its wildcards and how it is made are the app's (scalestudy/apps/hoomd.py, "the made
+# file, its wildcards and how it is made are the app's (scalestudy/apps/hoomd/app.py, "the made
 # input"); this rule only wires them.
 HOOMD = APPS["hoomd"]
 

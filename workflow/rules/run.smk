@@ -1,6 +1,6 @@
-# One run rule per app, made from the app registry (scalestudy.apps.APPS): every point of
+# One run rule per app, made from the app registry (scalestudy.apps.registry.APPS): every point of
 # every app is the same job, `python -m scalestudy run-point`, below once. What differs
-# per app is only which studies it matches, its conda environment (envs/<app>.yaml), the
+# per app is only which studies it matches, its conda environment (apps/<pkg>/env.yaml), the
 # site modules of the cluster file's `app_modules.<app>`, and its made inputs.
 # The results directory, cluster and interpreter are written into the command, not made
 # params: params are a rerun trigger, and only the point's definition may rerun it.

@@ -160,7 +160,7 @@ def compare_command(args) -> int:
 
 
 def print_memory(configfiles: list[str] | None, studies: list[str] | None) -> int:
-    from .apps import APPS, App
+    from .apps.registry import APPS, App
     from .config.files import load_files
     from .config.study import memory_rows
     from .model.errors import SweepError

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from ..apps import APPS
+from ..apps.registry import APPS
 from ..model.metrics import DECLARED, Metric
 from .scaling import SCALE_COLUMNS, curve_columns
 

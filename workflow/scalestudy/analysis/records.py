@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..apps import app_of
+from ..apps.registry import app_of
 from ..model.contention import (
     CONTENDED_SLACK_CPUS,
     OLDER_RULE,

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..apps import APPS, App, app_of_row
+from ..apps.registry import APPS, App, app_of_row
 from ..model.metrics import WALLTIME_USED, Metric
 from ..model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS, PROGRAM
 from ..model.repeats import Repeats, limits, needed

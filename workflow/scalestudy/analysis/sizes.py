@@ -25,7 +25,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ..apps import app_of_row
+from ..apps.registry import app_of_row
 from ..model.metrics import SIZE_COLUMN, SIZE_TABLE, Metric
 from ..model.units import KIB, MIB
 from .scaling import SCALE_COLUMNS, apps_of, curve_columns

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ..apps import APPS
+from ..apps.registry import APPS
 from ..model.contention import OLDER_RULE
 from ..model.metrics import HIGHER_IS_BETTER
 from ..model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS

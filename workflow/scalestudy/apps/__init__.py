@@ -1,27 +1,13 @@
-"""The apps scalestudy can measure, in a registry that fills itself.
+"""The apps scalestudy can measure: one folder per app, found by the registry.
 
-Adding an app is one module in this package (a subclass of App with a `name`) and its
-conda environment `envs/<name>.yaml`; importing this package imports every module in it
-but the rank-only ones (RANK_ONLY), and the app's class enters APPS as it is defined. The
-rules, the sweep checks, the versions every run records and the analysis all read APPS.
-Modules here import only the standard library at their top (the rank programs import their
-heavy packages inside functions; tests/unit/test_light_imports.py holds every module outside
-RANK_ONLY to it), so discovering them costs no start-up time and the runner starts in an
-environment holding only its app's packages (envs/<name>.yaml: no torch where the app is
-LAMMPS).
+An app is a folder `apps/<pkg>/` (pkg: the app's name with '-' as '_'): `app.py` (its App
+subclass: parameters, figures, the command its ranks run, how its output reads), its rank
+program (`rank.py`, or the package `rank/`), `env.yaml` (its conda environment for `--sdm
+conda`), `README.md` (its page) and any module only it uses. Modules several apps share stay
+here: `base.py` (App, Param, ParseError), `md.py`, `osu.py`, `saved_bytes.py`, `tensor_peak.py`.
+`registry.py` imports every `apps/<pkg>/app.py` and holds APPS.
+
+This file imports nothing, and neither does any app folder's `__init__.py`: a rank program
+started as `python -m scalestudy.apps.<pkg>.rank` loads the packages around it and no other
+app's module (tests/integration/test_rank_programs.py).
 """
-
-import importlib
-import pkgutil
-
-from .base import APPS, App, Param, ParseError, app_for, app_of, app_of_row
-
-# Loaded only inside a rank (they import torch at their top): never by discovery, planning,
-# the runner or the status command.
-RANK_ONLY = frozenset({"tensor_peak", "torch_parallel_rank"})
-
-for _module in pkgutil.iter_modules(__path__):
-    if _module.name not in RANK_ONLY:
-        importlib.import_module(f"{__name__}.{_module.name}")
-
-__all__ = ["APPS", "App", "Param", "ParseError", "app_for", "app_of", "app_of_row"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +22,11 @@ from typing import Any, ClassVar
 from ..model.errors import did_you_mean, divisors
 from ..model.memory import Need
 from ..model.metrics import Metric, metric
-from ..model.paths import ENVS_DIR, Layout
+from ..model.paths import Layout
 from ..model.point import PROGRAM, Point
+
+# Each app folder's conda environment for `--sdm conda` (App.conda_env).
+ENV_FILE = "env.yaml"
 
 
 class ParseError(ValueError):
@@ -91,8 +95,9 @@ class App:
 
     @property
     def conda_env(self) -> str:
-        """The app's conda environment for `--sdm conda`: envs/<name>.yaml."""
-        return str(ENVS_DIR / f"{self.name}.yaml")
+        """The app's conda environment for `--sdm conda`: env.yaml in the app's folder (beside
+        the app.py that defines it)."""
+        return str(Path(sys.modules[type(self).__module__].__file__).with_name(ENV_FILE))
 
     def setting(self, point: Point, name: str) -> Any:
         """A parameter's value at a point: the sweep's, else its declared default."""
@@ -265,6 +270,21 @@ def app_for(point: Point) -> App:
 def app_of_row(row: Mapping[str, Any]) -> App | None:
     """The app of a row of runs.csv (or of a record's point columns): its app and program cells."""
     return app_of(row.get("app"), row.get(PROGRAM))
+
+
+def table_and_summary(log_text: str, header: str, prefix: str, name: str) -> tuple[str, dict[str, Any]]:
+    """The text of a rank program's table (from its header to its closing line) and the JSON of
+    that closing line ('<prefix> {...}'); ParseError where either is missing or cut off."""
+    header_at = log_text.find(header)
+    summary_at = log_text.find(prefix + " ")
+    if header_at < 0 or summary_at < 0:
+        raise ParseError(f"no {name} table with its closing '{prefix}' line in the output")
+    summary_line = log_text[summary_at:].splitlines()[0]
+    try:
+        summary = json.loads(summary_line[len(prefix) + 1 :])
+    except json.JSONDecodeError as error:
+        raise ParseError(f"the closing '{prefix}' line is cut off: {error}") from None
+    return log_text[header_at:summary_at], summary
 
 
 # How a message names the kinds of value a Param takes.

@@ -9,7 +9,7 @@ after every op, follow what tensors hold, less what MKL's memory manager keeps i
 itself (`mkl_pool`: the GEMM packing buffers it allocates on the first matrix product of each
 size class and keeps for the process's life; 11 MB on the local LitGPT stand-in, measured
 with a tracker of every live tensor storage, docs/MEMORY.md). Used by the torch-parallel rank program and
-`litgpt_entry` (LitGPT on CPU ranks); the memory model's CPU prediction is held to it
+`litgpt.rank` (LitGPT on CPU ranks); the memory model's CPU prediction is held to it
 (docs/MEMORY.md).
 """
 

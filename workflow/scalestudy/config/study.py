@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..apps import APPS, app_for
+from ..apps.registry import APPS, app_for
 from ..model.errors import SweepError
 from ..model.memory import BF16_PRECISIONS, DOES_NOT_FIT, MAY_NOT_FIT, PRECISIONS, Prediction, TooLarge, verdict
 from ..model.paths import Layout

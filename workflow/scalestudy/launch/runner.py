@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..apps import APPS, ParseError, app_for
+from ..apps.registry import APPS, ParseError, app_for
 from ..config import clusters
 from ..config.clusters import Cluster
 from ..config.requests import estimated_service_units, job_request

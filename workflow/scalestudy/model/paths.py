@@ -36,9 +36,6 @@ def user_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "scalestudy"
 
 
-ENVS_DIR = REPO_ROOT / "envs"
-
-
 # Site files may live outside the checkout (e.g. private project codes): this variable names their folder.
 CLUSTERS_DIR_ENV = "SCALESTUDY_CLUSTERS_DIR"
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..apps import app_for
+from ..apps.registry import app_for
 from ..launch import modules
 from ..model.errors import SweepError
 from ..results import history, locking, retry

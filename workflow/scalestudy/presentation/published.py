@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..analysis.scaling import scaling
-from ..apps import APPS
+from ..apps.registry import APPS
 from ..model.errors import SweepError
 from ..model.metrics import WALLTIME_USED, metric
 from ..model.timefmt import hms_seconds

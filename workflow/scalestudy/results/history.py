@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..apps import APPS, app_for
+from ..apps.registry import APPS, app_for
 from ..config.forecast import same_point
 from ..model.metrics import WALLTIME_USED
 from ..model.paths import DEFINITION_FILE, HISTORY, METRICS, RUNS_SEGMENT, Layout

@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..apps import app_for
+from ..apps.registry import app_for
 from ..model.paths import Layout
 from ..model.point import Point
 from ..model.settings import StudySettings

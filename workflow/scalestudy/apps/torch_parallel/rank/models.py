@@ -3,7 +3,7 @@ order, so that `nn.Sequential(*blocks)` is the model and a pipeline splits the l
 the deterministic learnable data each trains on (made from the seed before training).
 
 Sizes: `width` (channels or hidden size) and `depth` (layers); the families' defaults are
-tiny so that a CPU step takes well under a second (torch_parallel_spec.MODELS holds them, with
+tiny so that a CPU step takes well under a second (torch_parallel.spec.MODELS holds them, with
 each family's task and data; here each family's builder, in BUILDERS, and each data's maker).
 
 Tasks:
@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..torch_parallel_spec import IMAGE, MODELS, Counted, Data, Task
+from ..spec import IMAGE, MODELS, Counted, Data, Task
 
 CLASSES = 10
 FEATURES = 32
@@ -239,7 +239,7 @@ def gpt2(width: int, depth: int, vocab: int, seq_len: int, heads: int) -> list[n
     ]
 
 
-# Each family's model (torch_parallel_spec.MODELS) as blocks, in order.
+# Each family's model (torch_parallel.spec.MODELS) as blocks, in order.
 BUILDERS = {
     "vgg11": vgg11,
     "cnn": cnn,
@@ -371,7 +371,7 @@ def counted_training(name: str, width: int, depth: int, vocab: int, seq_len: int
     """A forward of `batch` samples on the meta device (nothing allocated), its loss as the
     rank computes it: (parameters, bytes autograd saves with what the loop keeps, largest
     saved storage, parameters of the largest block) as saved_bytes.Saved plus counts."""
-    from ..saved_bytes import count_saved
+    from ...saved_bytes import count_saved
 
     with torch.device("meta"):
         blocks_ = blocks(name, width, depth, vocab, seq_len, heads)

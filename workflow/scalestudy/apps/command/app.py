@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..model.errors import did_you_mean
-from ..model.metrics import SIZE_COLUMN, SIZE_TABLE, WALLTIME_USED, Metric
-from ..model.paths import Layout
-from ..model.point import PROGRAM, Point
-from .base import App, ParseError
+from ...model.errors import did_you_mean
+from ...model.metrics import SIZE_COLUMN, SIZE_TABLE, WALLTIME_USED, Metric
+from ...model.paths import Layout
+from ...model.point import PROGRAM, Point
+from ..base import App, ParseError
 
 # Placeholders every point fills besides its params: its run directory (outputs of its own)
 # and the results directory.

@@ -9,18 +9,21 @@ parser reads both.
 
 Three commands:
 
-    python -m scalestudy.apps.hoomd_wca initial-state --N 4000 --rho 1.0 --dimensions 3 --output X.gsd
-    python -m scalestudy.apps.hoomd_wca benchmark --initial-state X.gsd --device CPU --warmup_steps ... \
+    python -m scalestudy.apps.hoomd.rank initial-state --N 4000 --rho 1.0 --dimensions 3 --output X.gsd
+    python -m scalestudy.apps.hoomd.rank benchmark --initial-state X.gsd --device CPU --warmup_steps ... \
         --benchmark_steps ... --repeat ...
-    python -m scalestudy.apps.hoomd_wca reference --initial-state X.gsd --run-dir DIR -- <md_pair_wca options>
+    python -m scalestudy.apps.hoomd.rank reference --initial-state X.gsd --run-dir DIR -- <md_pair_wca options>
 
 `initial-state` makes the randomized hard-sphere fluid compressed to the target density
 (hard-sphere Monte Carlo, as the reference does), once, outside every timed job.
 `reference` runs hoomd-benchmarks' own md_pair_wca module (params.harness: hoomd_benchmarks)
 on that same cached state, from the run directory.
 
-The app (apps/hoomd.py) builds these command lines and parses what they print; this program
-imports nothing of scalestudy (pyproject.toml: its import contract), so a rank loads no planner.
+The app (app.py beside it) builds these command lines and parses what they print; this program
+imports nothing of scalestudy (pyproject.toml: its import contract), so a rank loads no planner:
+started as `python -m scalestudy.apps.hoomd.rank`, Python first imports the packages around it
+(scalestudy, scalestudy.apps, scalestudy.apps.hoomd), and each of those is a docstring only
+(tests/integration/test_rank_programs.py).
 """
 
 from __future__ import annotations
@@ -163,7 +166,7 @@ def reference(initial: Path, run_dir: Path, harness_args: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scalestudy.apps.hoomd_wca")
+    parser = argparse.ArgumentParser(prog="python -m scalestudy.apps.hoomd.rank")
     commands = parser.add_subparsers(dest="command", required=True)
     make = commands.add_parser("initial-state", help="make the compressed hard-sphere fluid (GSD)")
     make.add_argument("--N", type=int, required=True)

@@ -11,7 +11,7 @@
    so the timed steps after pay nothing for it; and the process's max RSS (the runtime
    and allocator included), measured by the OS.
 
-Usage: python -m scalestudy.apps.litgpt_entry finetune_full <litgpt arguments>
+Usage: python -m scalestudy.apps.litgpt.rank finetune_full <litgpt arguments>
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import resource
 import sys
 
-from ..model.rank_probe import RANK_VARIABLES, end_rank, first_int
+from ...model.rank_probe import RANK_VARIABLES, end_rank, first_int
 
 # The per-rank line: "scalestudy: peak host memory rank 0: 589312 KiB" (getrusage's unit).
 PEAK_RSS_PREFIX = "scalestudy: peak host memory"
@@ -59,7 +59,7 @@ def track_tensor_peak(steps: int = TRACKED_STEPS):
     from lightning.fabric import Fabric
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
-    from .tensor_peak import TensorPeak, malloc_held
+    from ..tensor_peak import TensorPeak, malloc_held
 
     held = malloc_held()
     if held is None:

@@ -24,7 +24,7 @@ across operations and rank counts. Rank 0 prints:
     ...
     scalestudy-collectives {"operation": "allreduce", "backend": "mpi", ...}
 
-Usage: python collectives_rank.py --operation allreduce --backend mpi --device cpu
+Usage: python collectives/rank.py --operation allreduce --backend mpi --device cpu
        --min-bytes 4 --max-bytes 1048576 --iterations 100 --warmup 10 --dtype float32
 """
 
@@ -37,11 +37,13 @@ import socket
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 try:  # in the package (the app, its tests)
-    from .pingpong_rank import host_name, message_sizes
-except ImportError:  # run by path: its folder is the first on sys.path
-    from pingpong_rank import host_name, message_sizes
+    from ..osu import host_name, message_sizes
+except ImportError:  # run by path (as the runner starts it): the shared module is in the folder above
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+    from osu import host_name, message_sizes
 
 SUMMARY_PREFIX = "scalestudy-collectives"
 COLUMNS = ("size_bytes", "count", "latency_avg_us", "latency_min_us", "latency_max_us", "algbw_GBps", "busbw_GBps")

@@ -10,20 +10,19 @@ app's ranks.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..model.memory import Need, buffers_need
-from ..model.metrics import SIZE_COLUMN, SIZE_TABLE, declare
-from ..model.paths import Layout
-from ..model.point import Point
-from ..model.rank_probe import rank_lines
-from . import pingpong_rank
-from .base import App, Param, ParseError
+from ...model.memory import Need, buffers_need
+from ...model.metrics import SIZE_COLUMN, SIZE_TABLE, declare
+from ...model.paths import Layout
+from ...model.point import Point
+from ...model.rank_probe import rank_lines
+from ..base import App, Param, ParseError, table_and_summary
+from . import rank as pingpong_rank
 
 # The columns of its size table (figures[SIZE_TABLE]), one row per message size.
 SIZE_FIGURES = (
@@ -31,21 +30,6 @@ SIZE_FIGURES = (
     declare("pingpong_bandwidth_MBps", "ping-pong bandwidth (bytes / one-way time)", "MB/s", "rate", extensive=False),
 )
 ROW = re.compile(r"^(\d+) ([0-9.]+(?:e[+-]?\d+)?) ([0-9.]+(?:e[+-]?\d+)?|inf)$", re.M)
-
-
-def table_and_summary(log_text: str, header: str, prefix: str, name: str) -> tuple[str, dict[str, Any]]:
-    """The text of a rank program's table (from its header to its closing line) and the JSON of
-    that closing line ('<prefix> {...}'); ParseError where either is missing or cut off."""
-    header_at = log_text.find(header)
-    summary_at = log_text.find(prefix + " ")
-    if header_at < 0 or summary_at < 0:
-        raise ParseError(f"no {name} table with its closing '{prefix}' line in the output")
-    summary_line = log_text[summary_at:].splitlines()[0]
-    try:
-        summary = json.loads(summary_line[len(prefix) + 1 :])
-    except json.JSONDecodeError as error:
-        raise ParseError(f"the closing '{prefix}' line is cut off: {error}") from None
-    return log_text[header_at:summary_at], summary
 
 
 def parse_pingpong(log_text: str) -> dict[str, Any]:

@@ -1,10 +1,10 @@
 """Distributed training in plain PyTorch under mpirun: data (ddp), sharded (fsdp, ZeRO
 stages 1-3), pipeline, tensor and hybrid parallelism on eight small model families.
 
-The rank program is the package torch_parallel_rank (`python -m
-scalestudy.apps.torch_parallel_rank`); this module holds what planning needs without torch:
+The rank program is the package rank/ beside this module (`python -m
+scalestudy.apps.torch_parallel.rank`); this module holds what planning needs without torch:
 which strategies fit each family (the families themselves, the strategies and the lines rank 0
-prints are in torch_parallel_spec, which both sides import), the parameters, the command line
+prints are in spec.py, which both sides import), the parameters, the command line
 and the parser of those lines.
 
 `batch_size` is per data-parallel replica (global batch = batch_size x replicas; ddp and
@@ -21,14 +21,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..model.memory import PRECISIONS, Need, Shape, Sharding, TooLarge, process_overhead
-from ..model.metrics import declare
-from ..model.paths import Layout
-from ..model.point import Point
-from ..model.units import GB, MEMORY_UNIT
-from .base import App, Param, ParseError
-from .saved_bytes import kept_on_disk
-from .torch_parallel_spec import (
+from ...model.memory import PRECISIONS, Need, Shape, Sharding, TooLarge, process_overhead
+from ...model.metrics import declare
+from ...model.paths import Layout
+from ...model.point import Point
+from ...model.units import GB, MEMORY_UNIT
+from ..base import App, Param, ParseError
+from ..saved_bytes import kept_on_disk
+from .spec import (
     EPOCH_PREFIX,
     IMAGE,
     MODELS,
@@ -46,9 +46,11 @@ from .torch_parallel_spec import (
 )
 
 # The rank program's model code: a change to it (or to the counting) counts again (kept_on_disk).
-RANK_MODELS = Path(__file__).with_name("torch_parallel_rank") / "models.py"
+# The rank program, started with `python -m` (a package: it imports torch, so it is never imported here).
+RANK_PROGRAM = f"{__package__}.rank"
+RANK_MODELS = Path(__file__).with_name("rank") / "models.py"
 
-# What the parts of the breakdown add up to, and how they are measured (torch_parallel_spec.PARTS).
+# What the parts of the breakdown add up to, and how they are measured (spec.PARTS).
 STEP_WHOLE = (
     "training step (torch.profiler over `breakdown_steps` steps after the timed ones, so the figure is timed "
     "without it; a profiled step is slower than a timed one, benchmarks/breakdown_overhead.py measures both; "
@@ -200,14 +202,14 @@ def breakdown_figures(breakdown: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 @kept_on_disk(
-    Counted, RANK_MODELS, *(Path(__file__).with_name(name) for name in ("saved_bytes.py", "torch_parallel_spec.py"))
+    Counted, RANK_MODELS, Path(__file__).parent.parent / "saved_bytes.py", Path(__file__).with_name("spec.py")
 )
 def counted(model: str, width: int, depth: int, vocab: int, seq_len: int, heads: int, batch: int, dtype: str):
     """The rank program's own model counted on torch's meta device at a batch and dtype
     (models.counted_training; torch is imported here, when a shape not counted before is
     asked). Kept on disk: the check at load counts each shape once, and a run job (whose
     record carries the prediction) reads it without importing torch (seconds of every job)."""
-    from .torch_parallel_rank import models
+    from .rank import models
 
     return models.counted_training(model, width, depth, vocab, seq_len, heads, batch, dtype)
 
@@ -460,7 +462,7 @@ class TorchParallel(App):
         return point.ranks > 1  # the rendezvous goes through mpi4py where no PMIx file serves
 
     def rank_command(self, point: Point, run_dir: Path, layout: Layout) -> list[str]:
-        command = [sys.executable, "-m", "scalestudy.apps.torch_parallel_rank"]
+        command = [sys.executable, "-m", RANK_PROGRAM]
         strategy = self.setting(point, "strategy")
         for name in self.params:
             if name == "zero_stage" and strategy != "fsdp" or name == "group_size" and strategy != "hybrid":

@@ -1,5 +1,5 @@
 """What the torch-parallel planner (scalestudy.apps.torch_parallel) and its rank program
-(scalestudy.apps.torch_parallel_rank) agree on, without torch: the model families, the
+(scalestudy.apps.torch_parallel.rank) agree on, without torch: the model families, the
 strategies and what each is in torch, and the lines rank 0 prints. Both import this module;
 neither imports the other's top (the planner loads the rank's models inside a function, for
 the memory model; the rank program never loads the planner).

@@ -1,4 +1,4 @@
-"""What every MPI rank of a torch-parallel point runs (`python -m scalestudy.apps.torch_parallel_rank`).
+"""What every MPI rank of a torch-parallel point runs (`python -m scalestudy.apps.torch_parallel.rank`).
 
 `models`: the plain-torch models, each a sequence of blocks (so a pipeline can split it),
 sized by width and depth, and the deterministic learnable data each one trains on.

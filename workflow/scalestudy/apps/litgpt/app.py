@@ -13,16 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..model.memory import PRECISIONS, Need, Shape, Sharding, process_overhead
-from ..model.metrics import declare
-from ..model.paths import Layout
-from ..model.point import Point
-from ..model.units import GIB, KIB, MEMORY_UNIT, gb
-from .base import App, Param, ParseError
-from .litgpt_assets import settings_problems, tiny_asset_files
-from .litgpt_checkpoint import CHECKPOINT_CONFIG, CHECKPOINT_WEIGHTS
-from .litgpt_entry import PEAK_RSS_PREFIX, PEAK_RSS_UNIT, TENSOR_PEAK_PREFIX, TENSOR_PEAK_UNIT, TRACKED_STEPS
-from .saved_bytes import kept_on_disk
+from ...model.memory import PRECISIONS, Need, Shape, Sharding, process_overhead
+from ...model.metrics import declare
+from ...model.paths import Layout
+from ...model.point import Point
+from ...model.units import GIB, KIB, MEMORY_UNIT, gb
+from ..base import App, Param, ParseError
+from ..saved_bytes import kept_on_disk
+from . import rank as litgpt_rank
+from .assets import settings_problems, tiny_asset_files
+from .checkpoint import CHECKPOINT_CONFIG, CHECKPOINT_WEIGHTS
+from .rank import PEAK_RSS_PREFIX, PEAK_RSS_UNIT, TENSOR_PEAK_PREFIX, TENSOR_PEAK_UNIT, TRACKED_STEPS
 
 # LitGPT 0.5 end-of-training block.
 TRAINING_TIME = re.compile(r"^\|\s*-\s*Training Time\s*:\s*([0-9.]+)\s*s\b", re.M)
@@ -33,11 +34,11 @@ MEMORY_USED = re.compile(r"^\|\s*-\s*Memory Used\s*:\s*([0-9.]+)\s*GB", re.M)
 OLD_TRAINING_TIME = re.compile(r"^Training time:\s*([0-9.]+)\s*s\b", re.M)
 OLD_MEMORY_USED = re.compile(r"^Memory used:\s*([0-9.]+)\s*GB", re.M)
 ITERATION = re.compile(r"iter (\d+) step (\d+) \| loss train: ([0-9.naninf]+).*?\| iter time: ([0-9.]+) ms( \(step\))?")
-# litgpt_entry's peak RSS line, in KiB; logs written before said "<x> GB" for KiB / 1024**2,
+# The rank program's peak RSS line, in KiB; logs written before said "<x> GB" for KiB / 1024**2,
 # i.e. 2^30 bytes.
 PEAK_RSS = re.compile(rf"^{re.escape(PEAK_RSS_PREFIX)} rank (\d+): ([0-9.]+) ({PEAK_RSS_UNIT}|GB)", re.M)
 PEAK_RSS_BYTES = {PEAK_RSS_UNIT: KIB, "GB": GIB}
-# litgpt_entry's peak tensor bytes line (CPU ranks), in bytes.
+# The rank program's peak tensor bytes line (CPU ranks), in bytes.
 TENSOR_PEAK = re.compile(rf"^{re.escape(TENSOR_PEAK_PREFIX)} rank (\d+): (\d+) {TENSOR_PEAK_UNIT}\b", re.M)
 
 
@@ -209,7 +210,7 @@ class Counted:
     recomputed: int  # what one checkpointed block keeps while its backward recomputes it
 
 
-@kept_on_disk(Counted, Path(__file__), Path(__file__).with_name("saved_bytes.py"))
+@kept_on_disk(Counted, Path(__file__), Path(__file__).parent.parent / "saved_bytes.py")
 def count_litgpt(
     config_items: tuple,
     method: str,
@@ -237,7 +238,7 @@ def count_litgpt(
     one (the first sees an input that needs no gradient where the embedding is frozen)."""
     import torch
 
-    from .saved_bytes import count_saved
+    from ..saved_bytes import count_saved
 
     config_dict = dict(config_items)
     layers = config_dict["n_layer"]
@@ -332,7 +333,7 @@ def litgpt_need(
     """What a rank of LitGPT's finetune_<method> holds, as LitGPT 0.5 sets it up: on one rank
     the whole model; on several, full fine-tuning is FSDP (model.memory.fsdp_units: each
     block a unit, checkpointed, the root unit gathered through the backward; `accumulating`:
-    micro batches accumulated under no_sync; DDP on CPU ranks: litgpt_entry, unless `fsdp`),
+    micro batches accumulated under no_sync; DDP on CPU ranks: the rank program (rank.py), unless `fsdp`),
     LoRA shards over FSDP with checkpointed blocks while its frozen base stays gathered through
     the backward, as LitGPT's published multi-GPU runs hold it (docs/MEMORY.md). `lora`: the
     LoRA settings (LORA_SETTINGS where None)."""
@@ -422,7 +423,7 @@ class LitGPT(App):
         ),
     }
 
-    # config/local.yaml's stand-in model and data (apps.litgpt_assets, rules/litgpt.smk).
+    # config/local.yaml's stand-in model and data (apps.litgpt.assets, rules/litgpt.smk).
     assets_key = "litgpt_tiny"
 
     def assets_problems(self, settings: Mapping[str, Any]) -> list[str]:
@@ -518,7 +519,7 @@ class LitGPT(App):
         command = [
             sys.executable,
             "-m",
-            "scalestudy.apps.litgpt_entry",
+            litgpt_rank.__name__,
             f"finetune_{p['method']}",
             # Absolute: a relative path that fails LitGPT's check is taken for a hub id and downloaded.
             str(Path(p["checkpoint_dir"]).resolve()),

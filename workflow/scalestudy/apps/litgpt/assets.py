@@ -22,8 +22,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ..model.errors import did_you_mean, divisors
-from .litgpt_checkpoint import CHECKPOINT_CONFIG, CHECKPOINT_WEIGHTS, TOKENIZER_FILES
+from ...model.errors import did_you_mean, divisors
+from .checkpoint import CHECKPOINT_CONFIG, CHECKPOINT_WEIGHTS, TOKENIZER_FILES
 
 WORDS = (
     "node rank core socket cache memory network switch packet queue job batch "

@@ -1,6 +1,6 @@
 """Where a training step's time goes: `breakdown_steps` steps profiled with torch.profiler after
 the timed ones (so the timed figure is measured without the profiler), each split into the parts
-of torch_parallel_spec.PARTS by `step_parts` (which needs no torch; its tests run on plain spans).
+of torch_parallel.spec.PARTS by `step_parts` (which needs no torch; its tests run on plain spans).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
-from ..torch_parallel_spec import PARTS, REGION_PREFIX, STEP_REGION, Span, is_communication, step_parts
+from ..spec import PARTS, REGION_PREFIX, STEP_REGION, Span, is_communication, step_parts
 
 # Microseconds, the profiler's time unit, to seconds.
 US = 1e-6

@@ -42,7 +42,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ...model.rank_probe import (
+from ....model.rank_probe import (
     LOCAL_RANK_VARIABLES,
     LOCAL_SIZE_VARIABLES,
     RANK_VARIABLES,
@@ -51,9 +51,9 @@ from ...model.rank_probe import (
     end_rank,
     first_int,
 )
-from ...model.units import KIB
-from ..tensor_peak import TensorPeak, malloc_held
-from ..torch_parallel_spec import (
+from ....model.units import KIB
+from ...tensor_peak import TensorPeak, malloc_held
+from ..spec import (
     EPOCH_PREFIX,
     IMPLEMENTATIONS,
     MODELS,
@@ -460,7 +460,7 @@ def run_converge(trainer: Trainer, args: argparse.Namespace, device: torch.devic
 
 
 def run_throughput(trainer: Trainer, args: argparse.Namespace, device: torch.device) -> dict[str, Any]:
-    """Horovod's synthetic benchmark protocol (torch_parallel_spec.PROTOCOL): one fixed synthetic
+    """Horovod's synthetic benchmark protocol (torch_parallel.spec.PROTOCOL): one fixed synthetic
     batch, `warmup_steps` untimed steps, then `steps` timed iterations of `batches_per_iter`
     steps each (one: each step timed alone, as before the protocol had iterations). CPU memory
     is tracked over the warm-up steps (over the build only where there are none)."""
@@ -489,7 +489,7 @@ def run_throughput(trainer: Trainer, args: argparse.Namespace, device: torch.dev
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scalestudy.apps.torch_parallel_rank")
+    parser = argparse.ArgumentParser(prog="python -m scalestudy.apps.torch_parallel.rank")
     parser.add_argument(
         "--model", required=True, type=model_list, help="a model, or several (a,b,c): one after another, one launch"
     )
