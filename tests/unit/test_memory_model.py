@@ -5,6 +5,7 @@ never keeps the s x s scores), the load-time refusal and warning, bf16 on a V100
 benchmark (benchmarks/memory_anchors.py) prints every cell. One file past 500 lines on purpose:
 the published cells are written out where they are checked, beside the shared fixtures."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -563,3 +564,26 @@ def test_a_hoomd_study_says_its_memory_is_not_predicted():
         f"studies.{hoomd.study}: memory per rank not predicted (HOOMD-blue's bytes per particle have not been "
         "measured; its LAMMPS twin's are); it runs unchecked"
     ]
+
+
+def test_ranks_per_node_that_leave_a_rank_less_than_its_process_is_refused_naming_ranks_per_node(tmp_path):
+    """10,000 ranks on one local node leave each a few MB, less than a Python rank's process
+    alone: the refusal names ranks_per_node (not max_bytes, which no value of would make it fit),
+    and the count it allows loads."""
+    from scalestudy.config import files
+
+    config = files.load_files(Path(__file__).resolve().parents[1] / "sweeps/pingpong-tcp.yaml")
+    config["results_dir"] = str(tmp_path / "results")
+    config["studies"]["pp"]["ranks_per_node"] = [10000]
+    with pytest.raises(SweepError) as refused:
+        load(config)
+    lines = [p for p in refused.value.problems if "needs" in p or "leaves" in p]
+    assert len(lines) == 1 and "params.max_bytes" not in lines[0], refused.value.problems
+    line = lines[0]
+    assert line.startswith("studies.pp.ranks_per_node: 10000 leaves ") and "overhead" in line
+    allowed = re.fullmatch(r".*; allowed: at most (\d+) ranks per node", line)
+    assert allowed, line
+    most = int(allowed.group(1))
+    assert 2 <= most < 10000
+    config["studies"]["pp"]["ranks_per_node"] = [most]
+    assert load(config).points  # what the line allows loads

@@ -198,8 +198,34 @@ class MemoryRow:
             return f"{head}, which may not fit in {where}; it runs (a smaller {self.key} or more ranks is safer)"
         return f"{head} > {where}; allowed: {allowed}"
 
+    @property
+    def crowded(self) -> bool:
+        """A CPU point whose ranks_per_node leaves each rank less than its process needs before
+        any parameter adds to it (the overhead alone does not fit): ranks_per_node is the cause."""
+        if self.per != "rank" or self.prediction is None or self.capacity_gb is None:
+            return False
+        alone = Prediction(
+            weights=0.0, gradients=0.0, optimizer=0.0, activations=0.0, overhead=self.prediction.overhead
+        )
+        return verdict(alone, self.capacity_gb * GB) == DOES_NOT_FIT
+
+    def crowded_line(self, cluster: str) -> str:
+        """'studies.S.ranks_per_node: R leaves X GB per rank on C (Y GB per node), less than a
+        rank's process needs (...) whatever its params; allowed: at most N ranks per node'."""
+        assert self.prediction is not None and self.capacity_gb is not None
+        rpn = self.point.ranks_per_node
+        node_gb = self.capacity_gb * rpn
+        most = int(node_gb * GB // self.prediction.bound(1))
+        allowed = f"at most {most} ranks per node" if most else "a node with more memory"
+        return (
+            f"studies.{self.point.study}.ranks_per_node: {rpn} leaves {self.capacity_gb:.3g} GB per rank on {cluster} "
+            f"({node_gb:.3g} GB per node), less than one rank needs ({self.prediction.summary(self.per)}) "
+            f"whatever its params; allowed: {allowed}"
+        )
+
     def refusal(self, cluster: str) -> str:
-        return self.line(cluster)
+        """The line refusing a point that does not fit, naming the key that causes it."""
+        return self.crowded_line(cluster) if self.crowded else self.line(cluster)
 
 
 def memory_rows(points: Iterable[Point], cluster: clusters.Cluster) -> list[MemoryRow]:
@@ -246,7 +272,7 @@ def memory_lines(points: Iterable[Point], cluster: clusters.Cluster) -> tuple[li
     checked = [p for p in firsts if APPS[p.app].memory_checked_at_load(p)]
     for row in memory_rows(checked, cluster):
         if row.verdict == DOES_NOT_FIT:
-            refused[row.line(cluster.name)] = None
+            refused[row.refusal(cluster.name)] = None
         elif row.verdict == MAY_NOT_FIT:
             warned[row.line(cluster.name)] = None
     return list(refused), list(warned)
