@@ -10,7 +10,7 @@ measured CPU ranks:
    estimate_zero3_model_states_mem_needs, no offload) on three Llama-shaped cases.
 4. The torch-parallel rank program under real mpirun on CPU: ddp, fsdp stages 1-3, pipeline,
    tensor at a size where model state dominates; measured: the rank's peak of tensor bytes.
-   And LitGPT (litgpt_entry, the local study's tiny Llama-shaped stand-in, config/local.yaml),
+   And LitGPT (apps/litgpt/rank.py, the local study's tiny Llama-shaped stand-in, config/local.yaml),
    full and LoRA on 1 and `--ranks` CPU ranks: its rank's peak of tensor bytes.
 1b. A held-out LitGPT table (config_hub/finetune/README.md, A10G): nothing of the model fitted
    on it; predicted / published, wrong refusals and wrong admissions.
@@ -370,7 +370,7 @@ def litgpt_cpu_section(methods: list[str], ranks_list: list[int], precision: str
     """LitGPT under real mpirun on CPU ranks, the local study's stand-in model and settings
     (config/local.yaml: its assets and the litgpt-full study's params; `precision` in place of
     its own where given: bf16-mixed runs CPU autocast), 5 optimizer steps; measured: the largest
-    rank's tensor_memory_peak_gb (litgpt_entry)."""
+    rank's tensor_memory_peak_gb (apps/litgpt/rank.py)."""
     import tempfile
 
     import yaml

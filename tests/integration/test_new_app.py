@@ -1,5 +1,6 @@
-"""Adding an app is one module and its conda environment: in a copy of the checkout, a new
-app module and env file alone give a study that plans, runs and reports."""
+"""Adding an app is one folder (docs/apps.md, "Adding an app"): in a copy of the checkout, a new
+folder apps/echo/ (app.py, env.yaml, a docstring __init__.py) alone gives a study that plans, runs
+and reports; nothing else of the checkout is edited."""
 
 import json
 import shutil
@@ -17,8 +18,8 @@ ECHO_APP = '''
 import re
 import sys
 
-from ..model.metrics import declare
-from .base import App, Param, ParseError
+from ...model.metrics import declare
+from ..base import App, Param, ParseError
 
 FIGURE = re.compile(r"^echo_value ([0-9.]+)$", re.M)
 
@@ -49,13 +50,14 @@ def not_copied(directory: str, names: list[str]) -> set[str]:
     return left_out | ({"results"} & set(names) if Path(directory) == REPO else set())
 
 
-def test_a_new_app_is_one_module_and_one_env_file(tmp_path):
+def test_a_new_app_is_one_folder(tmp_path):
     checkout = tmp_path / "checkout"
     shutil.copytree(REPO, checkout, ignore=not_copied)
-    (checkout / "workflow/scalestudy/apps/echo.py").write_text(ECHO_APP)
-    (checkout / "envs/echo.yaml").write_text(
-        "channels: [conda-forge]\ndependencies: [python=3.11, pyyaml, jsonschema]\n"
-    )
+    folder = checkout / "workflow/scalestudy/apps/echo"
+    folder.mkdir()
+    (folder / "__init__.py").write_text('"""A test app: echoes its parameter."""\n')
+    (folder / "app.py").write_text(ECHO_APP)
+    (folder / "env.yaml").write_text("channels: [conda-forge]\ndependencies: [python=3.11, pyyaml, jsonschema]\n")
     sweep = {
         "cluster": "local",
         "studies": {"echo-study": {"app": "echo", "nodes": [1], "ranks_per_node": [1, 2], "repeats": 2,

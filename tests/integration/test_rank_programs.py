@@ -1,6 +1,5 @@
-"""(Integration: it starts processes.) Each app's rank program starts, as the runner starts it, without the package around it:
-no other app's module, not the registry (which imports every app), and no RuntimeWarning from
-runpy (`'scalestudy.apps.X' found in sys.modules after import of package 'scalestudy.apps'`,
+"""Each app's rank program starts, as the runner starts it, without the package around it: no
+other app's module, not the registry (which imports every app), and no RuntimeWarning from runpy (`'scalestudy.apps.X' found in sys.modules after import of package 'scalestudy.apps'`,
 printed in every rank's log while scalestudy.apps imported every app)."""
 
 import subprocess

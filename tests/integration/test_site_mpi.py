@@ -357,7 +357,7 @@ def test_slurm_runs_one_and_two_node_points_on_the_site_modules_open_mpi(tree, s
 
 @pytest.fixture(scope="module")
 def litgpt_tiny(tmp_path_factory) -> Path:
-    """The local study's stand-in model and data (apps.litgpt_assets)."""
+    """The local study's stand-in model and data (apps.litgpt.assets)."""
     from scalestudy.apps.litgpt.assets import make_tiny_assets
 
     folder = tmp_path_factory.mktemp("litgpt-tiny")

@@ -9,7 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PAGES = (REPO / "README.md", REPO / "config/README.md", *sorted((REPO / "docs").glob("*.md")))
+PAGES = (
+    REPO / "README.md",
+    REPO / "config/README.md",
+    *sorted((REPO / "docs").glob("*.md")),
+    *sorted((REPO / "workflow/scalestudy/apps").glob("*/README.md")),  # each app's page, in its folder
+)
 FENCE = re.compile(r"^(\s*)(`{3,})(\w*)\s*$")
 NOTE = re.compile(r"^\s*<!--\s*example:\s*(.*?)\s*-->\s*$")
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")

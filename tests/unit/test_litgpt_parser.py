@@ -12,7 +12,7 @@ def test_litgpt_0_5_end_block_and_iterations(data_dir):
     assert figures["training_time_s"] == pytest.approx(16.60)
     assert figures["tokens_per_s"] == pytest.approx(2420.35)
     assert figures["optimizer_steps"] == 20
-    # The recorded line says "0.562 GB", which litgpt_entry then wrote for KiB / 1024**2 (2^30 bytes).
+    # The recorded line says "0.562 GB", which the LitGPT rank program then wrote for KiB / 1024**2 (2^30 bytes).
     assert figures["host_memory_peak_gb"] == pytest.approx(0.562 * 2**30 / 1e9)
     assert "gpu_memory_gb" not in figures  # LitGPT prints it only on CUDA
     assert 0 < figures["step_time_s"] < figures["training_time_s"]

@@ -1,5 +1,6 @@
 """The CPU tensor-bytes tracker (apps.tensor_peak) shared by the torch-parallel rank program and
-litgpt_entry: it sees a known allocation, and once stopped it intercepts nothing; litgpt_entry's
+the LitGPT rank program (apps/litgpt/rank.py): it sees a known allocation, and once stopped it
+intercepts nothing; the rank program's
 start at the model's build and stop after the second optimizer step."""
 
 import pytest

@@ -154,7 +154,7 @@ def test_every_model_has_enough_blocks_for_two_stages_and_the_app_counts_them(mo
 
 @pytest.mark.parametrize("model", list(MODELS))
 def test_the_planner_counts_each_familys_blocks_at_any_depth(model):
-    # The planner's count (torch_parallel_spec, no torch) against the rank program's model.
+    # The planner's count (torch_parallel.spec, no torch) against the rank program's model.
     blocks = models.blocks(model, MODELS[model].width, 3, vocab=64, seq_len=16, heads=4)
     assert len(blocks) == APP.blocks(tp_point(model=model, depth=3))
 

@@ -3,7 +3,7 @@
 Every path of the results layout is computed here, and nowhere else: the rules (which
 call these functions with wildcards, e.g. ``layout.run_dir("{study}", "{point}")``), the
 apps, the runner, the analysis and the report; under the assets, the app that makes a file
-names it (apps.hoomd.state_file: HOOMD-blue's initial states; apps.litgpt_assets: the files of
+names it (apps.hoomd.state_file: HOOMD-blue's initial states; apps.litgpt.assets: the files of
 the LitGPT stand-in under Layout.litgpt_tiny). A results directory may be anywhere
 (`results_dir:`, e.g. /scratch on Gadi).
 
