@@ -1,6 +1,7 @@
 """Each app's rank program starts, as the runner starts it, without the package around it: no
-other app's module, not the registry (which imports every app), and no RuntimeWarning from runpy (`'scalestudy.apps.X' found in sys.modules after import of package 'scalestudy.apps'`,
-printed in every rank's log while scalestudy.apps imported every app)."""
+other app's module, not the registry (which imports every app), and no RuntimeWarning from runpy
+(`'scalestudy.apps.X' found in sys.modules after import of package 'scalestudy.apps'`, printed in
+every rank's log while scalestudy.apps imported every app). Integration: it starts processes."""
 
 import subprocess
 import sys
