@@ -2,7 +2,7 @@
 bandwidths): the operations MPI flag sets and NCCL settings act on, measured directly.
 
 Backends: `mpi` (mpi4py), `gloo` (torch.distributed on CPU), `nccl` (torch.distributed on
-CUDA buffers, `device: cuda`). The rank program is collectives_rank.py (its docstring defines
+CUDA buffers, `device: cuda`). The rank program is rank.py beside it (its docstring defines
 every column); a run records its whole size table (figures `size_table`, one row per size)
 beside its scalar figures: the latency at the smallest message (primary) and the bus
 bandwidth at the largest. The analysis of curves over message size is scalestudy.analysis.sizes.

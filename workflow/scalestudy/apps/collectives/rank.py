@@ -1,5 +1,5 @@
 """What every MPI rank of a collectives point runs (a stand-alone script: it imports mpi4py
-and numpy, and torch for the torch.distributed backends, so it runs by path on any node
+and numpy, torch for the torch.distributed backends, and ../osu.py, so it runs by path on any node
 without the package on PYTHONPATH).
 
 One operation over message sizes, OSU's protocol (osu_allreduce, osu_latency, osu_bw,

@@ -3,7 +3,7 @@
 The cheapest real MPI job: it shows which hosts ran, which MPI/NCCL settings
 reached every rank, and what the interconnect between the two end ranks does.
 It is the process the fault tests kill, starve and misconfigure, and the app
-of the scheduler tests. The rank program is pingpong_rank.py; the line per rank
+of the scheduler tests. The rank program is rank.py beside it; the line per rank
 with its host and settings comes from rank_probe.py, which runs in front of every
 app's ranks.
 """

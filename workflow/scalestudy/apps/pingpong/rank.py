@@ -1,5 +1,5 @@
 """What every MPI rank of a ping-pong point runs (a stand-alone script: it imports only
-mpi4py, so it runs by path on any node without the package on PYTHONPATH).
+mpi4py and ../osu.py, so it runs by path on any node without the package on PYTHONPATH).
 
 OSU-style latency/bandwidth ping-pong between rank 0 and the last rank (osu_latency
 shape: per size, `warmup` untimed round trips, then `iterations` timed ones; one-way
