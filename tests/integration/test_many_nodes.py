@@ -167,6 +167,27 @@ def test_a_command_study_runs_its_program_on_every_host(hosts, tmp_path):
     assert all(f"on {name}" in said for name in hosts.names)
 
 
+def test_a_package_a_module_puts_on_pythonpath_is_imported_by_every_hosts_ranks(hosts, tmp_path):
+    """A site module puts an app's Python package on PYTHONPATH (HOOMD-blue's, a conda env's
+    mpi4py) in the job's shell on the first node; the ranks on the other node import it too
+    (Open MPI's ssh launch starts them from a login of their own, which has no such path)."""
+    site = tmp_path / "module"
+    site.mkdir()
+    (site / "from_a_module.py").write_text("import socket\nHOST = socket.gethostname()\n")
+    program = "import from_a_module; print('imported on', from_a_module.HOST, flush=True); print('t', 0.5)"
+    study = {"app": "command", "nodes": [1], "ranks_per_node": [1], "command": "{python} -c {program}",
+             "params": {"python": sys.executable, "program": program},
+             "figures": {"t": {"regex": r"^t ([0-9.]+)$", "unit": "s", "better": "lower"}}}  # fmt: skip
+    single = load({"cluster": "local", "results_dir": str(tmp_path / "results"), "studies": {"s": study}}).sweep.points[
+        0
+    ]
+    module_path = {"PYTHONPATH": os.pathsep.join([str(REPO / "workflow"), str(site)])}
+    metrics = run_on_hosts(hosts, dataclasses.replace(single, nodes=2), tmp_path / "run", env=module_path)
+    assert metrics["status"] == "ok", metrics["reason"]
+    said = (tmp_path / "run/stdout.log").read_text()
+    assert all(f"imported on {name}" in said for name in hosts.names), said[-2000:]
+
+
 # MPICH's UCX would meet over shared memory (one kernel); a cluster's nodes meet over the network.
 HYDRA_TCP = {"UCX_TLS": "tcp,self"}
 
