@@ -3,7 +3,13 @@
 from points import HOSTILE, point
 from scalestudy.apps import APPS
 from scalestudy.config.clusters import MpiLauncher
-from scalestudy.launch.command import allocated_hosts, allocation_of_job, mpirun_command, slurm_allocation
+from scalestudy.launch.command import (
+    allocated_hosts,
+    allocation_of_job,
+    forwarded_variables,
+    mpirun_command,
+    slurm_allocation,
+)
 from scalestudy.model.paths import Layout
 from scalestudy.model.rank_probe import without_slurm_step
 
@@ -16,6 +22,18 @@ def test_mpirun_command_is_exact():
         "-x", "OMP_NUM_THREADS=1", "-x", "NCCL_IB_DISABLE=1", "-x", "NCCL_SOCKET_IFNAME=$(touch /tmp/pwned)",
         "python", "app.py",
     ]  # fmt: skip
+
+
+def test_the_launchers_pythonpath_is_passed_to_every_rank_by_name_and_value():
+    # A site module's HOOMD-blue on PYTHONPATH: an ssh-started rank on another node would not see it.
+    module = "/apps/hoomd/4.8.2/lib/python3.11/site-packages:/home/u/scalestudy/workflow"
+    forwarded = forwarded_variables({"PYTHONPATH": module, "HOME": "/home/u", "LD_PRELOAD": "x.so"})
+    assert forwarded == {"PYTHONPATH": module}
+    assert forwarded_variables({"PYTHONPATH": ""}) == {} == forwarded_variables({})
+    openmpi = mpirun_command(point(mpi_flags={}, nccl_env={}), ["a"], forwarded, MpiLauncher())
+    assert openmpi[-3:] == ["-x", f"PYTHONPATH={module}", "a"]
+    hydra = mpirun_command(point(mpi_flags={}, nccl_env={}), ["a"], forwarded, MpiLauncher("mpich", "mpiexec"))
+    assert hydra[-4:] == ["-genv", "PYTHONPATH", module, "a"]
 
 
 def test_site_switches_only_when_the_cluster_file_asks():

@@ -116,6 +116,19 @@ def host_slots(point: Point, hosts: list[str]) -> str:
     return ",".join(f"{host}:{point.ranks_per_node}" for host in hosts[: point.nodes])
 
 
+# Variables of the launcher's own environment that every rank needs and that an ssh launch does
+# not carry to the other nodes (Open MPI starts its daemon there, and so the ranks, from a login
+# of their own): the Python packages a site module or a conda env put on PYTHONPATH in the job's
+# shell (HOOMD-blue's). srun, PBS's tm and MPICH's Hydra carry the whole environment; naming the
+# variable there changes nothing.
+FORWARDED_FROM_LAUNCHER = ("PYTHONPATH",)
+
+
+def forwarded_variables(environ: Mapping[str, str]) -> dict[str, str]:
+    """Those of FORWARDED_FROM_LAUNCHER that the launcher's environment sets, for every rank."""
+    return {name: environ[name] for name in FORWARDED_FROM_LAUNCHER if environ.get(name)}
+
+
 def mpirun_command(
     point: Point,
     rank_argv: list[str],

@@ -37,7 +37,15 @@ from ..model.record import DEFINITION, definition
 from ..model.units import gib_in_gb
 from ..results import retry
 from . import conditions, modules, provenance
-from .command import allocated_hosts, launch_script, mpirun_command, pbs_slots, resolve_launcher, slurm_allocation
+from .command import (
+    allocated_hosts,
+    forwarded_variables,
+    launch_script,
+    mpirun_command,
+    pbs_slots,
+    resolve_launcher,
+    slurm_allocation,
+)
 from .failures import Failure, classify, node_lost_words, scheduler_category, stopped_from_outside
 from .modules import ModuleError
 
@@ -213,7 +221,8 @@ def measure(
     also = provenance.variables_to_report(point, mpi.flavour)
     mpi4py_ranks = app.loads_mpi4py(point)
     rank_argv = provenance.probed_command(app.rank_command(point, run_dir, layout), sys.executable, also, mpi4py_ranks)
-    argv = mpirun_command(point, rank_argv, rank_env, mpi, hosts)
+    # The ranks on every node see the launcher's PYTHONPATH (a module's HOOMD-blue), as launch.sh shows.
+    argv = mpirun_command(point, rank_argv, {**forwarded_variables(env), **rank_env}, mpi, hosts)
     write_atomically(launch_path, launch_script(argv))
     launch_path.chmod(0o755)
 
