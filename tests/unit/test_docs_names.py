@@ -257,15 +257,33 @@ def members(cls: ast.ClassDef) -> set[str]:
     return found
 
 
+# `module` (`NAME`, `other`): the bare names in the parentheses right after a module are names in
+# that module (a wrong module for a fact's names was how the map went wrong before).
+MODULE_THEN_NAMES = re.compile(r"`([A-Za-z_][\w.]*)`\s*\(((?:[^()]|\([^()]*\))*)\)")
+BARE_NAME = re.compile(r"`([A-Za-z_]\w*)`")
+
+
+def names_beside_modules(page: Path, repository: Repository) -> list[tuple[int, str]]:
+    """(line, `module.NAME`) for each bare name in parentheses right after a module's name."""
+    found = []
+    for number, line in docs.prose(page, keep_code=True):
+        for match in MODULE_THEN_NAMES.finditer(line):
+            module = match.group(1)
+            if EXTENSION.search(module) or not DOTTED.match(module) or module.split(".")[0] not in repository.packages:
+                continue
+            found += [(number, f"{module}.{name.group(1)}") for name in BARE_NAME.finditer(match.group(2))]
+    return found
+
+
 def unresolved(page: Path, repository: Repository, paths: bool = True) -> list[tuple[str, str]]:
     """(the word, where and what is wrong) for each name on a page that does not resolve; where
     paths are checked, the names in its plain fenced blocks too."""
+    words = [(line, word) for line, span in code_spans(page, with_blocks=paths) for word in named_words(span)]
     found = []
-    for line, span in code_spans(page, with_blocks=paths):
-        for word in named_words(span):
-            problem = repository.problem(word, paths)
-            if problem:
-                found.append((word, f"{page.relative_to(repository.root)}:{line}: `{word}`: {problem}"))
+    for line, word in sorted(words + names_beside_modules(page, repository)):
+        problem = repository.problem(word, paths)
+        if problem:
+            found.append((word, f"{page.relative_to(repository.root)}:{line}: `{word}`: {problem}"))
     return found
 
 
@@ -300,7 +318,8 @@ def test_a_missing_module_name_or_path_is_found(tmp_path):
         (package / folder / "__init__.py").write_text('"""doc"""\n')
     (package / "__init__.py").write_text("")
     (package / "model" / "paths.py").write_text(
-        "import os\nRUNS = 'runs.csv'\n\n\nclass Layout:\n    kind: str\n\n    def run_dir(self):\n"
+        "import os\nRUNS = 'runs.csv'\nSCRIPT = 'launch.sh'\n\n\n"
+        "class Layout:\n    kind: str\n\n    def run_dir(self):\n"
         "        self.made = 1\n\n\nif os.name:\n    LATE = 1\n"
     )
     (package / "apps" / "one" / "rank.py").write_text("")
@@ -309,7 +328,8 @@ def test_a_missing_module_name_or_path_is_found(tmp_path):
     page = tmp_path / "docs" / "page.md"
     page.write_text(
         "`model.paths.Layout.run_dir`, `scalestudy.model.paths.{RUNS, LATE}`, `Layout.made`,\n"
-        "`model.paths.Layout.made`, `model/paths.py`, `<results>/<study>/runs.csv`, `runs.csv`\n"
+        "`model.paths.Layout.made`, `model/paths.py`, `<results>/<study>/runs.csv`, `runs.csv`,\n"
+        "`model.paths` (`RUNS`, `Layout`, as `Layout.made`), `launch.sh` (`mpirun`), `model.paths` (`Gone`)\n"
         "`python -m scalestudy.apps.one.rank` `numpy.linalg` `--config a=b.yaml` `/proc/stat`\n"
         "```\n`model.gone` in a block\n```\n"
         "`model.gone`, `model.paths.Gone`, `model.paths.Layout.gone`, `model/gone.py`,\n"
@@ -317,17 +337,18 @@ def test_a_missing_module_name_or_path_is_found(tmp_path):
         "`<results>/<study>/gone.csv` `gone.json`\n"
     )
     assert [where for _, where in unresolved(page, Repository(tmp_path))] == [
-        "docs/page.md:7: `model.gone`: no module scalestudy.model.gone, nor a name gone in scalestudy.model",
-        "docs/page.md:7: `model.paths.Gone`: scalestudy.model.paths defines no Gone",
-        "docs/page.md:7: `model.paths.Layout.gone`: scalestudy.model.paths.Layout has no member gone",
-        "docs/page.md:7: `model/gone.py`: no such file or folder (from the repository's root, workflow/ "
+        "docs/page.md:3: `model.paths.Gone`: scalestudy.model.paths defines no Gone",
+        "docs/page.md:8: `model.gone`: no module scalestudy.model.gone, nor a name gone in scalestudy.model",
+        "docs/page.md:8: `model.paths.Gone`: scalestudy.model.paths defines no Gone",
+        "docs/page.md:8: `model.paths.Layout.gone`: scalestudy.model.paths.Layout has no member gone",
+        "docs/page.md:8: `model/gone.py`: no such file or folder (from the repository's root, workflow/ "
         "or workflow/scalestudy/)",
-        "docs/page.md:8: `apps/<pkg>/env.yaml`: no such file or folder (from the repository's root, "
+        "docs/page.md:9: `apps/<pkg>/env.yaml`: no such file or folder (from the repository's root, "
         "workflow/ or workflow/scalestudy/)",
-        "docs/page.md:8: `scalestudy.apps.<pkg>.rank`: no module scalestudy.apps.two.rank, nor a name rank in "
+        "docs/page.md:9: `scalestudy.apps.<pkg>.rank`: no module scalestudy.apps.two.rank, nor a name rank in "
         "scalestudy.apps.two",
-        "docs/page.md:9: `<results>/<study>/gone.csv`: a run-time path whose part 'gone.csv' the code never names",
-        "docs/page.md:9: `gone.json`: no file of that name in the repository, and the code never names it",
+        "docs/page.md:10: `<results>/<study>/gone.csv`: a run-time path whose part 'gone.csv' the code never names",
+        "docs/page.md:10: `gone.json`: no file of that name in the repository, and the code never names it",
     ]
 
 
