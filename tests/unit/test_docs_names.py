@@ -11,8 +11,8 @@
   from `workflow/` or from `workflow/scalestudy/`. A bare file name may also be one the code
   writes (it appears in the code under workflow/, profiles/ or scripts/: `runs.csv`). A path
   starting with a placeholder (`<results>/<study>/runs.csv`), in `results/` or in `.snakemake/`
-  is made at run time: each of its literal parts must appear in that code. Paths are checked on
-  the pages of PATHS_CHECKED, module names on every page.
+  is made at run time: each of its literal parts must appear in that code. The map is held to
+  every path; the other pages to the paths that start in the repository (PATHS_CHECKED).
 - `<name>` and `*` are wildcards. In a path at least one file must match (`apps/<pkg>/env.yaml`);
   in a dotted name every package or module matching must hold the rest, and one at least
   (`scalestudy.apps.<pkg>.rank`: each app's rank program). `{a,b}` expands to both.
@@ -33,9 +33,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 import docs  # noqa: E402  (tests/support/docs.py)
 
-# The pages held to it: every page of the user docs and the map for the names of scalestudy's
-# modules; the map alone for paths (the user pages also name a site's modules, `openmpi/4.1.5`,
-# and files of other projects, `tutorials/resource-tables.md`, written the same way).
+# The pages held to it: every page of the user docs and the map. The map (PATHS_CHECKED) is held
+# to every path it names; the other pages to the paths that start in the repository (`docs/`,
+# `workflow/rules/run.smk`, `apps/md.py`), since they also name a site's modules (`openmpi/4.1.5`),
+# files of other projects (`tutorials/resource-tables.md`) and the user's own (`my-sweep.yaml`).
 CHECKED_PAGES = docs.PAGES
 PATHS_CHECKED = (docs.REPO / "docs" / "ARCHITECTURE.md",)
 
@@ -148,11 +149,22 @@ class Repository:
 
     # -- what a word is
 
-    def problem(self, word: str, paths: bool = True) -> str | None:
+    @functools.cached_property
+    def top_entries(self) -> set[str]:
+        """What a path that starts in the repository starts with (results/ is made at run time)."""
+        entries = set()
+        for base in (self.root, self.root / "workflow", self.package):
+            if base.is_dir():
+                entries.update(p.name for p in base.iterdir() if p.name not in SKIPPED_DIRS)
+        return entries - {"results"}
+
+    def problem(self, word: str, every_path: bool = True) -> str | None:
         """None when the word names something that exists (or is not a name this test reads),
-        else what is wrong. Paths only where `paths`."""
+        else what is wrong. Every path, or only those starting in the repository."""
         if EXTENSION.search(word) or "/" in word:
-            return self.path_problem(word) if paths else None
+            if not every_path and ("/" not in word.strip("/") or word.split("/")[0] not in self.top_entries):
+                return None
+            return self.path_problem(word)
         if DOTTED.match(word) and word.split(".")[0] in self.packages:
             return self.dotted_problem(word)
         return None
@@ -275,13 +287,14 @@ def names_beside_modules(page: Path, repository: Repository) -> list[tuple[int, 
     return found
 
 
-def unresolved(page: Path, repository: Repository, paths: bool = True) -> list[tuple[str, str]]:
+def unresolved(page: Path, repository: Repository, every_path: bool = True) -> list[tuple[str, str]]:
     """(the word, where and what is wrong) for each name on a page that does not resolve; where
-    paths are checked, the names in its plain fenced blocks too."""
-    words = [(line, word) for line, span in code_spans(page, with_blocks=paths) for word in named_words(span)]
+    every path is checked, the names in its plain fenced blocks too."""
+    blocks = every_path
+    words = [(line, word) for line, span in code_spans(page, with_blocks=blocks) for word in named_words(span)]
     found = []
     for line, word in sorted(words + names_beside_modules(page, repository)):
-        problem = repository.problem(word, paths)
+        problem = repository.problem(word, every_path)
         if problem:
             found.append((word, f"{page.relative_to(repository.root)}:{line}: `{word}`: {problem}"))
     return found
@@ -292,8 +305,8 @@ REPO = Repository(docs.REPO)
 
 @pytest.mark.parametrize("page", CHECKED_PAGES, ids=lambda page: str(page.relative_to(docs.REPO)))
 def test_every_name_in_backticks_exists(page):
-    paths = page in PATHS_CHECKED
-    assert [where for word, where in unresolved(page, REPO, paths) if word not in PINNED_NOT_YET] == []
+    every_path = page in PATHS_CHECKED
+    assert [where for word, where in unresolved(page, REPO, every_path) if word not in PINNED_NOT_YET] == []
 
 
 def test_the_pinned_names_still_to_come_are_used_and_missing():
@@ -349,6 +362,25 @@ def test_a_missing_module_name_or_path_is_found(tmp_path):
         "scalestudy.apps.two",
         "docs/page.md:10: `<results>/<study>/gone.csv`: a run-time path whose part 'gone.csv' the code never names",
         "docs/page.md:10: `gone.json`: no file of that name in the repository, and the code never names it",
+    ]
+
+
+def test_a_user_page_is_held_to_the_paths_that_start_in_the_repository(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "workflow" / "scalestudy" / "model").mkdir(parents=True)
+    (tmp_path / "workflow" / "scalestudy" / "model" / "__init__.py").write_text("")
+    (tmp_path / "workflow" / "scalestudy" / "__init__.py").write_text("")
+    page = tmp_path / "docs" / "page.md"
+    page.write_text(
+        "`docs/page.md` `docs/gone.md` `model/gone.py` `openmpi/4.1.5` `my-sweep.yaml` `results/x/runs.csv`\n"
+        "`model.gone`\n```\n`docs/gone.md` in a block\n```\n"
+    )
+    assert [where for _, where in unresolved(page, Repository(tmp_path), every_path=False)] == [
+        "docs/page.md:1: `docs/gone.md`: no such file or folder (from the repository's root, workflow/ or "
+        "workflow/scalestudy/)",
+        "docs/page.md:1: `model/gone.py`: no such file or folder (from the repository's root, workflow/ or "
+        "workflow/scalestudy/)",
+        "docs/page.md:2: `model.gone`: no module scalestudy.model.gone, nor a name gone in scalestudy.model",
     ]
 
 
