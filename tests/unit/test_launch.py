@@ -88,3 +88,36 @@ def test_the_slurm_allocation_is_read_back_from_scontrol_with_the_job_id_open_mp
                         "SLURM_JOB_NUM_NODES": "2", "SLURM_NNODES": "2", "SLURM_TASKS_PER_NODE": "2(x2)"}  # fmt: skip
     assert allocated_hosts(restored) == ["n1", "n2"]
     assert slurm_allocation({"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n1"}) == {}
+
+
+def test_under_slurm_a_launchs_folder_is_removed_on_its_other_nodes_by_a_step_with_the_jobs_tmpdir(
+    tmp_path, monkeypatch
+):
+    """slurmstepd makes a step's TMPDIR where it is missing, so the srun that starts Open MPI's
+    daemons makes the launch's folder on every other node: one step removes it there, started
+    with the job's TMPDIR (tests/integration/test_launcher_leftovers.py runs it with a fake srun;
+    test_slurm_hosts.py on a real Slurm)."""
+    import os
+
+    from scalestudy.launch import runner
+
+    started = []
+    monkeypatch.setattr(runner.subprocess, "run", lambda argv, env, **_: started.append((argv, env["TMPDIR"])))
+    slurm = {"TMPDIR": str(tmp_path), "SLURM_JOB_ID": "7"}
+    with runner.launch_tmpdir(slurm, own=True, other_hosts=["n2", "n3"]) as env:
+        folder = env["TMPDIR"]
+        assert os.path.basename(folder).startswith(runner.LAUNCH_TMPDIR_PREFIX) and not started
+    assert started == [
+        (["srun", "--overlap", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--nodelist=n2,n3",
+          "rm", "-rf", "--", folder], str(tmp_path))
+    ]  # fmt: skip
+    assert not os.path.exists(folder)
+    started.clear()
+    with runner.launch_tmpdir({**slurm, "SLURM_JOB_ID": ""}, own=True, other_hosts=["n2"]):
+        pass  # outside a Slurm job (PBS's ssh sessions make no folder elsewhere)
+    with runner.launch_tmpdir(slurm, own=True, other_hosts=[]):
+        pass  # a 1-node launch
+    with runner.launch_tmpdir(slurm, own=False, other_hosts=["n2"]):
+        pass  # Hydra keeps the job's TMPDIR everywhere
+    runner.remove_on_other_nodes(str(tmp_path), ["n2"], slurm)  # never a folder that is not a launch's
+    assert started == []
