@@ -27,6 +27,7 @@ from ..analysis.scaling_models import (
     overtaking,
 )
 from ..model.intervals import KINDS, LEVELS, candidates, measure_next, target_problem
+from ..model.scaling_figures import falls_below
 from .page import Bullets, Details, Heading, Para, Table, fmt
 
 HEADING = "Where scaling will stop: scaling models"
@@ -57,7 +58,7 @@ def efficiency_sentence(cf: CurveFit) -> str:
             + ("." if math.isinf(found["low"]) else f"; its interval reaches it from {cf.scale_words(found['low'])}.")
         )
     measured = cf.efficiency(cf.mean, cf.p)
-    below = np.nonzero(measured < cf.threshold)[0]
+    below = np.nonzero(falls_below(measured, cf.threshold))[0]
     if below.size:
         k = below[0]
         return (
