@@ -15,8 +15,10 @@ and per unit of work, the cost-optimal scale and the fastest within the budget.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,7 +29,7 @@ from ..model import scaling_figures as figures
 from ..model.metrics import WALLTIME_USED, Metric
 from ..model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS, PROGRAM
 from ..model.repeats import Repeats, limits, needed
-from .records import STATUS_PENDING, contended_mask
+from .records import STATUS_PENDING, contended_mask, read_table, write_table
 from .statistics import MEAN, outlier_mask, summarize
 
 # The study's efficiency threshold as scaling.csv carries it in every row (the scaling rule
@@ -273,3 +275,24 @@ def add_cost_choices(table: pd.DataFrame, budget_su: float | None) -> pd.DataFra
                 best = fits["mean"].idxmin() if fits["kind"].iloc[0] == "time" else fits["mean"].idxmax()
                 table.loc[best, "fastest_within_budget"] = True
     return table
+
+
+def write_scaling_table(
+    runs_csv: str | Path,
+    scaling_out: str | Path,
+    budget_su=None,
+    estimator: str = MEAN,
+    repeats: Any = None,
+    note: Callable[[str], None] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The scaling rule's entry: scaling.csv from runs.csv. The rule then writes variants.csv
+    from the table (analysis.verdicts.write_variants_table) and adds the model columns
+    (analysis.scaling_models.add_to_scaling_csv). `repeats`: the study's setting (as JSON text,
+    a param); `note`: the rule's log (model.steplog). Returns the table and the runs read."""
+    runs = read_table(runs_csv)
+    repeats = json.loads(repeats) if isinstance(repeats, str) else repeats
+    table = scaling(runs, budget_su=budget_su, estimator=estimator, repeats=repeats)
+    write_table(table, scaling_out)
+    if note is not None:
+        note(f"{scaling_out}: {len(table)} rows")
+    return table, runs

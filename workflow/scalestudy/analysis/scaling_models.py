@@ -391,7 +391,7 @@ def add_model_columns(
 
 
 def add_to_scaling_csv(path: str | Path, threshold: float | None = None, beyond: float | None = None) -> None:
-    """The scaling rule's step after analysis.verdicts.write_scaling_tables: the model columns, in place."""
+    """The scaling rule's step after analysis.verdicts.write_variants_table: the model columns, in place."""
     from .records import read_table, write_table
 
     write_table(add_model_columns(read_table(Path(path)), threshold, beyond), path)
