@@ -1,4 +1,4 @@
-"""Where scaling will stop, before it is measured: a performance model (model.pmnf, Extra-P's
+"""Where scaling will stop, before it is measured: a performance model (analysis.pmnf, Extra-P's
 PMNF and its way of choosing one) of every curve of scaling.csv (a figure's mean against p) and
 of every part of a run's time (scalestudy.analysis.breakdown), with what it predicts at scales not
 measured: the figure with its interval, the parallel (or weak) efficiency, the scale where
@@ -25,9 +25,9 @@ import numpy as np
 import pandas as pd
 
 from ..config.sweep import defaults
-from ..model import intervals, pmnf
 from ..model import scaling_figures as figures
 from ..model.metrics import DECLARED
+from . import intervals, pmnf
 from .breakdown import part_of
 from .scaling import THRESHOLD_KEY, curve_columns, efficiency_threshold
 
@@ -62,7 +62,7 @@ DEFINITIONS = {
         " (a time inverted, so that its interval is exactly the inverse of the rate's and never reaches zero):"
         " the bootstrap's half-width (below) plus a distance term per doubling beyond the largest measured"
         " scale, the larger of the one calibrated on held-out published strong-scaling series"
-        f" (model/{intervals.CALIBRATION_FILE.name}, written by benchmarks/calibrate_intervals.py) and the one the"
+        f" (analysis/{intervals.CALIBRATION_FILE.name}, written by benchmarks/calibrate_intervals.py) and the one the"
         " study's own leave-future-out backtest asks for; an interval spanning more than"
         f" ×{intervals.USEFUL_SPAN:g} is said in words, not as a number. The bootstrap (and another figure's"
         f" interval): {pmnf.BOOTSTRAP} refits of each model within tolerance of the"
@@ -142,7 +142,7 @@ class CurveFit:
         return out
 
     def calibrated(self, at, level: float = pmnf.CONFIDENCE) -> intervals.Interval:
-        """The calibrated interval (model.intervals) of a rate or a time at `at`: the figure
+        """The calibrated interval (analysis.intervals) of a rate or a time at `at`: the figure
         modelled as a rate, its interval widened with the distance beyond the largest measured
         scale as the published series' held-out errors say; with why there is no useful one."""
         return intervals.interval(self.p, self.mean, at, self.kind, self.se, self.spread, level)

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..analysis.intervals import KINDS
 from ..analysis.records import read_table
 from ..analysis.scaling import scaling
 from ..analysis.scaling_models import curve_fits
-from ..model.intervals import KINDS
 from ..model.paths import Layout
 from ..model.scaling_figures import falls_below
 from . import published
