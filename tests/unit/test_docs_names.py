@@ -56,9 +56,6 @@ PINNED_NOT_YET: frozenset[str] = frozenset(
         "apps/registry.py",
         "scalestudy.apps.<pkg>.rank",
         "scalestudy.apps.registry.APPS",
-        # each figure defined once (branch h-figures)
-        "model.scaling_figures",
-        "model.scaling_figures.EFFICIENCY_THRESHOLD",
         # one scheduler interface (branch h-sched)
         "scalestudy.scheduler.interface.Scheduler",
     }
