@@ -257,7 +257,7 @@ def test_a_point_qsub_refuses_becomes_a_failed_record(tmp_path, monkeypatch):
                   "resources": {"walltime_s": 240, "queue": ""}, "output": [str(metrics)]}  # fmt: skip
     jobscript = tmp_path / "job.sh"
     jobscript.write_text(f"#!/bin/bash\n# properties = {json.dumps(properties)}\n")
-    job_id = submit.submit(jobscript, "gadi")
+    job_id = submit.submit(jobscript, clusters.load("gadi"))
     assert job_id.startswith(status.REFUSED_PREFIX) and status.status(job_id, tmp_path / "cache") == "success"
     record = json.loads(metrics.read_text())
     assert record["status"] == "failed" and record["category"] == "scheduler_error"
@@ -420,7 +420,7 @@ def test_a_pack_qsub_refuses_leaves_a_failed_record_for_each_point(tmp_path, mon
                   "resources": {"walltime_s": 480}}  # fmt: skip
     jobscript = tmp_path / "job.sh"
     jobscript.write_text(f"#!/bin/bash\n# properties = {json.dumps(properties)}\n")
-    job_id = submit.submit(jobscript, "gadi")
+    job_id = submit.submit(jobscript, clusters.load("gadi"))
     assert job_id.startswith(status.REFUSED_PREFIX) and status.status(job_id, tmp_path / "cache") == "success"
     for path in metrics:
         record = record_of(path)

@@ -4,6 +4,7 @@
 import json
 
 import pytest
+from scalestudy.config import clusters
 from scalestudy.scheduler.pbs.submit import SubmitRefused, submit
 
 
@@ -18,7 +19,7 @@ def test_a_job_planned_for_another_cluster_is_refused_before_qsub(tmp_path):
     with pytest.raises(SubmitRefused) as refused:
         submit(
             jobscript(tmp_path, {"planned_cluster": "local"}),
-            "gadi",
+            clusters.load("gadi"),
             qsub="/nonexistent/qsub",
             environ={"PROJECT": "ab12"},
         )
