@@ -5,7 +5,8 @@ import json
 
 import pytest
 from scalestudy.config import clusters
-from scalestudy.scheduler.pbs.submit import SubmitRefused, submit
+from scalestudy.scheduler.jobscript import SubmitRefused
+from scalestudy.scheduler.pbs.dialects import Gadi
 
 
 def jobscript(tmp_path, resources):
@@ -17,11 +18,8 @@ def jobscript(tmp_path, resources):
 
 def test_a_job_planned_for_another_cluster_is_refused_before_qsub(tmp_path):
     with pytest.raises(SubmitRefused) as refused:
-        submit(
-            jobscript(tmp_path, {"planned_cluster": "local"}),
-            clusters.load("gadi"),
-            qsub="/nonexistent/qsub",
-            environ={"PROJECT": "ab12"},
+        Gadi(clusters.load("gadi"), environ={"PROJECT": "ab12"}, qsub="/nonexistent/qsub").submit(
+            jobscript(tmp_path, {"planned_cluster": "local"})
         )
     (problem,) = refused.value.problems
     assert "planned this job for 'local'" in problem and "cluster=gadi" in problem

@@ -24,7 +24,7 @@ from ..config.forecast import forecast, forecast_lines
 from ..config.requests import job_request
 from ..model.errors import SweepError
 from ..model.paths import BATCH_LOG, DEFAULT_SWEEP
-from ..scheduler.interface import scheduler_for
+from ..scheduler import scheduler_for
 from ..scheduler.site import load_study, pack_problems
 from .plan import build_plan
 from .summary import budget_problems

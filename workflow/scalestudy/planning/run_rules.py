@@ -173,7 +173,7 @@ def record_ended_batch_job(
     (Snakemake then takes a failed job as done and keeps them), False when none of them
     started after `since` (this run's start)."""
     from ..launch.ended import ended_batch_job
-    from ..scheduler.interface import scheduler_for
+    from ..scheduler import scheduler_for
 
     of_point = point_resources(plan)
     entries = []

@@ -5,11 +5,12 @@ A backend is a `Scheduler` with five operations: `submit` a batch job, its `stat
 the allocation a process runs in. PBS Pro is `scheduler.pbs.pbspro.PbsPro` (PBS Pro as
 OpenPBS writes a request: `select` chunks), each site's resource dialect a subclass of it
 that overrides only what differs (`scheduler.pbs.dialects`: Gadi); Slurm is
-`scheduler.slurm.Slurm`. `scheduler_for(cluster)` gives the one a cluster file names
-(`scheduler:`, and for PBS Pro `pbs_dialect:`), as ReFrame's schedulers are looked up by name.
+`scheduler.slurm.Slurm`. `scalestudy.scheduler.scheduler_for(cluster)` gives the one a
+cluster file names (`scheduler:`, and for PBS Pro `pbs_dialect:`), as ReFrame's schedulers
+are looked up by name.
 
-Standard library only, and the backends are imported inside `scheduler_for`: the PBS
-status and cancel commands (once per job per polling round; within 2 s) load this module.
+Standard library only: the PBS status and cancel commands (once per job per polling round;
+within 2 s) load this module.
 """
 
 from __future__ import annotations
@@ -68,18 +69,3 @@ class Scheduler(abc.ABC):
     def hosts(self, environ: Mapping[str, str] = os.environ) -> list[str]:
         """The hosts of the allocation of the batch job the caller runs in (`environ` is its
         environment), in the scheduler's order, each once. [] outside such an allocation."""
-
-
-def scheduler_for(cluster: Any) -> Scheduler | None:
-    """The backend of `cluster` (a config.clusters.Cluster): its `scheduler:`, and for PBS Pro
-    its `pbs_dialect:`'s class (SweepError for a dialect none is registered under). None for
-    a cluster without a scheduler (`scheduler: none`: points run in the workflow's process)."""
-    if cluster.scheduler == "pbspro":
-        from .pbs.dialects import dialect_of
-
-        return dialect_of(cluster)
-    if cluster.scheduler == "slurm":
-        from .slurm import Slurm
-
-        return Slurm(cluster)
-    return None

@@ -1,6 +1,6 @@
 """python -m scalestudy.scheduler.pbs submit|status|cancel|sidecar (profiles/pbs/scalestudy-pbs), and plan
 (handed over to `python -m scalestudy plan`). submit, status and cancel are the operations of
-the cluster's scheduler (interface.scheduler_for; status and cancel: PbsPro's, which need
+the cluster's scheduler (scheduler.scheduler_for; status and cancel: PbsPro's, which need
 no cluster file).
 
 Each command imports its module only when chosen. The status command runs once per job
@@ -39,7 +39,7 @@ def sidecar_command() -> int:
 
 def submit_command(jobscript, cluster: str) -> int:
     from ...config.clusters import load
-    from ..interface import scheduler_for
+    from .. import scheduler_for
     from ..jobscript import SubmitRefused
 
     loaded = load(cluster)

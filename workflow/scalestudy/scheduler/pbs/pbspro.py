@@ -98,7 +98,7 @@ class PbsPro(Scheduler):
         pack qsub refuses gets its failed records and a pseudo id status answers SUCCESS for."""
         from .submit import submit
 
-        return submit(jobscript, self.cluster, qsub=self.qsub, environ=self.environ)
+        return submit(jobscript, self)
 
     def status(self, job_id: str) -> str:
         """status.status, from the status command: one `qstat` per polling round for every

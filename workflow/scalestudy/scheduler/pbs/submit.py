@@ -8,22 +8,18 @@ What is read of the jobscript, and how a job is refused, is every backend's
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import shlex
 import subprocess
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ...config import clusters
 from ...config.packing import Pack
 from ...config.requests import job_request, request_problems
 from ...model.paths import BATCH_LOG, CLUSTERS_DIR_ENV, cluster_file, clusters_dir
 from ...model.point import Point
 from ..jobscript import SubmitRefused, generic_request, job_properties
 from . import cache
-from .dialects import dialect_of, site_rules
 from .sidecar import SIDECAR_VARS
 
 
@@ -47,11 +43,13 @@ def site_environment(cluster) -> str:
 SITE_MARKER = "# scalestudy: site environment\n"
 
 
-def submit(
-    jobscript: Path, cluster: clusters.Cluster, qsub: str = "qsub", environ: Mapping[str, str] = os.environ
-) -> str:
-    """Submit a Snakemake jobscript to `cluster`; returns the PBS job id. Raises SubmitRefused
-    with one line per problem when the site would reject the job."""
+def submit(jobscript: Path, scheduler: Any) -> str:
+    """Submit a Snakemake jobscript with `scheduler` (a pbspro.PbsPro, in its cluster's
+    dialect: its cluster, qsub command and environment); returns the PBS job id. Raises
+    SubmitRefused with one line per problem when the site would reject the job."""
+    cluster, qsub, environ = scheduler.cluster, scheduler.qsub, scheduler.environ
+    # The dialect's own refusals (dialects.site_rules: the same for a study's load).
+    site_rules = (scheduler.problems,)
     properties = job_properties(jobscript)
     params, resources = properties.get("params") or {}, properties.get("resources") or {}
     cluster_name = cluster.name
@@ -80,13 +78,13 @@ def submit(
         # A pack: its points one after another in one batch job (config/packing.py).
         points = [Point.from_json(entry["point"], int(entry["walltime_s"]), entry.get("queue")) for entry in pack]
         first = Pack(str(properties["groupid"]), tuple(points)).request_point()
-        problems += request_problems(first, cluster, site_rules(cluster))
+        problems += request_problems(first, cluster, site_rules)
         request = dataclasses.replace(job_request(first, cluster), name=str(properties["groupid"])[:48])
         params = {"point": None}
         outputs = [entry["metrics"] for entry in pack]
     elif "point" in params:
         point = Point.from_json(params["point"], int(resources["walltime_s"]), resources.get("queue") or None)
-        problems += request_problems(point, cluster, site_rules(cluster))
+        problems += request_problems(point, cluster, site_rules)
         request = job_request(point, cluster)
     else:
         request = generic_request(properties, cluster)
@@ -101,7 +99,7 @@ def submit(
     if pack:
         script = one_after_another(script, points)
     jobscript.write_text(script)
-    argv = dialect_of(cluster).qsub_command(
+    argv = scheduler.qsub_command(
         request, project=project, log_path=str((run_dir / BATCH_LOG).resolve()), jobscript=str(jobscript)
     )
     argv[0] = qsub
