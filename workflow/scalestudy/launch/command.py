@@ -22,12 +22,24 @@ from ..model.point import Point
 
 
 def allocated_hosts(environ: Mapping[str, str] = os.environ) -> list[str]:
-    """Hosts the scheduler gave this job, in order, once each (PBS lists a host per core;
-    Slurm a compressed list such as n[1-2])."""
+    """Hosts the scheduler gave this job, in order, once each: PBS's node file, else Slurm's
+    host list. The runner's way (it runs below the scheduler backends, and inside the job
+    the environment says which scheduler gave it); the backends' `hosts` read the same."""
+    nodefile = environ.get("PBS_NODEFILE")
+    return nodefile_hosts(environ) if nodefile and Path(nodefile).is_file() else nodelist_hosts(environ)
+
+
+def nodefile_hosts(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The hosts of $PBS_NODEFILE (a host once per mpiproc or per core), in order, once each."""
     nodefile = environ.get("PBS_NODEFILE")
     if nodefile and Path(nodefile).is_file():
         hosts = [line.strip() for line in Path(nodefile).read_text().splitlines() if line.strip()]
         return list(dict.fromkeys(hosts))
+    return []
+
+
+def nodelist_hosts(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The hosts of $SLURM_JOB_NODELIST (a compressed list such as n[1-2]), in order, once each."""
     nodelist = environ.get("SLURM_JOB_NODELIST")
     if nodelist:
         return list(dict.fromkeys(expand_hostlist(nodelist)))
