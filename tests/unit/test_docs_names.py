@@ -56,8 +56,6 @@ PINNED_NOT_YET: frozenset[str] = frozenset(
         "apps/registry.py",
         "scalestudy.apps.<pkg>.rank",
         "scalestudy.apps.registry.APPS",
-        # one scheduler interface (branch h-sched)
-        "scalestudy.scheduler.interface.Scheduler",
     }
 )
 
