@@ -37,6 +37,7 @@ snakemake --lint --profile profiles/local
 # after it: the suite otherwise keeps one of two cores busy.
 beside=(tests/integration/test_openpbs.py tests/integration/test_pbs_hosts.py
         tests/integration/test_scheduler_integration.py tests/integration/test_slurm_hosts.py
+        tests/integration/test_slurm_scheduler.py
         tests/integration/test_site_mpi.py)
 if [ $# -eq 0 ]; then
     log=$(mktemp)
