@@ -1,6 +1,6 @@
-"""Derives the distance term of the calibrated prediction intervals (scalestudy.model.intervals)
+"""Derives the distance term of the calibrated prediction intervals (scalestudy.analysis.intervals)
 from the calibration half of the published strong-scaling series, and writes it where the code
-reads it (workflow/scalestudy/model/interval_calibration.json). Rerun it after changing the
+reads it (workflow/scalestudy/analysis/interval_calibration.json). Rerun it after changing the
 series, their split, the PMNF fitter or the bootstrap:
 
     python benchmarks/calibrate_intervals.py [--check]   (--check: compare, write nothing; exit 1 if stale)
@@ -29,7 +29,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-from scalestudy.model import intervals  # noqa: E402
+from scalestudy.analysis import intervals  # noqa: E402
 
 SERIES_FILE = REPO / "benchmarks" / "data" / "published_strong_scaling.csv"
 

@@ -1,4 +1,4 @@
-"""The calibrated prediction intervals (scalestudy.model.intervals) held to published numbers the
+"""The calibrated prediction intervals (scalestudy.analysis.intervals) held to published numbers the
 models never saw, with Extra-P 4.2.5's prediction on the same inputs beside:
 
 (i)   the published Gadi table (tests/data/gadi-2024-hoomd-wca-strong.csv, HOOMD-blue steps/s),
@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO / "workflow"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from calibrate_intervals import published_series  # noqa: E402
-from scalestudy.model import intervals, pmnf  # noqa: E402
+from scalestudy.analysis import intervals, pmnf  # noqa: E402
 
 GADI = REPO / "tests" / "data" / "gadi-2024-hoomd-wca-strong.csv"
 GOAL = 0.90  # at nominal 95%, the share of held-out points inside (issue 39)

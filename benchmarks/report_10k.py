@@ -6,7 +6,8 @@ real run's (about 1 KB per run and 0.7 KB per rank: the rank probe's line of eve
 Then the steps behind `snakemake report`, timed one by one, in this process:
 
     runs.csv                     records.write_runs_table        (rule aggregate: every record read)
-    scaling.csv + variants.csv   verdicts.write_scaling_tables   (rule scaling)
+    scaling.csv + variants.csv   scaling.write_scaling_table,    (rule scaling)
+                                 verdicts.write_variants_table
     the model columns            scaling_models.add_to_scaling_csv (rule scaling)
     the plots                    plots.plot_from_files           (rule plots)
     index.html + index.md        report.build_from_files         (rule report; provenance side file)
@@ -36,9 +37,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
 from scalestudy.analysis.records import write_runs_table  # noqa: E402
-from scalestudy.analysis.scaling import CURVE_COLUMNS, SCALE_COLUMNS  # noqa: E402
+from scalestudy.analysis.scaling import (  # noqa: E402
+    CURVE_COLUMNS,
+    SCALE_COLUMNS,
+    write_scaling_table,  # noqa: E402
+)
 from scalestudy.analysis.scaling_models import add_to_scaling_csv  # noqa: E402
-from scalestudy.analysis.verdicts import write_scaling_tables  # noqa: E402
+from scalestudy.analysis.verdicts import write_variants_table  # noqa: E402
 from scalestudy.model.metrics import WALLTIME_USED  # noqa: E402
 from scalestudy.model.paths import PLOT_KINDS, Layout  # noqa: E402
 from scalestudy.model.point import PLACEMENT_DEFAULTS  # noqa: E402
@@ -150,6 +155,12 @@ def write_records(table: pd.DataFrame, layout: Layout) -> list[tuple[dict, Path]
     return expected
 
 
+def scaling_and_variants(runs_csv: Path, scaling_csv: str, variants_csv: str) -> None:
+    """As the scaling rule: scaling.csv, then variants.csv from its table."""
+    table, runs = write_scaling_table(runs_csv, scaling_csv)
+    write_variants_table(table, runs, variants_csv)
+
+
 def timed(what: str, function, *args, **kwargs) -> float:
     start = time.perf_counter()
     function(*args, **kwargs)
@@ -173,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  (runs.csv: {runs_csv.stat().st_size / 1e6:.1f} MB)")
         scaling_csv, variants_csv = layout.table(STUDY, "scaling"), layout.table(STUDY, "variants")
         plots = {kind: layout.plot(STUDY, kind) for kind in PLOT_KINDS}
-        seconds += timed("scaling.csv + variants.csv", write_scaling_tables, runs_csv, scaling_csv, variants_csv)
+        seconds += timed("scaling.csv + variants.csv", scaling_and_variants, runs_csv, scaling_csv, variants_csv)
         seconds += timed("scaling models (scaling.csv's columns)", add_to_scaling_csv, scaling_csv)
         # As the plots rule: runs.csv too (the size curves' plot reads it).
         seconds += timed("plots", plot_from_files, scaling_csv, variants_csv, STUDY, plots, None, None, runs_csv)

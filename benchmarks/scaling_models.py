@@ -1,4 +1,4 @@
-"""The scaling models (scalestudy.analysis.scaling_models, scalestudy.model.pmnf) held to references:
+"""The scaling models (scalestudy.analysis.scaling_models, scalestudy.analysis.pmnf) held to references:
 
 (a) the published Gadi table (tests/data/gadi-2024-hoomd-wca-strong.csv, HOOMD-blue steps/s at 1-32
     nodes): fitted on 1-8 nodes, the predictions at 16 and 32 nodes against the published 4,831
@@ -36,10 +36,9 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-from scalestudy.analysis import scaling_models  # noqa: E402
+from scalestudy.analysis import pmnf, scaling_models  # noqa: E402
 from scalestudy.analysis.records import read_table  # noqa: E402
 from scalestudy.analysis.scaling import scaling  # noqa: E402
-from scalestudy.model import pmnf  # noqa: E402
 from scalestudy.presentation.published import read_record  # noqa: E402
 
 GADI = REPO / "tests" / "data" / "gadi-2024-hoomd-wca-strong.csv"
@@ -156,7 +155,7 @@ def published_section() -> list[dict]:
     print("(a) Held to the published Gadi table (HOOMD-blue md_pair_wca, 48 ranks per node; n = 1 run per scale)")
     print(
         "    ratio = predicted / published; inside = published value within the 95% interval (calibrated:"
-        " model.intervals; the bootstrap's alone beside, as before issue 39)\n"
+        " analysis.intervals; the bootstrap's alone beside, as before issue 39)\n"
     )
     rows = []
     for p_name, per_node in (("ranks", False), ("nodes", True)):

@@ -30,17 +30,22 @@ ruff check .
 ruff format --check .
 lint-imports                                   # the import layers (pyproject.toml [tool.importlinter])
 snakemake --lint --profile profiles/local
-# The tests against a real OpenPBS (where one is installed) spend their minutes waiting on it (its
-# scheduler's cycles, a job's start, its moms' polls): a whole run takes them beside the rest, in
-# a pytest of their own (its own temporary folders), and shows their output after it.
-beside=(tests/integration/test_openpbs.py tests/integration/test_pbs_hosts.py)
-if [ $# -eq 0 ] && [ -x /opt/pbs/bin/qstat ]; then
+# Some tests spend their minutes waiting, not computing: on a real OpenPBS (its scheduler's cycles, a
+# job's start, its moms' polls), on a real Slurm (its polls; one Slurm runs on a machine at a time,
+# tests/support/local_slurm.py holds a lock) and on a site's module tree. A whole run takes them
+# beside the rest, in a pytest of their own (its own temporary folders), and shows their output
+# after it: the suite otherwise keeps one of two cores busy.
+beside=(tests/integration/test_openpbs.py tests/integration/test_pbs_hosts.py
+        tests/integration/test_scheduler_integration.py tests/integration/test_slurm_hosts.py
+        tests/integration/test_slurm_scheduler.py
+        tests/integration/test_site_mpi.py)
+if [ $# -eq 0 ]; then
     log=$(mktemp)
-    python -m pytest -p no:cacheprovider --basetemp "$(mktemp -d)" "${beside[@]}" >"$log" 2>&1 &
-    pbs=$!
+    python -m pytest -p no:cacheprovider --durations=10 --basetemp "$(mktemp -d)" "${beside[@]}" >"$log" 2>&1 &
+    waiting=$!
     status=0
     python -m pytest --durations=25 "${beside[@]/#/--ignore=}" || status=$?
-    wait "$pbs" || status=$((status ? status : $?))
+    wait "$waiting" || status=$((status ? status : $?))
     echo "== beside the rest: ${beside[*]}"
     cat "$log"
     exit "$status"

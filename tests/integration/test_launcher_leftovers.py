@@ -134,7 +134,7 @@ def test_a_hydra_launch_keeps_the_jobs_tmpdir(tmp_path):
 def test_the_runner_gives_an_open_mpi_launch_a_tmpdir_of_its_own_and_hydra_none(tmp_path, monkeypatch):
     seen = []
 
-    def execute(argv, log_path, env, timeout_s, own_tmpdir=False):
+    def execute(argv, log_path, env, timeout_s, own_tmpdir=False, other_hosts=()):
         seen.append(own_tmpdir)
         log_path.write_text("")
         return runner.Execution(0.1, 0)
@@ -148,3 +148,24 @@ def test_the_runner_gives_an_open_mpi_launch_a_tmpdir_of_its_own_and_hydra_none(
         (tmp_path / flavour).mkdir()
         runner.measure(point, tmp_path / flavour, cluster, None, Layout(str(tmp_path)))
     assert seen == [True, False]
+
+
+def test_under_slurm_the_launchs_folder_is_removed_on_the_other_nodes_with_the_jobs_tmpdir(tmp_path):
+    """A fake srun records the step that removes a launch's folder on the other nodes: started
+    after the launcher ended, with the job's TMPDIR (so that slurmstepd makes nothing)."""
+    bin_dir, said = tmp_path / "bin", tmp_path / "srun.txt"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(f'#!/bin/sh\necho "$TMPDIR $*" >> {said}\n')
+    (bin_dir / "srun").chmod(0o755)
+    job = tmp_path / "job"
+    job.mkdir()
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TMPDIR": str(job), "SLURM_JOB_ID": "7"}
+    log = tmp_path / "stdout.log"
+    ran = runner.execute(["sh", "-c", f'echo "$TMPDIR"; test ! -e {said}'], log, env, timeout_s=60,
+                         own_tmpdir=True, other_hosts=["n2"])  # fmt: skip
+    assert ran.exit_code == 0, log.read_text()
+    own = log.read_text().strip()
+    assert said.read_text().splitlines() == [
+        f"{job} --overlap --nodes=1 --ntasks=1 --ntasks-per-node=1 --nodelist=n2 rm -rf -- {own}"
+    ]
+    assert not os.path.exists(own)

@@ -4,6 +4,7 @@ runner on the first host, PBS_NODEFILE naming the hosts, the launchers reaching 
 host over ssh."""
 
 import dataclasses
+import importlib.util
 import json
 import os
 import resource
@@ -164,6 +165,27 @@ def test_a_command_study_runs_its_program_on_every_host(hosts, tmp_path):
     assert metrics["figures"]["t"] == 0.5
     said = (tmp_path / "run/stdout.log").read_text()
     assert all(f"on {name}" in said for name in hosts.names)
+
+
+def test_a_package_a_module_puts_on_pythonpath_is_imported_by_every_hosts_ranks(hosts, tmp_path):
+    """A site module puts an app's Python package on PYTHONPATH (HOOMD-blue's, a conda env's
+    mpi4py) in the job's shell on the first node; the ranks on the other node import it too
+    (Open MPI's ssh launch starts them from a login of their own, which has no such path)."""
+    site = tmp_path / "module"
+    site.mkdir()
+    (site / "from_a_module.py").write_text("import socket\nHOST = socket.gethostname()\n")
+    program = "import from_a_module; print('imported on', from_a_module.HOST, flush=True); print('t', 0.5)"
+    study = {"app": "command", "nodes": [1], "ranks_per_node": [1], "command": "{python} -c {program}",
+             "params": {"python": sys.executable, "program": program},
+             "figures": {"t": {"regex": r"^t ([0-9.]+)$", "unit": "s", "better": "lower"}}}  # fmt: skip
+    single = load({"cluster": "local", "results_dir": str(tmp_path / "results"), "studies": {"s": study}}).sweep.points[
+        0
+    ]
+    module_path = {"PYTHONPATH": os.pathsep.join([str(REPO / "workflow"), str(site)])}
+    metrics = run_on_hosts(hosts, dataclasses.replace(single, nodes=2), tmp_path / "run", env=module_path)
+    assert metrics["status"] == "ok", metrics["reason"]
+    said = (tmp_path / "run/stdout.log").read_text()
+    assert all(f"imported on {name}" in said for name in hosts.names), said[-2000:]
 
 
 # MPICH's UCX would meet over shared memory (one kernel); a cluster's nodes meet over the network.
@@ -352,26 +374,33 @@ def test_a_host_unreachable_at_launch_fails_at_once_naming_it(bed, tmp_path, app
 # ------------------------------------------------------------------ a study on the hosts
 
 
-def test_snakemake_runs_a_study_on_the_hosts_without_a_scheduler(hosts, tmp_path):
-    """The way a study runs on hosts of its own, no scheduler: a cluster file with `scheduler:
-    none` and `nodes:` the hosts' count, the hosts in a node file (PBS_NODEFILE), Snakemake with
-    the local profile on the first host."""
+def snakemake_on_hosts(bed, workdir: Path, config: dict) -> subprocess.CompletedProcess:
+    """Snakemake with the local profile on the first host, as a study runs on hosts of its own
+    with no scheduler: a cluster file with `scheduler: none` and `nodes:` the hosts' count (the
+    local one's otherwise), the hosts in a node file (PBS_NODEFILE). The sweep `config` runs on
+    that cluster (`hosts`). A PYTHONPATH this test run has (where a site module puts an app's
+    package: HOOMD-blue's) stays after the workflow's."""
     import yaml
 
-    clusters = tmp_path / "clusters"
+    clusters = workdir / "clusters"
     clusters.mkdir()
     cluster = yaml.safe_load((REPO / "config/clusters/local.yaml").read_text())
-    (clusters / "hosts.yaml").write_text(yaml.safe_dump({**cluster, "name": "hosts", "nodes": len(hosts)}))
-    config = sweeps.sweep("pingpong-tcp", cluster="hosts", results_dir=str(tmp_path / "results"))
+    (clusters / "hosts.yaml").write_text(yaml.safe_dump({**cluster, "name": "hosts", "nodes": len(bed)}))
+    sweeps.write({**config, "cluster": "hosts"}, workdir / "sweep.yaml")
+    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
+               "--profile", str(REPO / "profiles/local"), "--configfile", str(workdir / "sweep.yaml")]  # fmt: skip
+    python_path = os.pathsep.join(filter(None, [str(REPO / "workflow"), os.environ.get("PYTHONPATH")]))
+    environ = {**os.environ, "PYTHONPATH": python_path, **bed.launch_env(), "SCALESTUDY_CLUSTERS_DIR": str(clusters)}
+    return subprocess.run(bed.command(0, command), cwd=workdir, env=environ, capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+
+
+def test_snakemake_runs_a_study_on_the_hosts_without_a_scheduler(hosts, tmp_path):
+    """The way a study runs on hosts of its own, no scheduler (snakemake_on_hosts)."""
+    config = sweeps.sweep("pingpong-tcp", results_dir=str(tmp_path / "results"))
     config["nccl_env_sets"] = {"user": {"NCCL_DEBUG": "WARN"}}
     config["studies"]["pp"].update(nodes=[1, 2], ranks_per_node=[2], mpi_flags=["tcp"], nccl_env=["user"])
-    sweeps.write(config, tmp_path / "pp.yaml")
-    command = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-               "--profile", str(REPO / "profiles/local"), "--configfile", str(tmp_path / "pp.yaml")]  # fmt: skip
-    environ = {**os.environ, "PYTHONPATH": str(REPO / "workflow"), **hosts.launch_env(),
-               "SCALESTUDY_CLUSTERS_DIR": str(clusters)}  # fmt: skip
-    done = subprocess.run(hosts.command(0, command), cwd=tmp_path, env=environ, capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
+    done = snakemake_on_hosts(hosts, tmp_path, config)
     assert done.returncode == 0, done.stderr[-3000:]
     records = {p.parent: json.loads(p.read_text()) for p in (tmp_path / "results/pp/runs").glob("**/metrics.json")}
     assert sorted(r["point"]["nodes"] for r in records.values()) == [1, 2]
@@ -384,6 +413,45 @@ def test_snakemake_runs_a_study_on_the_hosts_without_a_scheduler(hosts, tmp_path
         assert all({"NCCL_DEBUG", "OMPI_MCA_btl"} <= set(host["settings"]) for host in proof["hosts"].values())
         assert sorted(proof["hosts"]) == sorted(set(hosts_seen))
     assert (tmp_path / "results/report/index.html").is_file()
+
+
+# HOOMD-blue is not on PyPI: where it is installed (a site module or a conda env on PYTHONPATH),
+# its study runs on the hosts; elsewhere the test says why it cannot.
+NO_HOOMD = "import hoomd fails: HOOMD-blue is not installed in this Python (a site module puts it on PYTHONPATH)"
+HOOMD_N = 1000
+HOOMD_STEPS = {"warmup_steps": 100, "benchmark_steps": 500, "repeat": 2}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("hoomd") is None, reason=NO_HOOMD)
+def test_hoomd_study_runs_its_two_node_point_on_the_hosts(hosts, tmp_path):
+    """A HOOMD-blue study of 1 and 2 nodes (a rank each) through Snakemake on the hosts: the
+    initial state made once, both points read it; the 2-node point's ranks on both hosts, the
+    box split between them along z, and steps/s measured."""
+    study = {"app": "hoomd", "nodes": [1, 2], "ranks_per_node": [1], "mpi_flags": ["tcp"], "nccl_env": ["user"],
+             "walltime": "00:05:00", "params": {"N": HOOMD_N, **HOOMD_STEPS}}  # fmt: skip
+    config = {"results_dir": str(tmp_path / "results"), "mpi_flag_sets": {"tcp": {"btl": "self,tcp"}},
+              "nccl_env_sets": {"user": {"NCCL_DEBUG": "WARN"}}, "studies": {"md": study}}  # fmt: skip
+    done = snakemake_on_hosts(hosts, tmp_path, config)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.count("rule hoomd_initial_state:") == 1
+    loaded = [json.loads(path.read_text()) for path in (tmp_path / "results/md/runs").glob("**/metrics.json")]
+    records = {record["point"]["nodes"]: record for record in loaded}
+    assert sorted(records) == [1, 2]
+    for nodes, record in sorted(records.items()):
+        assert record["status"] == "ok", record["reason"]
+        assert [rank["host"] for rank in record["provenance"]["ranks"]] == hosts.names[:nodes]
+        proof = record["settings_proof"]
+        assert proof["verified"], proof["problems"]
+        assert sorted(proof["hosts"]) == sorted(hosts.names[:nodes])
+        assert all({"NCCL_DEBUG", "OMPI_MCA_btl"} <= set(host["settings"]) for host in proof["hosts"].values())
+        figures = record["figures"]
+        print(f"hoomd {nodes} node(s) x 1 rank, N = {figures['particles']}: {figures['steps_per_s']:.1f} steps/s"
+              f" (mean of {figures['steps_per_s_runs']})")  # fmt: skip
+        assert figures["particles"] == HOOMD_N and len(figures["steps_per_s_runs"]) == HOOMD_STEPS["repeat"]
+        assert figures["steps_per_s"] > 0
+        # One rank prints no decomposition; two ranks, one on each host, split the box along z.
+        assert figures.get("domain_decomposition") == (None if nodes == 1 else "1x1x2")
+    assert nothing_left(hosts)
 
 
 # ------------------------------------------------------------------ a slow host

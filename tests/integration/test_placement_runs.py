@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 from points import md_config, pingpong_point
 from scalestudy.analysis.records import write_runs_table
-from scalestudy.analysis.verdicts import write_scaling_tables
+from scalestudy.analysis.scaling import write_scaling_table
+from scalestudy.analysis.verdicts import write_variants_table
 from scalestudy.config import clusters, study
 from scalestudy.launch.runner import run_point
 from scalestudy.model.paths import Layout, compare_outputs
@@ -78,8 +79,8 @@ def test_a_placement_study_compared_with_itself_pairs_each_binding_with_itself(t
             expected.append((point.as_record(), layout.metrics(point.study, point.id)))
     study_name = expected[0][0]["study"]
     write_runs_table(expected, layout.table(study_name, "runs"))
-    write_scaling_tables(layout.table(study_name, "runs"), layout.table(study_name, "scaling"),
-                         layout.table(study_name, "variants"))  # fmt: skip
+    table, runs = write_scaling_table(layout.table(study_name, "runs"), layout.table(study_name, "scaling"))
+    write_variants_table(table, runs, layout.table(study_name, "variants"))
     out = tmp_path / "compare"
     command = [sys.executable, "-m", "scalestudy", "compare", layout.results, layout.results, "--out", out]
     # The package under test, whichever checkout an installed one points at.

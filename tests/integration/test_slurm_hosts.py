@@ -61,9 +61,12 @@ def bed_slurm(tmp_path_factory):
         bed.stop()
 
 
-def workflow_on_the_head(cluster, tmp_path: Path, studies: dict, **extra) -> subprocess.CompletedProcess:
+def workflow_on_the_head(
+    cluster, tmp_path: Path, studies: dict, tmpdir: Path | None = None, **extra
+) -> subprocess.CompletedProcess:
     """profiles/slurm run by Snakemake on the bed's first host (the Slurm head), printing its
-    sbatch lines (--verbose)."""
+    sbatch lines (--verbose); submitted with TMPDIR `tmpdir` where given (the head's is
+    node-local: bed_slurm)."""
     clusters_dir = tmp_path / "clusters"
     clusters_dir.mkdir()
     (clusters_dir / "bed-slurm.yaml").write_text(yaml.safe_dump(CLUSTER))
@@ -78,6 +81,8 @@ def workflow_on_the_head(cluster, tmp_path: Path, studies: dict, **extra) -> sub
             "--configfile", str(REPO / "config/sweep.yaml"), str(tmp_path / "overlay.yaml")]  # fmt: skip
     env = {**os.environ, "SCALESTUDY_CLUSTERS_DIR": str(clusters_dir), "HF_HUB_OFFLINE": "1"}
     env.pop("SLURM_CONF", None)  # the head's own /etc/slurm/slurm.conf
+    if tmpdir is not None:
+        env["TMPDIR"] = str(tmpdir)
     return subprocess.run(cluster.bed.command(0, argv), env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -98,8 +103,12 @@ def rank_hosts(record: dict) -> list[str]:
 def test_the_slurm_profiles_2_node_points_span_both_slurm_hosts(bed_slurm, tmp_path):
     """Ping-pong (Open MPI, whose mpirun starts the second host's daemon with srun) and LAMMPS
     (MPICH: Hydra on 1 node, its srun across 2) through profiles/slurm: the 2-node jobs get both
-    hosts, rank 0 and the last rank on different ones; the 1-rank MPICH point does not hang."""
+    hosts, rank 0 and the last rank on different ones; the 1-rank MPICH point does not hang.
+    Submitted with the head's TMPDIR, node-local: every host's is empty after the jobs (no launch
+    folder made on the other host by the srun that starts Open MPI's daemon there)."""
     names = bed_slurm.bed.names
+    node_tmpdirs = [host.tmpdir for host in bed_slurm.bed.hosts]
+    assert all(not any(folder.iterdir()) for folder in node_tmpdirs), node_tmpdirs
     lmp = REPO / ".venv-lammps/bin/lmp"
     studies = {"pingpong-hosts": {"app": "pingpong", "nodes": [2], "ranks_per_node": [1], "repeats": 1,
                                   "walltime": "00:03:00", "params": QUICK}}  # fmt: skip
@@ -107,10 +116,12 @@ def test_the_slurm_profiles_2_node_points_span_both_slurm_hosts(bed_slurm, tmp_p
         studies["lammps-hosts"] = {"app": "lammps", "nodes": [1, 2], "ranks_per_node": [1], "repeats": 1,
                                    "walltime": "00:03:00", "params": {"N": 500, "warmup_steps": 50,
                                    "benchmark_steps": 100, "executable": str(lmp)}}  # fmt: skip
-    run = workflow_on_the_head(bed_slurm, tmp_path, studies)
+    run = workflow_on_the_head(bed_slurm, tmp_path, studies, tmpdir=node_tmpdirs[0])
     assert run.returncode == 0, run.stderr[-3000:]
     lines = sbatch_lines(run)
     print("\n".join(lines))
+    left = {str(folder): sorted(p.name for p in folder.iterdir()) for folder in node_tmpdirs}
+    assert not any(left.values()), left
     assert len(lines) == len(studies) * 2 - 1 and sum("--nodes=2" in line for line in lines) == len(studies)
     pingpong = records(tmp_path / "results", "pingpong-hosts")["nodes2-rpn1/mpi-default/nccl-default/rep1"]
     assert pingpong["status"] == "ok", pingpong["reason"]

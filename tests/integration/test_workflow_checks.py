@@ -211,3 +211,27 @@ def test_the_budget_refuses_the_jobs_to_submit_and_never_the_report(tmp_path):
     report = profile_dry_run(tmp_path, "gadi", *files, targets=("report",))
     assert report.returncode == 0, report.stderr[-2000:]
     assert re.search(r"^report\s+1$", report.stdout, re.M) and "cost forecast" not in report.stdout + report.stderr
+
+
+def test_mistakes_in_three_studies_are_reported_in_one_pass_before_any_job(tmp_path):
+    """A shape mistake, an unknown flag set and a scale this machine lacks, in three studies:
+    three lines at once (each the line its mistake gives alone, as the tests above pin)."""
+    overlay = {
+        "results_dir": str(tmp_path / "results"),
+        "studies": {
+            "litgpt-full": {"walltime": "25:00"},
+            "hoomd-wca": {"mpi_flags": ["nosuch"]},
+            "lammps-wca": {"nodes": [2]},
+        },
+    }
+    real = snakemake(tmp_path, overlay, profile="local")
+    assert real.returncode != 0
+    assert sweep_lines(real) == [
+        "sweep error: studies.litgpt-full.walltime: '25:00' is not allowed; use hours:minutes:seconds above zero, "
+        'in quotes, e.g. "01:30:00" (minutes and seconds 00-59; YAML reads an unquoted 1:30:00 as the number 5400)',
+        "sweep error: studies.hoomd-wca.mpi_flags[0]: unknown set 'nosuch';"
+        " defined: allreduce-recursive-doubling, allreduce-ring, default, mpich-nolocal, no-ucx-hcoll",
+        "sweep error: studies.lammps-wca.nodes: 2 nodes, but local is one machine "
+        "(config/clusters/local.yaml nodes: 1); use nodes: [1]",
+    ]
+    assert not (tmp_path / "results").exists()

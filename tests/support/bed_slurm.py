@@ -2,7 +2,8 @@
 where Snakemake runs, as on a login node that is also a compute node), one `slurmd -N <host>`
 on every host, each node its host's own name, address and CPU.
 
-What it takes, beside the local Slurm's settings (local_slurm.settings):
+What it takes, beside the local Slurm's settings (local_slurm.settings), and a node-local
+TMPDIR (the head's path, each host's own folder; start_slurmd):
   - each host sees its own /etc/slurm/slurm.conf: the file is written to
     /etc/netns/<host>/slurm/, which `ip netns exec` mounts over /etc/slurm for every process
     started on the host (Snakemake's Slurm job step drops SLURM_CONF, so `scontrol` and `srun`
@@ -69,8 +70,15 @@ class BedSlurm:
         return self
 
     def start_slurmd(self, host) -> None:
-        """The host's slurmd (again, after the host was lost: bed.Host.revive first)."""
-        command = ["sh", "-c", f'{CGROUP_MOUNTS} && exec "$@"', "slurmd", "/usr/sbin/slurmd", "-N", host.name]
+        """The host's slurmd (again, after the host was lost: bed.Host.revive first). A job
+        submitted from the head with the head's TMPDIR finds that path node-local, as on a
+        cluster whose TMPDIR is a local disk: on every other host it is the host's own
+        folder (mounted over the head's path in slurmd's mount namespace, so only the jobs'
+        steps see it there)."""
+        mounts = CGROUP_MOUNTS
+        if host is not self.head:
+            mounts += f" && mount --bind {host.tmpdir} {self.head.tmpdir}"
+        command = ["sh", "-c", f'{mounts} && exec "$@"', "slurmd", "/usr/sbin/slurmd", "-N", host.name]
         subprocess.run(host.command(command), capture_output=True, text=True, check=True, timeout=60)
 
     def run(self, index: int, *argv: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:

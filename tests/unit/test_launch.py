@@ -3,7 +3,13 @@
 from points import HOSTILE, point
 from scalestudy.apps.registry import APPS
 from scalestudy.config.clusters import MpiLauncher
-from scalestudy.launch.command import allocated_hosts, allocation_of_job, mpirun_command, slurm_allocation
+from scalestudy.launch.command import (
+    allocated_hosts,
+    allocation_of_job,
+    forwarded_variables,
+    mpirun_command,
+    slurm_allocation,
+)
 from scalestudy.model.paths import Layout
 from scalestudy.model.rank_probe import without_slurm_step
 
@@ -16,6 +22,18 @@ def test_mpirun_command_is_exact():
         "-x", "OMP_NUM_THREADS=1", "-x", "NCCL_IB_DISABLE=1", "-x", "NCCL_SOCKET_IFNAME=$(touch /tmp/pwned)",
         "python", "app.py",
     ]  # fmt: skip
+
+
+def test_the_launchers_pythonpath_is_passed_to_every_rank_by_name_and_value():
+    # A site module's HOOMD-blue on PYTHONPATH: an ssh-started rank on another node would not see it.
+    module = "/apps/hoomd/4.8.2/lib/python3.11/site-packages:/home/u/scalestudy/workflow"
+    forwarded = forwarded_variables({"PYTHONPATH": module, "HOME": "/home/u", "LD_PRELOAD": "x.so"})
+    assert forwarded == {"PYTHONPATH": module}
+    assert forwarded_variables({"PYTHONPATH": ""}) == {} == forwarded_variables({})
+    openmpi = mpirun_command(point(mpi_flags={}, nccl_env={}), ["a"], forwarded, MpiLauncher())
+    assert openmpi[-3:] == ["-x", f"PYTHONPATH={module}", "a"]
+    hydra = mpirun_command(point(mpi_flags={}, nccl_env={}), ["a"], forwarded, MpiLauncher("mpich", "mpiexec"))
+    assert hydra[-4:] == ["-genv", "PYTHONPATH", module, "a"]
 
 
 def test_site_switches_only_when_the_cluster_file_asks():
@@ -70,3 +88,36 @@ def test_the_slurm_allocation_is_read_back_from_scontrol_with_the_job_id_open_mp
                         "SLURM_JOB_NUM_NODES": "2", "SLURM_NNODES": "2", "SLURM_TASKS_PER_NODE": "2(x2)"}  # fmt: skip
     assert allocated_hosts(restored) == ["n1", "n2"]
     assert slurm_allocation({"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n1"}) == {}
+
+
+def test_under_slurm_a_launchs_folder_is_removed_on_its_other_nodes_by_a_step_with_the_jobs_tmpdir(
+    tmp_path, monkeypatch
+):
+    """slurmstepd makes a step's TMPDIR where it is missing, so the srun that starts Open MPI's
+    daemons makes the launch's folder on every other node: one step removes it there, started
+    with the job's TMPDIR (tests/integration/test_launcher_leftovers.py runs it with a fake srun;
+    test_slurm_hosts.py on a real Slurm)."""
+    import os
+
+    from scalestudy.launch import runner
+
+    started = []
+    monkeypatch.setattr(runner.subprocess, "run", lambda argv, env, **_: started.append((argv, env["TMPDIR"])))
+    slurm = {"TMPDIR": str(tmp_path), "SLURM_JOB_ID": "7"}
+    with runner.launch_tmpdir(slurm, own=True, other_hosts=["n2", "n3"]) as env:
+        folder = env["TMPDIR"]
+        assert os.path.basename(folder).startswith(runner.LAUNCH_TMPDIR_PREFIX) and not started
+    assert started == [
+        (["srun", "--overlap", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--nodelist=n2,n3",
+          "rm", "-rf", "--", folder], str(tmp_path))
+    ]  # fmt: skip
+    assert not os.path.exists(folder)
+    started.clear()
+    with runner.launch_tmpdir({**slurm, "SLURM_JOB_ID": ""}, own=True, other_hosts=["n2"]):
+        pass  # outside a Slurm job (PBS's ssh sessions make no folder elsewhere)
+    with runner.launch_tmpdir(slurm, own=True, other_hosts=[]):
+        pass  # a 1-node launch
+    with runner.launch_tmpdir(slurm, own=False, other_hosts=["n2"]):
+        pass  # Hydra keeps the job's TMPDIR everywhere
+    runner.remove_on_other_nodes(str(tmp_path), ["n2"], slurm)  # never a folder that is not a launch's
+    assert started == []

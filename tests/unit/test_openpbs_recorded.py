@@ -19,6 +19,7 @@ from scalestudy.config.requests import job_request
 from scalestudy.launch import command, failures
 from scalestudy.model.point import Point
 from scalestudy.scheduler.pbs import status, submit
+from scalestudy.scheduler.pbs.dialects import dialect_of
 
 IDS = ["0.vm", "1.vm", "6.vm", "7.vm"]
 
@@ -51,7 +52,7 @@ def test_the_select_chunk_is_what_made_pbs_list_the_host_once_per_rank(recorded)
         {"name": "openpbs", "scheduler": "pbspro", "pbs_dialect": "select", "cores_per_node": 96,
          "mem_per_node_gib": 48, "walltime_margin": "00:01:00"}
     )  # fmt: skip
-    resources = submit.dialect_of(cluster).resource_list(job_request(two_rank_point(), cluster), "ab12")
+    resources = dialect_of(cluster).resource_list(job_request(two_rank_point(), cluster), "ab12")
     with_mpiprocs = jobs_of(recorded / "qstat-x-f-F-json-select-with-mpiprocs.json")["1.vm"]
     assert f"-l {resources} " in with_mpiprocs["Submit_arguments"]
     assert with_mpiprocs["Resource_List"]["mpiprocs"] == 2 and with_mpiprocs["Exit_status"] == 0
@@ -65,7 +66,7 @@ def test_the_select_chunk_is_what_made_pbs_list_the_host_once_per_rank(recorded)
 def test_ompthreads_follow_threads_per_rank():
     cluster = clusters.load("aspire2a")
     request = job_request(two_rank_point(ranks_per_node=16, threads_per_rank=8, nodes=2), cluster)
-    assert submit.dialect_of(cluster).resources(request, "ab12")[0] == (
+    assert dialect_of(cluster).resources(request, "ab12")[0] == (
         "select=2:ncpus=128:mpiprocs=16:ompthreads=8:mem=440GB"
     )
 
@@ -257,7 +258,7 @@ def test_a_point_qsub_refuses_becomes_a_failed_record(tmp_path, monkeypatch):
                   "resources": {"walltime_s": 240, "queue": ""}, "output": [str(metrics)]}  # fmt: skip
     jobscript = tmp_path / "job.sh"
     jobscript.write_text(f"#!/bin/bash\n# properties = {json.dumps(properties)}\n")
-    job_id = submit.submit(jobscript, "gadi")
+    job_id = dialect_of(clusters.load("gadi")).submit(jobscript)
     assert job_id.startswith(status.REFUSED_PREFIX) and status.status(job_id, tmp_path / "cache") == "success"
     record = json.loads(metrics.read_text())
     assert record["status"] == "failed" and record["category"] == "scheduler_error"
@@ -420,7 +421,7 @@ def test_a_pack_qsub_refuses_leaves_a_failed_record_for_each_point(tmp_path, mon
                   "resources": {"walltime_s": 480}}  # fmt: skip
     jobscript = tmp_path / "job.sh"
     jobscript.write_text(f"#!/bin/bash\n# properties = {json.dumps(properties)}\n")
-    job_id = submit.submit(jobscript, "gadi")
+    job_id = dialect_of(clusters.load("gadi")).submit(jobscript)
     assert job_id.startswith(status.REFUSED_PREFIX) and status.status(job_id, tmp_path / "cache") == "success"
     for path in metrics:
         record = record_of(path)

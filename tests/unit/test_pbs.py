@@ -15,7 +15,7 @@ from scalestudy.config.requests import estimated_service_units, job_request, req
 from scalestudy.model.errors import SweepError
 from scalestudy.planning import dry_plan
 from scalestudy.scheduler import site
-from scalestudy.scheduler.pbs import cache, cancel, dialects, sidecar, status, submit
+from scalestudy.scheduler.pbs import cache, cancel, dialects, pbspro, sidecar, status, submit
 
 
 def refusals(p, cluster):
@@ -26,7 +26,7 @@ def refusals(p, cluster):
 def qsub_line(p, cluster_name):
     cluster = clusters.load(cluster_name)
     assert refusals(p, cluster) == []
-    argv = submit.qsub_command(job_request(p, cluster), cluster, project="ab12", log_path="LOG")
+    argv = dialects.dialect_of(cluster).qsub_command(job_request(p, cluster), project="ab12", log_path="LOG")
     return " ".join(argv)
 
 
@@ -163,9 +163,9 @@ def test_refusals_are_reported_once_per_distinct_problem():
 
 def test_each_cluster_file_names_a_registered_dialect():
     assert list(dialects.DIALECTS) == ["gadi", "select"]
-    assert type(dialects.dialect_of(clusters.load("gadi"))) is dialects.GadiDialect
-    assert type(dialects.dialect_of(clusters.load("aspire2a"))) is dialects.SelectDialect
-    assert type(dialects.dialect_of(clusters.load("local"))) is dialects.SelectDialect  # the default
+    assert type(dialects.dialect_of(clusters.load("gadi"))) is dialects.Gadi
+    assert type(dialects.dialect_of(clusters.load("aspire2a"))) is pbspro.PbsPro
+    assert type(dialects.dialect_of(clusters.load("local"))) is pbspro.PbsPro  # the default
 
 
 def test_an_unknown_dialect_is_one_line_naming_the_registered_ones():
@@ -177,7 +177,7 @@ def test_an_unknown_dialect_is_one_line_naming_the_registered_ones():
 
 
 def test_a_new_dialect_overrides_only_how_the_request_is_written(monkeypatch):
-    class NodesDialect(dialects.Dialect):
+    class NodesDialect(pbspro.PbsPro):
         name = "nodes"
 
         def resources(self, request, project):
@@ -187,7 +187,7 @@ def test_a_new_dialect_overrides_only_how_the_request_is_written(monkeypatch):
     cluster = clusters.from_mapping({"name": "x", "cores_per_node": 8, "mem_per_node_gib": 16, "pbs_dialect": "nodes"})
     p = batch_point(2, ranks_per_node=8)
     assert refusals(p, cluster) == []
-    argv = submit.qsub_command(job_request(p, cluster), cluster, project="ab12", log_path="LOG")
+    argv = dialects.dialect_of(cluster).qsub_command(job_request(p, cluster), project="ab12", log_path="LOG")
     assert argv[argv.index("-l") + 1] == "nodes=2:ppn=8,walltime=00:10:00"
 
 

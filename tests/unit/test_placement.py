@@ -18,7 +18,7 @@ from scalestudy.model.errors import SweepError
 from scalestudy.model.point import PLACEMENT_DEFAULTS
 from scalestudy.model.rank_probe import cpu_list, parse_cpu_list, topology
 from scalestudy.presentation import runs_section
-from scalestudy.scheduler.pbs import dialects, submit
+from scalestudy.scheduler.pbs import dialects
 
 OPEN_MPI = MpiLauncher()
 HYDRA = MpiLauncher(flavour="mpich", launcher="mpiexec")
@@ -185,7 +185,7 @@ def test_the_local_machine_is_read_for_smt(tmp_path):
 def gadi_qsub(p):
     gadi = clusters.load("gadi")
     assert request_problems(p, gadi, dialects.site_rules(gadi)) == []
-    return " ".join(submit.qsub_command(job_request(p, gadi), gadi, project="ab12", log_path="LOG"))
+    return " ".join(dialects.dialect_of(gadi).qsub_command(job_request(p, gadi), project="ab12", log_path="LOG"))
 
 
 def test_gadi_hyperthreads_ask_for_other_hyperthread_and_fit_96_ranks_per_node():

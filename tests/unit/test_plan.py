@@ -13,6 +13,7 @@ from scalestudy.apps.registry import APPS
 from scalestudy.config.requests import job_request
 from scalestudy.model.errors import SweepError
 from scalestudy.model.record import definition
+from scalestudy.model.scaling_figures import EFFICIENCY_THRESHOLD
 from scalestudy.planning import run_rules, summary, tables
 from scalestudy.planning import start as start_module
 from scalestudy.planning.plan import Deployment, Forcing, Plan, load_plan, python_module_shell, run_rule
@@ -325,7 +326,8 @@ def test_the_study_is_loaded_once_into_typed_settings_that_the_rules_read(tmp_pa
     assert (settings.compare_baseline, settings.predict_from, settings.budget_su_total) == ("elsewhere", "measured", 9)
     assert (settings.partial, settings.retry_failed, settings.order_seed) == (False, False, 0)  # the schema's defaults
     pp = settings.studies["pp"]
-    assert (pp.app, pp.pack, pp.estimator, pp.efficiency_threshold, pp.budget_su) == ("pingpong", 1, "mean", 0.5, None)
+    assert (pp.app, pp.pack, pp.estimator, pp.budget_su) == ("pingpong", 1, "mean", None)
+    assert pp.efficiency_threshold == EFFICIENCY_THRESHOLD
     assert pp.repeats_text == '{"ci": "5%", "max": 4, "min": 2}' and pp.repeat_limits.max == 4
     assert plan.sweep.studies is settings.studies  # one value: the sweep's studies are the typed ones
     # After loading, no rule reads `config` (the loader's argument) by key.

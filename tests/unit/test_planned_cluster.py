@@ -4,7 +4,9 @@
 import json
 
 import pytest
-from scalestudy.scheduler.pbs.submit import SubmitRefused, submit
+from scalestudy.config import clusters
+from scalestudy.scheduler.jobscript import SubmitRefused
+from scalestudy.scheduler.pbs.dialects import Gadi
 
 
 def jobscript(tmp_path, resources):
@@ -16,11 +18,8 @@ def jobscript(tmp_path, resources):
 
 def test_a_job_planned_for_another_cluster_is_refused_before_qsub(tmp_path):
     with pytest.raises(SubmitRefused) as refused:
-        submit(
-            jobscript(tmp_path, {"planned_cluster": "local"}),
-            "gadi",
-            qsub="/nonexistent/qsub",
-            environ={"PROJECT": "ab12"},
+        Gadi(clusters.load("gadi"), environ={"PROJECT": "ab12"}, qsub="/nonexistent/qsub").submit(
+            jobscript(tmp_path, {"planned_cluster": "local"})
         )
     (problem,) = refused.value.problems
     assert "planned this job for 'local'" in problem and "cluster=gadi" in problem

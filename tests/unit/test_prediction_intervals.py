@@ -1,4 +1,4 @@
-"""Calibrated prediction intervals (scalestudy.model.intervals), held to published numbers they
+"""Calibrated prediction intervals (scalestudy.analysis.intervals), held to published numbers they
 were not fitted on: the Gadi table's larger scales and the check half of
 benchmarks/data/published_strong_scaling.csv (never seen by the calibration); the rate/time
 symmetry and positivity held to the published table's own inverse; where to measure next held to
@@ -11,8 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from scalestudy.analysis import scaling_models
-from scalestudy.model import intervals, pmnf
+from scalestudy.analysis import intervals, pmnf, scaling_models
 from scalestudy.presentation import scaling_models_page
 
 REPO = Path(__file__).resolve().parents[2]

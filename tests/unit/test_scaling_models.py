@@ -1,4 +1,4 @@
-"""Scaling models (model.pmnf, scaling_models): the fitter recovers known PMNF functions, says
+"""Scaling models (analysis.pmnf, scaling_models): the fitter recovers known PMNF functions, says
 when there are too few scales, predicts where efficiency falls below the threshold and where one
 part passes another, and the references of benchmarks/scaling_models.py run: the published Gadi
 table (Extra-P on the same inputs: tests/integration/test_scaling_models_extrap.py)."""
@@ -10,10 +10,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from scalestudy.analysis import scaling_models
+from scalestudy.analysis import pmnf, scaling_models
 from scalestudy.analysis.scaling import scaling
 from scalestudy.apps.lammps.app import BREAKDOWN
-from scalestudy.model import pmnf
 from scalestudy.presentation import scaling_models_page
 from scalestudy.presentation.published import read_record
 from scalestudy.presentation.scaling_models_page import exponent_lines

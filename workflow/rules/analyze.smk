@@ -60,10 +60,14 @@ rule scaling:
     resources:
         **LOCAL_STEP,
     run:
-        from scalestudy.analysis.verdicts import write_scaling_tables
+        from scalestudy.analysis.scaling import write_scaling_table
+        from scalestudy.analysis.verdicts import write_variants_table
         from scalestudy.analysis.scaling_models import add_to_scaling_csv
+        from scalestudy.model.steplog import step_log
 
-        write_scaling_tables(
-            input[0], output.scaling, output.variants, params.budget_su, log[0], params.estimator, params.repeats
-        )
+        with step_log(log[0]) as note:
+            table, runs = write_scaling_table(
+                input[0], output.scaling, params.budget_su, params.estimator, params.repeats, note
+            )
+            write_variants_table(table, runs, output.variants, note)
         add_to_scaling_csv(output.scaling, params.efficiency_threshold, params.predict_up_to)

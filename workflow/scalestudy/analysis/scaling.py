@@ -4,35 +4,37 @@ and per unit of work, the cost-optimal scale and the fastest within the budget.
 
 - p: total MPI ranks (nodes x ranks per node; one rank per GPU on GPU runs);
   p0: the smallest p of the curve with at least one successful run; q = p/p0.
-- strong scaling: speedup S(p) = T(p0)/T(p) for times, R(p)/R(p0) for rates;
-  parallel efficiency E(p) = S(p) * p0/p; the per-core figure S(p)/cores that
-  some published tables call efficiency is given separately, under that name;
-  Karp-Flatt serial fraction e(p) = (1/S - 1/q)/(1 - 1/q); Amdahl fit: the
-  serial fraction f minimising the squared error of 1/S = f + (1 - f)/q over
+- speedup, parallel efficiency (strong and weak), scaled speedup, Karp–Flatt and the efficiency
+  threshold: as model.scaling_figures defines them (applied here to the table's columns); the
+  per-core figure S(p)/cores that some published tables call efficiency is given separately,
+  under that name.
+- Amdahl fit: the serial fraction f minimising the squared error of 1/S = f + (1 - f)/q over
   the successful scales, and the speedup ceiling 1/f it implies.
-- weak scaling: efficiency T(p0)/T(p) for times, (R(p)/p)/(R(p0)/p0) for
-  rates; scaled speedup = efficiency * q.
 - cost: SU per million units of a rate metric = SU per hour of the job x 1e6 / rate / 3600.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..apps.registry import APPS, App, app_of_row
+from ..model import scaling_figures as figures
 from ..model.metrics import WALLTIME_USED, Metric
 from ..model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS, PROGRAM
 from ..model.repeats import Repeats, limits, needed
-from .records import STATUS_PENDING, contended_mask
+from .records import STATUS_PENDING, contended_mask, read_table, write_table
 from .statistics import MEAN, outlier_mask, summarize
 
-# Cut-off of the one-sentence summary: "parallel efficiency stays >= 70% up to ...".
-GOOD_EFFICIENCY = 0.7
+# The study's efficiency threshold as scaling.csv carries it in every row (the scaling rule
+# writes it: analysis.scaling_models.add_model_columns).
+THRESHOLD_KEY = "efficiency_threshold"
 
 # What tells one curve from another (a curve: one study's points at every scale), with its
 # parameter axes (the AXIS_PREFIX columns beside): the runs.csv columns of model.point.Point.as_record.
@@ -55,17 +57,24 @@ RESOURCE_COLUMNS = [
 ]
 
 DEFINITIONS = {
-    "speedup": "S(p) = T(p0)/T(p) (times) or R(p)/R(p0) (rates), p0 = smallest successful scale",
-    "parallel_efficiency": "E(p) = S(p) · p0/p",
+    **figures.DEFINITIONS,
     "speedup_per_core": "S(p)/cores: what some published tables call 'efficiency'; not parallel efficiency",
-    "karp_flatt": "e(p) = (1/S − 1/q)/(1 − 1/q), q = p/p0",
     "amdahl_fit": "serial fraction f of the least-squares fit 1/S = f + (1 − f)/q; speedup ceiling 1/f",
-    "weak_efficiency": "T(p0)/T(p) (times) or (R(p)/p)/(R(p0)/p0) (rates)",
-    "scaled_speedup": "weak efficiency · p/p0",
     "repeats_until_clear": "repeats: {min, max, ci}: min repeats first, then one more per point and invocation"
     " while the 95% CI of its mean primary figure is wider than ± ci of the mean and max is not reached",
     "su_per_million": "SU per million units of a rate metric: SU per job-hour × 10⁶ / rate / 3600",
 }
+
+
+def efficiency_threshold(table: pd.DataFrame | Mapping) -> float:
+    """The efficiency a study's scales are judged against (model.scaling_figures.falls_below): its
+    `efficiency_threshold` as its scaling.csv records it; a table without one (an older record, a
+    published one) has the default, model.scaling_figures.EFFICIENCY_THRESHOLD."""
+    if isinstance(table, pd.DataFrame):
+        known = table[THRESHOLD_KEY].dropna() if THRESHOLD_KEY in table.columns else ()
+        return float(known.iloc[0]) if len(known) else figures.EFFICIENCY_THRESHOLD
+    value = table.get(THRESHOLD_KEY)
+    return float(value) if value is not None and pd.notna(value) else figures.EFFICIENCY_THRESHOLD
 
 
 def curve_columns(*tables: pd.DataFrame, named: bool = True) -> list[str]:
@@ -215,20 +224,19 @@ def add_scaling_laws(table: pd.DataFrame, metric: Metric, weak: bool) -> pd.Data
         return table
     base = succeeded.iloc[0]
     p0, base_mean = base["ranks"], base["mean"]
-    ratio = base_mean / table["mean"] if metric.kind == "time" else table["mean"] / base_mean
     q = table["ranks"] / p0
     table["p0"] = p0
     if weak:
-        # T(p0)/T(p) for times and per-step rates (MD steps/s); throughputs divide by p/p0.
-        efficiency = ratio if metric.kind == "time" or not metric.extensive else ratio / q
+        efficiency = figures.weak_efficiency(base_mean, table["mean"], metric.kind, q, metric.extensive)
         table["weak_efficiency"] = efficiency
-        table["scaled_speedup"] = efficiency * q
+        table["scaled_speedup"] = figures.scaled_speedup(efficiency, q)
         return table
+    ratio = figures.speedup(base_mean, table["mean"], metric.kind)
     table["speedup"] = ratio
-    table["parallel_efficiency"] = ratio / q
+    table["parallel_efficiency"] = figures.parallel_efficiency(ratio, q)
     table["speedup_per_core"] = ratio / table["cores_allocated"]
     with np.errstate(divide="ignore", invalid="ignore"):
-        karp_flatt = (1 / ratio - 1 / q) / (1 - 1 / q)
+        karp_flatt = figures.karp_flatt(ratio, q)
     table["karp_flatt_serial_fraction"] = karp_flatt.where(q > 1)
     serial, ceiling = amdahl_fit(q[table["n"] > 0], ratio[table["n"] > 0])
     table["amdahl_serial_fraction"] = serial
@@ -267,3 +275,24 @@ def add_cost_choices(table: pd.DataFrame, budget_su: float | None) -> pd.DataFra
                 best = fits["mean"].idxmin() if fits["kind"].iloc[0] == "time" else fits["mean"].idxmax()
                 table.loc[best, "fastest_within_budget"] = True
     return table
+
+
+def write_scaling_table(
+    runs_csv: str | Path,
+    scaling_out: str | Path,
+    budget_su=None,
+    estimator: str = MEAN,
+    repeats: Any = None,
+    note: Callable[[str], None] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The scaling rule's entry: scaling.csv from runs.csv. The rule then writes variants.csv
+    from the table (analysis.verdicts.write_variants_table) and adds the model columns
+    (analysis.scaling_models.add_to_scaling_csv). `repeats`: the study's setting (as JSON text,
+    a param); `note`: the rule's log (model.steplog). Returns the table and the runs read."""
+    runs = read_table(runs_csv)
+    repeats = json.loads(repeats) if isinstance(repeats, str) else repeats
+    table = scaling(runs, budget_su=budget_su, estimator=estimator, repeats=repeats)
+    write_table(table, scaling_out)
+    if note is not None:
+        note(f"{scaling_out}: {len(table)} rows")
+    return table, runs

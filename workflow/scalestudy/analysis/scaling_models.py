@@ -1,4 +1,4 @@
-"""Where scaling will stop, before it is measured: a performance model (model.pmnf, Extra-P's
+"""Where scaling will stop, before it is measured: a performance model (analysis.pmnf, Extra-P's
 PMNF and its way of choosing one) of every curve of scaling.csv (a figure's mean against p) and
 of every part of a run's time (scalestudy.analysis.breakdown), with what it predicts at scales not
 measured: the figure with its interval, the parallel (or weak) efficiency, the scale where
@@ -25,12 +25,13 @@ import numpy as np
 import pandas as pd
 
 from ..config.sweep import defaults
-from ..model import intervals, pmnf
+from ..model import scaling_figures as figures
 from ..model.metrics import DECLARED
+from . import intervals, pmnf
 from .breakdown import part_of
-from .scaling import curve_columns
+from .scaling import THRESHOLD_KEY, curve_columns, efficiency_threshold
 
-THRESHOLD_KEY, BEYOND_KEY = "efficiency_threshold", "predict_up_to"
+BEYOND_KEY = "predict_up_to"
 # Scales on which a prediction is drawn and searched, from the smallest measured to `predict_up_to`
 # times the largest (geometric).
 GRID = 160
@@ -61,7 +62,7 @@ DEFINITIONS = {
         " (a time inverted, so that its interval is exactly the inverse of the rate's and never reaches zero):"
         " the bootstrap's half-width (below) plus a distance term per doubling beyond the largest measured"
         " scale, the larger of the one calibrated on held-out published strong-scaling series"
-        f" (model/{intervals.CALIBRATION_FILE.name}, written by benchmarks/calibrate_intervals.py) and the one the"
+        f" (analysis/{intervals.CALIBRATION_FILE.name}, written by benchmarks/calibrate_intervals.py) and the one the"
         " study's own leave-future-out backtest asks for; an interval spanning more than"
         f" ×{intervals.USEFUL_SPAN:g} is said in words, not as a number. The bootstrap (and another figure's"
         f" interval): {pmnf.BOOTSTRAP} refits of each model within tolerance of the"
@@ -141,7 +142,7 @@ class CurveFit:
         return out
 
     def calibrated(self, at, level: float = pmnf.CONFIDENCE) -> intervals.Interval:
-        """The calibrated interval (model.intervals) of a rate or a time at `at`: the figure
+        """The calibrated interval (analysis.intervals) of a rate or a time at `at`: the figure
         modelled as a rate, its interval widened with the distance beyond the largest measured
         scale as the published series' held-out errors say; with why there is no useful one."""
         return intervals.interval(self.p, self.mean, at, self.kind, self.se, self.spread, level)
@@ -169,14 +170,14 @@ class CurveFit:
         return np.concatenate(out)
 
     def efficiency(self, values: np.ndarray, at: np.ndarray) -> np.ndarray:
-        """Parallel (weak) efficiency of a predicted figure against the measured smallest scale."""
+        """Parallel (weak) efficiency of a predicted figure against the measured smallest scale
+        (model.scaling_figures' definitions)."""
         p0, y0 = self.p[0], self.mean[0]
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = y0 / values if self.kind == "time" else values / y0
             if self.scaling == "weak":
                 extensive = DECLARED[self.metric].extensive if self.metric in DECLARED else True
-                return ratio / (at / p0) if self.kind == "rate" and extensive else ratio
-            return ratio * p0 / at
+                return figures.weak_efficiency(y0, values, self.kind, at / p0, extensive)
+            return figures.parallel_efficiency(figures.speedup(y0, values, self.kind), at / p0)
 
     def scale_words(self, p: float) -> str:
         """'24 nodes (p = 1,152)' where a curve has several nodes, else 'p = 12' (a crossing
@@ -215,7 +216,6 @@ def curve_fits(
         n = by_p["n"].sum().to_numpy(float)
         rpn = rows["ranks_per_node"].unique() if "ranks_per_node" in rows.columns else []
         first = rows.iloc[0]
-        threshold = first.get(THRESHOLD_KEY) if THRESHOLD_KEY in rows.columns else None
         beyond = first.get(BEYOND_KEY) if BEYOND_KEY in rows.columns else None
         out.append(
             CurveFit(
@@ -231,7 +231,7 @@ def curve_fits(
                 spread=std / mean,
                 ranks_per_node=float(rpn[0]) if len(rpn) == 1 and rpn[0] > 0 else None,
                 fit=pmnf.fit(p, mean, terms=terms),
-                threshold=float(threshold) if threshold is not None and pd.notna(threshold) else setting(THRESHOLD_KEY),
+                threshold=efficiency_threshold(first),
                 beyond=float(beyond) if beyond is not None and pd.notna(beyond) else setting(BEYOND_KEY),
             )
         )
@@ -239,8 +239,9 @@ def curve_fits(
 
 
 def first_below(curve: np.ndarray, floor: float, at: np.ndarray) -> float:
-    """The first scale of `at` where `curve` < floor (inf where none)."""
-    below = np.nonzero(curve < floor)[0]
+    """The first scale of `at` where `curve` falls below `floor` (model.scaling_figures.falls_below;
+    inf where none)."""
+    below = np.nonzero(figures.falls_below(curve, floor))[0]
     return float(at[below[0]]) if below.size else math.inf
 
 
@@ -339,7 +340,7 @@ def add_model_columns(
     if scaling.empty or "metric" not in scaling.columns:
         return scaling
     table = scaling.copy()
-    table[THRESHOLD_KEY] = setting(THRESHOLD_KEY) if threshold is None else float(threshold)
+    table[THRESHOLD_KEY] = figures.EFFICIENCY_THRESHOLD if threshold is None else float(threshold)
     table[BEYOND_KEY] = setting(BEYOND_KEY) if beyond is None else float(beyond)
     for column in MODEL_COLUMNS:
         if column not in table.columns:
@@ -390,7 +391,7 @@ def add_model_columns(
 
 
 def add_to_scaling_csv(path: str | Path, threshold: float | None = None, beyond: float | None = None) -> None:
-    """The scaling rule's step after analysis.verdicts.write_scaling_tables: the model columns, in place."""
+    """The scaling rule's step after analysis.verdicts.write_variants_table: the model columns, in place."""
     from .records import read_table, write_table
 
     write_table(add_model_columns(read_table(Path(path)), threshold, beyond), path)

@@ -1,8 +1,8 @@
 # Stays whole (a little over 500 lines): the verdict rules and the one lookup of each side's runs (Sides) they all read.
 """variants.csv: every MPI flag set, NCCL env set and placement (and an app's compared
 parameter: torch-parallel's strategy) against its baseline at the same scale, per figure: the
-speed ratio with its 95% CI, and a verdict only where it holds; and the scaling rule's entry,
-which writes scaling.csv (scalestudy.analysis.scaling) and variants.csv from runs.csv.
+speed ratio with its 95% CI, and a verdict only where it holds; written by the scaling rule
+from the table analysis.scaling.write_scaling_table made (`write_variants_table`).
 
 - variants: speed ratio of a set (or placement: hyperthreads, binding, mapping)
   against `default` (the launcher's own placement) at the same scale (> 1 =
@@ -16,11 +16,9 @@ which writes scaling.csv (scalestudy.analysis.scaling) and variants.csv from run
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -30,9 +28,8 @@ from ..apps.registry import APPS
 from ..model.contention import OLDER_RULE
 from ..model.metrics import HIGHER_IS_BETTER
 from ..model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS
-from ..model.steplog import step_log
-from .records import contended_mask, read_table, write_table
-from .scaling import SCALE_COLUMNS, curve_columns, scaling
+from .records import contended_mask, write_table
+from .scaling import SCALE_COLUMNS, curve_columns
 from .statistics import CONFIDENCE, MEAN, near_normal, rank_cut, summarize
 
 # Clearly different conditions: the mean share of the CPUs that other processes used (or the
@@ -506,22 +503,13 @@ def quality_beside(runs: pd.DataFrame | None, row: Mapping, base_row: Mapping) -
     return out
 
 
-def write_scaling_tables(
-    runs_csv: str | Path,
-    scaling_out: str | Path,
-    variants_out: str | Path,
-    budget_su=None,
-    log=None,
-    estimator: str = MEAN,
-    repeats: Any = None,
-) -> None:
-    """The scaling rule's entry: scaling.csv and variants.csv from runs.csv. `repeats`: the
-    study's setting (as JSON text, a param)."""
-    with step_log(log) as note:
-        runs = read_table(runs_csv)
-        repeats = json.loads(repeats) if isinstance(repeats, str) else repeats
-        table = scaling(runs, budget_su=budget_su, estimator=estimator, repeats=repeats)
-        write_table(table, scaling_out)
-        compared = variants(table, runs=runs)
-        write_table(compared, variants_out)
-        note(f"{scaling_out}: {len(table)} rows; {variants_out}: {len(compared)} rows")
+def write_variants_table(
+    table: pd.DataFrame, runs: pd.DataFrame, variants_out: str | Path, note: Callable[[str], None] | None = None
+) -> pd.DataFrame:
+    """The scaling rule's step after analysis.scaling.write_scaling_table: variants.csv from the
+    scaling table and the runs it was made from. `note`: the rule's log (model.steplog)."""
+    compared = variants(table, runs=runs)
+    write_table(compared, variants_out)
+    if note is not None:
+        note(f"{variants_out}: {len(compared)} rows")
+    return compared

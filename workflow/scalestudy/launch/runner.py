@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,15 @@ from ..model.record import DEFINITION, definition
 from ..model.units import gib_in_gb
 from ..results import retry
 from . import conditions, modules, provenance
-from .command import allocated_hosts, launch_script, mpirun_command, pbs_slots, resolve_launcher, slurm_allocation
+from .command import (
+    allocated_hosts,
+    forwarded_variables,
+    launch_script,
+    mpirun_command,
+    pbs_slots,
+    resolve_launcher,
+    slurm_allocation,
+)
 from .failures import Failure, classify, node_lost_words, scheduler_category, stopped_from_outside
 from .modules import ModuleError
 
@@ -213,7 +221,8 @@ def measure(
     also = provenance.variables_to_report(point, mpi.flavour)
     mpi4py_ranks = app.loads_mpi4py(point)
     rank_argv = provenance.probed_command(app.rank_command(point, run_dir, layout), sys.executable, also, mpi4py_ranks)
-    argv = mpirun_command(point, rank_argv, rank_env, mpi, hosts)
+    # The ranks on every node see the launcher's PYTHONPATH (a module's HOOMD-blue), as launch.sh shows.
+    argv = mpirun_command(point, rank_argv, {**forwarded_variables(env), **rank_env}, mpi, hosts)
     write_atomically(launch_path, launch_script(argv))
     launch_path.chmod(0o755)
 
@@ -246,7 +255,10 @@ def measure(
         log_path.write_text(metrics["reason"] + "\n")
     else:
         before = conditions.snapshot()
-        execution = execute(argv, log_path, env, point.walltime_seconds, own_tmpdir=mpi.flavour == "openmpi")
+        execution = execute(
+            argv, log_path, env, point.walltime_seconds, own_tmpdir=mpi.flavour == "openmpi",
+            other_hosts=hosts[1 : point.nodes],
+        )  # fmt: skip
         after = conditions.snapshot()
         wall_s, exit_code = execution.wall_s, execution.exit_code
         log_text = log_path.read_text(errors="replace")
@@ -470,13 +482,20 @@ def launcher_dies_with_runner() -> None:
 # is this folder, missing there, as srun starting Open MPI's daemons with the launcher's
 # environment gives it, the job's TMPDIR it was made in). MPICH's Hydra passes every variable
 # to every node: its launches keep the job's TMPDIR.
+# Inside a Slurm job mpirun starts the other nodes' daemons with `srun`, whose step gets
+# mpirun's environment, and slurmstepd makes the step's TMPDIR where it is missing: with a
+# node-local TMPDIR this folder is made on every other node of the launch, where nothing
+# removes it (srun's `--export=ALL,TMPDIR=` does not change the step's TMPDIR: Slurm 22.05,
+# tried on the bed). So when the launch ends one step on those nodes removes it there
+# (`remove_on_other_nodes`), started with the job's TMPDIR, which makes nothing new.
 
 
 @contextlib.contextmanager
-def launch_tmpdir(env: dict[str, str], own: bool) -> Iterator[dict[str, str]]:
+def launch_tmpdir(env: dict[str, str], own: bool, other_hosts: Sequence[str] = ()) -> Iterator[dict[str, str]]:
     """`env` with TMPDIR a new directory under the job's own (the site's per-job TMPDIR, or
-    tempfile's choice where that is no writable directory), removed when the launch ends;
-    `env` as it is when not `own`."""
+    tempfile's choice where that is no writable directory), removed when the launch ends, here
+    and inside a Slurm job on `other_hosts` (the launch's nodes but this one); `env` as it is
+    when not `own`."""
     if not own:
         yield env
         return
@@ -484,23 +503,63 @@ def launch_tmpdir(env: dict[str, str], own: bool) -> Iterator[dict[str, str]]:
     if not (base and os.path.isdir(base) and os.access(base, os.W_OK)):
         base = None
     with tempfile.TemporaryDirectory(prefix=LAUNCH_TMPDIR_PREFIX, dir=base, ignore_cleanup_errors=True) as scratch:
-        yield {**env, "TMPDIR": scratch}
+        try:
+            yield {**env, "TMPDIR": scratch}
+        finally:
+            remove_on_other_nodes(scratch, other_hosts, env)
+
+
+# How long the step that removes a launch's folder on the other nodes may take (`srun -N 2`
+# took 0.12 s on the test bed); past it the folder stays, as it would without the step.
+REMOVE_STEP_TIMEOUT_S = 20
+
+
+def remove_on_other_nodes_argv(folder: str, hosts: Sequence[str]) -> list[str]:
+    """One srun task on each of `hosts` removing `folder` there. `--overlap`: the step shares
+    the CPUs the job's other steps hold (the step running this runner, under Snakemake)."""
+    nodes = len(hosts)
+    return ["srun", "--overlap", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1",
+            f"--nodelist={','.join(hosts)}", "rm", "-rf", "--", folder]  # fmt: skip
+
+
+def remove_on_other_nodes(folder: str, hosts: Sequence[str], env: Mapping[str, str]) -> None:
+    """Inside a Slurm job, `folder` (a launch's own TMPDIR) removed on `hosts`, with `env` (its
+    TMPDIR the job's, so that slurmstepd makes nothing); nothing outside one, or for a folder
+    that is not a launch's. Best effort: a step that cannot run leaves the folder, as before."""
+    if not hosts or not env.get("SLURM_JOB_ID") or not os.path.basename(folder).startswith(LAUNCH_TMPDIR_PREFIX):
+        return
+    try:
+        subprocess.run(
+            remove_on_other_nodes_argv(folder, hosts), env=dict(env), stdin=subprocess.DEVNULL,
+            capture_output=True, timeout=REMOVE_STEP_TIMEOUT_S, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        pass
 
 
 def execute(
-    argv: list[str], log_path: Path, env: dict[str, str], timeout_s: float, own_tmpdir: bool = False
+    argv: list[str],
+    log_path: Path,
+    env: dict[str, str],
+    timeout_s: float,
+    own_tmpdir: bool = False,
+    other_hosts: Sequence[str] = (),
 ) -> Execution:
     """Run the launcher with its output in log_path. Kill the whole process group at the
     walltime, or FATAL_GRACE_S after a fatal MPI error, or NODE_LOST_GRACE_S after words saying
     a node was lost, if the launcher has not exited, or when the job is ended from outside
     (STOP_SIGNALS, passed on to the group). `own_tmpdir`:
-    the launch gets a TMPDIR of its own (`launch_tmpdir`; Open MPI's launches).
+    the launch gets a TMPDIR of its own (`launch_tmpdir`; Open MPI's launches), removed too on
+    `other_hosts` (the launch's nodes but this one) inside a Slurm job.
 
     The launcher gets a process group of its own, not a session: a batch system that ends a
     job by its session (PBS's MoM) still reaches mpirun and its ranks, while Ctrl-C at a
     terminal (the foreground group) reaches only the runner, which passes it on."""
     start = time.perf_counter()
-    with launch_tmpdir(env, own_tmpdir) as env, open(log_path, "wb") as log, StopSignals() as stops:
+    # The other nodes the launch's folder is removed on when it ends: none once a node is said
+    # lost (a step there would wait for a node that is gone; its folder went with it).
+    reachable = list(other_hosts)
+    with launch_tmpdir(env, own_tmpdir, reachable) as env, open(log_path, "wb") as log, StopSignals() as stops:
         try:
             process = subprocess.Popen(
                 argv,
@@ -543,6 +602,8 @@ def execute(
                     fatal, fatal_at = fatal_line(chunk), elapsed
                 if lost is None:
                     lost, lost_at = node_lost_words(chunk.decode(errors="replace")), elapsed
+                    if lost is not None:
+                        reachable.clear()
             for words, since, grace in ((lost, lost_at, NODE_LOST_GRACE_S), (fatal, fatal_at, FATAL_GRACE_S)):
                 if words is not None and elapsed - since >= grace:
                     code = kill_group(process)

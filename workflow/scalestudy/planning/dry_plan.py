@@ -24,7 +24,7 @@ from ..config.forecast import forecast, forecast_lines
 from ..config.requests import job_request
 from ..model.errors import SweepError
 from ..model.paths import BATCH_LOG, DEFAULT_SWEEP
-from ..scheduler.pbs.submit import qsub_command
+from ..scheduler import scheduler_for
 from ..scheduler.site import load_study, pack_problems
 from .plan import build_plan
 from .summary import budget_problems
@@ -60,7 +60,8 @@ def plan(
     the larger points from a measured study: scaling_models sits above planning)."""
     study = load_study(workflow_config(profile, configfiles, config), files=config_files(profile, configfiles))
     cluster = study.cluster
-    if cluster.scheduler != "pbspro":
+    scheduler = scheduler_for(cluster)
+    if scheduler is None or scheduler.scheduler != "pbspro":
         raise SweepError(
             [f"--profile {profile}: its cluster {cluster.name!r} has no PBS scheduler (scheduler: "
              f"{cluster.scheduler}), so nothing is submitted with qsub; give the profile of a PBS cluster, "
@@ -89,7 +90,7 @@ def plan(
         if name:
             request = dataclasses.replace(request, name=name)
         log = f"{study.layout.run_dir(point.study, point.id)}/{BATCH_LOG}"
-        return shlex.join(qsub_command(request, cluster, project=project, log_path=log, jobscript="<jobscript>"))
+        return shlex.join(scheduler.qsub_command(request, project=project, log_path=log, jobscript="<jobscript>"))
 
     first_of = {(pack.points[0].study, pack.points[0].id): pack for pack in packs}
     for point in study.points:

@@ -167,13 +167,13 @@ def record_ended_batch_job(
 ) -> bool:
     """The records of a batch job of `points` ((study, point id): one, or a pack's) that the
     executor reports ended, done or failed (Slurm: COMPLETED; TIMEOUT, CANCELLED, ...):
-    kept, or written as failed, and priced at the job's Elapsed (scheduler.slurm; where
+    kept, or written as failed, and priced at the job's Elapsed (the scheduler's `cost`, scheduler.slurm; where
     `priced` and prices_ended_batch_jobs), as the PBS status command does
     (launch.ended.ended_batch_job). True when the job's points have their records
     (Snakemake then takes a failed job as done and keeps them), False when none of them
     started after `since` (this run's start)."""
     from ..launch.ended import ended_batch_job
-    from ..scheduler.slurm import job_elapsed
+    from ..scheduler import scheduler_for
 
     of_point = point_resources(plan)
     entries = []
@@ -186,5 +186,9 @@ def record_ended_batch_job(
             "queue": of_point["queue"](point),
         })  # fmt: skip
     job = {"pack": entries} if len(entries) > 1 else entries[0]
-    ran = functools.partial(job_elapsed, job_id) if priced and prices_ended_batch_jobs(plan) else None
+    ran = (
+        functools.partial(scheduler_for(plan.cluster).cost, job_id)
+        if priced and prices_ended_batch_jobs(plan)
+        else None
+    )
     return ended_batch_job(job_id, {**job, "cluster": plan.cluster.name, "submitted": since}, why, ran)

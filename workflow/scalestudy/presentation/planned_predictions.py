@@ -14,11 +14,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..analysis.intervals import KINDS
 from ..analysis.records import read_table
 from ..analysis.scaling import scaling
 from ..analysis.scaling_models import curve_fits
-from ..model.intervals import KINDS
 from ..model.paths import Layout
+from ..model.scaling_figures import falls_below
 from . import published
 from .scaling_models_page import measure_next_sentence, reliability
 
@@ -108,7 +109,7 @@ def prediction_lines(scaling: pd.DataFrame, points, cluster, source: str) -> lis
             seconds = float(max(wall.fit.best(at)[0], 0.0))
             cost = point_service_units(point, cluster, seconds)
             text += f"; walltime used ≈ {seconds:,.0f} s" + (f", ≈ {cost:,.3g} SU a run" if cost else "")
-        if efficiency < cf.threshold:
+        if falls_below(efficiency, cf.threshold):
             text += f"; below the {cf.threshold:.0%} efficiency threshold: a point to drop?"
         weak = reliability(cf)
         lines.append(text + (f" ({weak})" if weak else ""))

@@ -17,12 +17,11 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
-from ..analysis import breakdown  # noqa: E402
+from ..analysis import breakdown, intervals, pmnf  # noqa: E402
 from ..analysis.breakdown import curves, part_of, parts_table, whole_name, without_breakdown  # noqa: E402
-from ..analysis.scaling import GOOD_EFFICIENCY, curve_name  # noqa: E402
+from ..analysis.scaling import curve_name, efficiency_threshold  # noqa: E402
 from ..analysis.scaling_models import MAX_DRAWN, curve_fits, is_part  # noqa: E402
 from ..analysis.sizes import has_size_tables, size_curves, size_declarations, size_text, study_size_figures  # noqa: E402
-from ..model import intervals, pmnf  # noqa: E402
 from ..model.metrics import WALLTIME_USED
 from ..model.paths import PLOT_KINDS
 from ..model.steplog import step_log  # noqa: E402
@@ -266,7 +265,8 @@ def plot_efficiency(table, study, out, palette, ranks, label, note) -> None:
     for variant, rows in table.groupby("variant"):
         ax.plot(*curve(rows, column), marker="o", label=variant, color=palette[variant])
     ax.axhline(1.0, color="k", linestyle="--", label="ideal")
-    ax.axhline(GOOD_EFFICIENCY, color="grey", linestyle=":", label=f"{GOOD_EFFICIENCY:.0%}")
+    threshold = efficiency_threshold(table)
+    ax.axhline(threshold, color="grey", linestyle=":", label=f"{threshold:.0%}")
     ax.set_ylim(bottom=0)
     mark_missing(ax, table)
     definition = DEFINITIONS["weak_efficiency" if weak else "parallel_efficiency"]
@@ -457,7 +457,7 @@ def plot_models(scaling: pd.DataFrame, study: str, primary: str, path: Path) -> 
             # No figure here goes below zero: a model that does is drawn only while it stays above.
             value = np.where(found.value > 0, found.value, np.nan)
             form = cf.fit.best.form()
-            if cf.kind == "time":  # its interval's centre is the inverse of the rate's model (model.intervals)
+            if cf.kind == "time":  # its interval's centre is the inverse of the rate's model (analysis.intervals)
                 rate_model = pmnf.fit(cf.p, intervals.orient(cf.mean, cf.kind)).best
                 form = f"1/({rate_model.form()})" if rate_model is not None else form
             ax.plot(at, value, "-", color=colour, lw=1.2, label=f"{name}: {form}")

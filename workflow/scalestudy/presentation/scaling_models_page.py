@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.breakdown import part_of
+from ..analysis.intervals import KINDS, LEVELS, candidates, measure_next, target_problem
 from ..analysis.scaling import curve_columns
 from ..analysis.scaling_models import (
     DEFINITIONS,
@@ -26,7 +27,7 @@ from ..analysis.scaling_models import (
     is_part,
     overtaking,
 )
-from ..model.intervals import KINDS, LEVELS, candidates, measure_next, target_problem
+from ..model.scaling_figures import falls_below
 from .page import Bullets, Details, Heading, Para, Table, fmt
 
 HEADING = "Where scaling will stop: scaling models"
@@ -57,7 +58,7 @@ def efficiency_sentence(cf: CurveFit) -> str:
             + ("." if math.isinf(found["low"]) else f"; its interval reaches it from {cf.scale_words(found['low'])}.")
         )
     measured = cf.efficiency(cf.mean, cf.p)
-    below = np.nonzero(measured < cf.threshold)[0]
+    below = np.nonzero(falls_below(measured, cf.threshold))[0]
     if below.size:
         k = below[0]
         return (
@@ -122,7 +123,7 @@ def study_sentence(scaling: pd.DataFrame, study: str, primary: str) -> str:
 
 
 def predicted_cell(cf: CurveFit, at: float) -> str:
-    """'5,418 [4,200–6,990]' at p = at (a rate's or a time's interval calibrated, model.intervals);
+    """'5,418 [4,200–6,990]' at p = at (a rate's or a time's interval calibrated, analysis.intervals);
     the efficiency beside where the figure scales; where the interval says too little, why in words
     (and the 80% interval where that one is useful)."""
     if cf.kind in KINDS:

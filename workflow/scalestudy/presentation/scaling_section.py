@@ -9,9 +9,10 @@ import pandas as pd
 
 from ..analysis import breakdown
 from ..analysis.breakdown import curves, growth_sentence, parts_table, wholes
-from ..analysis.scaling import GOOD_EFFICIENCY
+from ..analysis.scaling import efficiency_threshold
 from ..analysis.statistics import ESTIMATOR_NAMES, MEAN
 from ..model.metrics import WALLTIME_USED, metric
+from ..model.scaling_figures import falls_below
 from ..model.units import MEMORY_UNIT
 from .glossary import DEFINITIONS
 from .page import Bullets, Details, Heading, Para, Table, duration, fmt, missing, scale_text
@@ -46,8 +47,10 @@ def get(row, column):
 
 
 def summary_sentence(table: pd.DataFrame) -> str:
-    """E.g. 'strong scaling of throughput holds >= 70% parallel efficiency up to 8 nodes (p = 384) ...'."""
+    """E.g. 'strong scaling of throughput holds >= 70% parallel efficiency up to 8 nodes (p = 384) ...',
+    judged against the study's efficiency threshold."""
     ok = table[table["n"] > 0]
+    threshold = efficiency_threshold(table)
     if ok.empty:
         return "No successful run yet, so no scaling figure."
     label, weak = table["metric_label"].iloc[0], table["scaling"].iloc[0] == "weak"
@@ -59,14 +62,14 @@ def summary_sentence(table: pd.DataFrame) -> str:
         if len(rows) == 1:
             parts.append(f"{prefix}only p = {int(rows['ranks'].iloc[0])} succeeded, nothing to scale against")
             continue
-        good = rows[column] >= GOOD_EFFICIENCY
+        good = rows[column].notna() & ~falls_below(rows[column], threshold)
         holds = rows[good.cummin()]
         top = rows.iloc[-1]
         speed = top["scaled_speedup"] if weak else top["speedup"]
         reach = (
-            f"holds ≥ {GOOD_EFFICIENCY:.0%} {name} up to {scale_text(holds.iloc[-1])}"
+            f"holds ≥ {threshold:.0%} {name} up to {scale_text(holds.iloc[-1])}"
             if not holds.empty and len(holds) > 1
-            else f"falls below {GOOD_EFFICIENCY:.0%} {name} already at {scale_text(rows.iloc[1])}"
+            else f"falls below {threshold:.0%} {name} already at {scale_text(rows.iloc[1])}"
         )
         parts.append(
             f"{prefix}{'weak' if weak else 'strong'} scaling of {label} {reach}; at {scale_text(top)} "

@@ -1,5 +1,7 @@
 """python -m scalestudy.scheduler.pbs submit|status|cancel|sidecar (profiles/pbs/scalestudy-pbs), and plan
-(handed over to `python -m scalestudy plan`).
+(handed over to `python -m scalestudy plan`). submit, status and cancel are the operations of
+the cluster's scheduler (scheduler.scheduler_for; status and cancel: PbsPro's, which need
+no cluster file).
 
 Each command imports its module only when chosen. The status command runs once per job
 per polling round and the cancel command within Snakemake's 2 s: called the way Snakemake
@@ -13,18 +15,17 @@ import sys
 
 
 def status_command(job_id: str) -> int:
-    from .cache import cache_dir
-    from .status import status
+    # Any dialect's: a job's status needs no cluster file (nor its loading, on every call).
+    from .pbspro import PbsPro
 
-    print(status(job_id, cache_dir()))
+    print(PbsPro().status(job_id))
     return 0
 
 
 def cancel_command(job_ids: list[str]) -> int:
-    from .cache import cache_dir
-    from .cancel import cancel, qdel_command
+    from .pbspro import PbsPro
 
-    cancel(job_ids, cache_dir(), qdel_command())
+    PbsPro().cancel(job_ids)
     return 0
 
 
@@ -37,10 +38,20 @@ def sidecar_command() -> int:
 
 
 def submit_command(jobscript, cluster: str) -> int:
-    from .submit import SubmitRefused, submit
+    from ...config.clusters import load
+    from .. import scheduler_for
+    from ..jobscript import SubmitRefused
 
+    loaded = load(cluster)
+    scheduler = scheduler_for(loaded)
+    if scheduler is None or scheduler.scheduler != "pbspro":
+        return refused(
+            [f"--cluster {cluster}: its scheduler is {loaded.scheduler!r}; the PBS commands submit only to a "
+             "cluster with scheduler: pbspro"],
+            "scalestudy: refused before submission",
+        )  # fmt: skip
     try:
-        print(submit(jobscript, cluster))
+        print(scheduler.submit(jobscript))
     except SubmitRefused as refusal:
         return refused(refusal.problems, "scalestudy: refused before submission")
     return 0

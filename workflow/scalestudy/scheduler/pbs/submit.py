@@ -1,50 +1,26 @@
-"""The submit command: a Snakemake jobscript -> one `qsub` line in the site's dialect, or
-a refusal (one line per problem) before anything reaches the server.
+"""The submit command (PbsPro.submit): a Snakemake jobscript -> one `qsub` line in the
+site's dialect, or a refusal (one line per problem) before anything reaches the server.
 
-Snakemake writes the job's properties (rule, params, resources, outputs) into the
-jobscript; a point's request comes from its JSON and the cluster file, any other job (e.g.
-an initial state) asks for one node and its threads.
+What is read of the jobscript, and how a job is refused, is every backend's
+(scheduler.jobscript).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 import re
 import shlex
 import subprocess
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ...config import clusters
 from ...config.packing import Pack
-from ...config.requests import JobRequest, job_request, request_problems
+from ...config.requests import job_request, request_problems
 from ...model.paths import BATCH_LOG, CLUSTERS_DIR_ENV, cluster_file, clusters_dir
 from ...model.point import Point
-from ...model.units import GIB, MB
+from ..jobscript import SubmitRefused, generic_request, job_properties
 from . import cache
-from .dialects import dialect_of, site_rules
 from .sidecar import SIDECAR_VARS
-
-
-def qsub_command(
-    request: JobRequest, cluster: clusters.Cluster, *, project: str, log_path: str, jobscript: str | None = None
-) -> list[str]:
-    """The qsub line of a request, its resources in the cluster's dialect."""
-    argv = ["qsub", "-P", project, "-q", request.queue.submit_name]
-    argv += ["-l", dialect_of(cluster).resource_list(request, project)]
-    argv += ["-N", request.name, "-j", "oe", "-o", log_path]
-    return argv + ([jobscript] if jobscript else [])
-
-
-def job_properties(jobscript: Path) -> dict[str, Any]:
-    """Snakemake writes the job's properties (rule, params, resources, output) into the jobscript."""
-    for line in jobscript.read_text().splitlines():
-        if line.startswith("# properties = "):
-            return json.loads(line[len("# properties = ") :])
-    raise ValueError(f"{jobscript}: no '# properties = ' line (does the jobscript template keep {{properties}}?)")
 
 
 def site_environment(cluster) -> str:
@@ -67,37 +43,16 @@ def site_environment(cluster) -> str:
 SITE_MARKER = "# scalestudy: site environment\n"
 
 
-def generic_request(properties: Mapping[str, Any], cluster) -> JobRequest:
-    """A job that is not a point (e.g. making an initial configuration): one node, its threads."""
-    resources = properties.get("resources") or {}
-    queue = cluster.queue(cluster.queue_name(0, resources.get("queue") or None))
-    ncpus = max(1, int(properties.get("threads") or 1))
-    # Snakemake's mem_mb is in MB (10^6 bytes); PBS's mem= in its GB (2^30 bytes).
-    mem_mb = resources.get("mem_mb")
-    walltime_s = int(resources.get("runtime") or 60) * 60
-    return JobRequest(
-        name=re.sub(r"[^A-Za-z0-9._-]", "_", str(properties.get("rule", "job")))[:48],
-        queue=queue,
-        nodes=1,
-        ncpus_per_node=ncpus,
-        ngpus_per_node=0,
-        mem_per_node_gib=max(1, int(mem_mb * MB / GIB) if mem_mb else int(ncpus * queue.mem_per_core_gib)),
-        walltime_s=walltime_s,
-        point_walltime_s=walltime_s,
-    )
-
-
-class SubmitRefused(Exception):
-    def __init__(self, problems: list[str]):
-        super().__init__("; ".join(problems))
-        self.problems = problems
-
-
-def submit(jobscript: Path, cluster_name: str, qsub: str = "qsub", environ: Mapping[str, str] = os.environ) -> str:
-    """Submit a Snakemake jobscript; returns the PBS job id. Raises SubmitRefused with one
-    line per problem when the site would reject the job."""
+def submit(jobscript: Path, scheduler: Any) -> str:
+    """Submit a Snakemake jobscript with `scheduler` (a pbspro.PbsPro, in its cluster's
+    dialect: its cluster, qsub command and environment); returns the PBS job id. Raises
+    SubmitRefused with one line per problem when the site would reject the job."""
+    cluster, qsub, environ = scheduler.cluster, scheduler.qsub, scheduler.environ
+    # The dialect's own refusals (dialects.site_rules: the same for a study's load).
+    site_rules = (scheduler.problems,)
     properties = job_properties(jobscript)
     params, resources = properties.get("params") or {}, properties.get("resources") or {}
+    cluster_name = cluster.name
     planned_for = resources.get("planned_cluster") or cluster_name
     if planned_for != cluster_name:
         # `--config k=v` on the command line replaces the profile's `config: [cluster=...]`.
@@ -107,7 +62,6 @@ def submit(jobscript: Path, cluster_name: str, qsub: str = "qsub", environ: Mapp
                 f"{cluster_name!r}; with --config on the command line, add cluster={cluster_name}"
             ]
         )
-    cluster = clusters.load(cluster_name)
     problems = []
     project = cluster.project_name(environ)
     if not project:
@@ -124,13 +78,13 @@ def submit(jobscript: Path, cluster_name: str, qsub: str = "qsub", environ: Mapp
         # A pack: its points one after another in one batch job (config/packing.py).
         points = [Point.from_json(entry["point"], int(entry["walltime_s"]), entry.get("queue")) for entry in pack]
         first = Pack(str(properties["groupid"]), tuple(points)).request_point()
-        problems += request_problems(first, cluster, site_rules(cluster))
+        problems += request_problems(first, cluster, site_rules)
         request = dataclasses.replace(job_request(first, cluster), name=str(properties["groupid"])[:48])
         params = {"point": None}
         outputs = [entry["metrics"] for entry in pack]
     elif "point" in params:
         point = Point.from_json(params["point"], int(resources["walltime_s"]), resources.get("queue") or None)
-        problems += request_problems(point, cluster, site_rules(cluster))
+        problems += request_problems(point, cluster, site_rules)
         request = job_request(point, cluster)
     else:
         request = generic_request(properties, cluster)
@@ -145,8 +99,8 @@ def submit(jobscript: Path, cluster_name: str, qsub: str = "qsub", environ: Mapp
     if pack:
         script = one_after_another(script, points)
     jobscript.write_text(script)
-    argv = qsub_command(
-        request, cluster, project=project, log_path=str((run_dir / BATCH_LOG).resolve()), jobscript=str(jobscript)
+    argv = scheduler.qsub_command(
+        request, project=project, log_path=str((run_dir / BATCH_LOG).resolve()), jobscript=str(jobscript)
     )
     argv[0] = qsub
     result = subprocess.run(argv, capture_output=True, text=True, timeout=120)

@@ -16,7 +16,7 @@ model but the reason, and every prediction carries an interval (`predict`): the 
 wild-bootstrap resamples of its residuals, widened per scale to the repeats' standard error
 where that is larger (the repeats' noise).
 
-Numpy only; nothing else of scalestudy (the model layer).
+Numpy only; nothing else of scalestudy (in the analysis, where numpy belongs: the report side).
 """
 
 from __future__ import annotations

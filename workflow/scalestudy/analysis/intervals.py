@@ -1,7 +1,7 @@
-"""Calibrated prediction intervals of a scaling model (model.pmnf) at scales not measured, and
+"""Calibrated prediction intervals of a scaling model (analysis.pmnf) at scales not measured, and
 the one scale whose measurement most narrows the interval at a target.
 
-Why the bootstrap of model.pmnf is not enough: it spreads the repeats' noise and the in-sample
+Why the bootstrap of analysis.pmnf is not enough: it spreads the repeats' noise and the in-sample
 residuals of a few smooth points, but past the largest measured scale what dominates is the error
 of the model's form (a rate that saturates, communication that grows): on published series the
 bootstrap's 95% intervals held about a third of the held-out points. So an interval here is, in
@@ -21,7 +21,7 @@ The model is fitted to the figure as a rate (a time is inverted first: `orient`)
 rate's and the time's answers are one answer. Where the interval spans more than USEFUL_SPAN
 (high/low), there is no useful prediction: `Interval.reasons` says why in words.
 
-Numpy and model.pmnf only (the model layer).
+Numpy and analysis.pmnf only (the bottom of the scaling models, in the analysis: numpy is the report side's).
 """
 
 from __future__ import annotations
