@@ -60,14 +60,10 @@ rule scaling:
     resources:
         **LOCAL_STEP,
     run:
-        from scalestudy.analysis.scaling import write_scaling_table
-        from scalestudy.analysis.verdicts import write_variants_table
-        from scalestudy.analysis.scaling_models import add_to_scaling_csv
-        from scalestudy.model.steplog import step_log
+        from scalestudy.analysis.study_tables import write_study_tables
 
-        with step_log(log[0]) as note:
-            table, runs = write_scaling_table(
-                input[0], output.scaling, params.budget_su, params.estimator, params.repeats, note
-            )
-            write_variants_table(table, runs, output.variants, note)
-        add_to_scaling_csv(output.scaling, params.efficiency_threshold, params.predict_up_to)
+        write_study_tables(
+            input[0], output.scaling, output.variants, log[0], budget_su=params.budget_su,
+            estimator=params.estimator, repeats=params.repeats,
+            efficiency_threshold=params.efficiency_threshold, predict_up_to=params.predict_up_to,
+        )  # fmt: skip
