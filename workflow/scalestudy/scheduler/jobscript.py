@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.requests import JobRequest
+from ..model.point import Point
 from ..model.units import GIB, MB
 
 
@@ -31,6 +32,15 @@ def job_properties(jobscript: Path) -> dict[str, Any]:
         if line.startswith("# properties = "):
             return json.loads(line[len("# properties = ") :])
     raise ValueError(f"{jobscript}: no '# properties = ' line (does the jobscript template keep {{properties}}?)")
+
+
+def jobscript_point(properties: Mapping[str, Any]) -> Point | None:
+    """The point a run job measures (its params' JSON; its walltime and queue from its
+    resources), as every backend's `submit` reads it; None for any other job."""
+    params, resources = properties.get("params") or {}, properties.get("resources") or {}
+    if "point" not in params:
+        return None
+    return Point.from_json(params["point"], int(resources["walltime_s"]), resources.get("queue") or None)
 
 
 def generic_request(properties: Mapping[str, Any], cluster) -> JobRequest:

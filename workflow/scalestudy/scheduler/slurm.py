@@ -176,16 +176,14 @@ class Slurm(Scheduler):
         The workflow's jobs are submitted by the plugin; nothing in the workflow calls this."""
         from ..config.requests import job_request, request_problems
         from ..model.paths import BATCH_LOG
-        from ..model.point import Point
-        from .jobscript import SubmitRefused, generic_request, job_properties
+        from .jobscript import SubmitRefused, generic_request, job_properties, jobscript_point
         from .pbs.dialects import site_rules
 
         properties = job_properties(jobscript)
-        params, resources = properties.get("params") or {}, properties.get("resources") or {}
         if properties.get("type") == "group":
             raise SubmitRefused([f"{jobscript}: a group job (a pack's): Snakemake's Slurm plugin submits those"])
-        if "point" in params:
-            point = Point.from_json(params["point"], int(resources["walltime_s"]), resources.get("queue") or None)
+        point = jobscript_point(properties)
+        if point is not None:
             problems = request_problems(point, self.cluster, site_rules(self.cluster))
             if problems:
                 raise SubmitRefused(problems)

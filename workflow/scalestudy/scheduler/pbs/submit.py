@@ -18,7 +18,7 @@ from ...config.packing import Pack
 from ...config.requests import job_request, request_problems
 from ...model.paths import BATCH_LOG, CLUSTERS_DIR_ENV, cluster_file, clusters_dir
 from ...model.point import Point
-from ..jobscript import SubmitRefused, generic_request, job_properties
+from ..jobscript import SubmitRefused, generic_request, job_properties, jobscript_point
 from . import cache
 from .sidecar import SIDECAR_VARS
 
@@ -82,8 +82,7 @@ def submit(jobscript: Path, scheduler: Any) -> str:
         request = dataclasses.replace(job_request(first, cluster), name=str(properties["groupid"])[:48])
         params = {"point": None}
         outputs = [entry["metrics"] for entry in pack]
-    elif "point" in params:
-        point = Point.from_json(params["point"], int(resources["walltime_s"]), resources.get("queue") or None)
+    elif (point := jobscript_point(properties)) is not None:
         problems += request_problems(point, cluster, site_rules)
         request = job_request(point, cluster)
     else:
