@@ -40,12 +40,6 @@ import docs  # noqa: E402  (tests/support/docs.py)
 CHECKED_PAGES = docs.PAGES
 PATHS_CHECKED = (docs.REPO / "docs" / "ARCHITECTURE.md",)
 
-# TEMPORARY (issue 41): names docs/ARCHITECTURE.md gives to the structure the other helpers of
-# issue 41 are building at the same time (apps as folders, the scheduler interface, the scaling
-# figures), pinned by the lead, that do not exist on this branch yet. The lead empties this set
-# after merging those branches: a name in it that resolves, or that no page uses, fails the test.
-PINNED_NOT_YET: frozenset[str] = frozenset()
-
 FILE_EXTENSIONS = (
     "py", "md", "yaml", "yml", "smk", "json", "jsonl", "csv", "toml", "txt", "sh", "cfg", "ini",
     "html", "png", "log", "lock",
@@ -288,20 +282,7 @@ REPO = Repository(docs.REPO)
 @pytest.mark.parametrize("page", CHECKED_PAGES, ids=lambda page: str(page.relative_to(docs.REPO)))
 def test_every_name_in_backticks_exists(page):
     every_path = page in PATHS_CHECKED
-    assert [where for word, where in unresolved(page, REPO, every_path) if word not in PINNED_NOT_YET] == []
-
-
-def test_the_pinned_names_still_to_come_are_used_and_missing():
-    """Each name of PINNED_NOT_YET is still missing (else it leaves the set) and still named."""
-    named = {
-        word
-        for page in CHECKED_PAGES
-        for _, span in code_spans(page, page in PATHS_CHECKED)
-        for word in named_words(span)
-    }
-    assert sorted(PINNED_NOT_YET - named) == [], "no page names these: take them out of PINNED_NOT_YET"
-    resolving = sorted(word for word in PINNED_NOT_YET if REPO.problem(word) is None)
-    assert resolving == [], "these exist now: take them out of PINNED_NOT_YET"
+    assert [where for word, where in unresolved(page, REPO, every_path)] == []
 
 
 def test_a_missing_module_name_or_path_is_found(tmp_path):
