@@ -64,3 +64,66 @@ def hosts(tmp_path_factory):
     bed = Hosts(tmp_path_factory.mktemp("hosts"), 2).start()
     yield bed
     bed.stop()
+
+
+# ---------------------------------------------------------------- the suite across xdist workers
+# How `pytest -n N` (scripts/test.sh) shares the tests out. One unit of work runs on one worker,
+# its tests one after another; a unit is a test module (its module-scoped fixtures, such as the
+# e2e study, run once), except:
+# - modules that use one machine-wide thing (the one OpenPBS server; a real Slurm, which
+#   tests/support/local_slurm.py starts one at a time per machine) are one unit, so that no
+#   worker sits waiting for another's;
+SHARED_RESOURCE = {
+    "real Slurm": (
+        "tests/integration/test_scheduler_integration.py",
+        "tests/integration/test_slurm_hosts.py",
+        "tests/integration/test_slurm_scheduler.py",
+    ),
+    "OpenPBS": ("tests/integration/test_openpbs.py", "tests/integration/test_pbs_hosts.py"),
+}
+# - the benchmarks' smoke tests share nothing: each is a unit of its own.
+EACH_TEST_ALONE = ("tests/integration/test_benchmarks.py",)
+# The longest units start first, so that the last ones to start are short (the order of the
+# `--durations` of whole runs, longest first); the others follow in collection order, the unit
+# tier last (many short modules: they fill the workers' ends).
+LONGEST_FIRST = (
+    "real Slurm",
+    "tests/e2e/test_e2e.py",
+    "tests/integration/test_site_mpi.py",
+    "tests/integration/test_many_nodes.py",
+    "tests/integration/test_nothing_lost.py",
+    "tests/integration/test_no_rank_left.py",
+    "tests/integration/test_torch_parallel_runs.py",
+    "tests/integration/test_compare_studies.py",
+    "OpenPBS",
+)
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test belongs to (above): a shared resource's name, the test itself, or its module."""
+    module = nodeid.split("::", 1)[0]
+    for name, modules in SHARED_RESOURCE.items():
+        if module in modules:
+            return name
+    return nodeid if module in EACH_TEST_ALONE else module
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item) -> tuple[int, bool]:
+        unit = work_unit(item.nodeid)
+        if unit in LONGEST_FIRST:
+            return LONGEST_FIRST.index(unit), False
+        return len(LONGEST_FIRST), item.nodeid.startswith("tests/unit/")
+
+    items.sort(key=rank)  # stable: collection order within a rank
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByWorkUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    config.option.loadscopereorder = False  # keep the order above, not the units' sizes
+    return ByWorkUnit(config, log)
