@@ -1,53 +1,74 @@
 #!/usr/bin/env bash
-# Set up, then run the checks and the tests (the end-to-end test runs the real
-# workflow: snakemake, mpirun and LitGPT training on a tiny model).
+# Set up, then run the checks and the tests (the real workflow too: snakemake, mpirun, LitGPT and
+# torch training, a real Slurm, real hosts, a site's MPIs under Lmod).
+#
+#   bash scripts/test.sh                  everything (what CI runs): setup, lints, the whole suite
+#   bash scripts/test.sh unit             the fast tier: setup of .venv, ruff, the unit tests
+#   bash scripts/test.sh tests/integration/test_runner.py -k walltime    pytest's own arguments
+#
+# The suite runs in SCALESTUDY_TEST_WORKERS pytest-xdist workers (default 3 on 2 cores: most
+# integration tests wait on a launcher, a scheduler's poll or a real Slurm, so a third worker
+# keeps both cores busy); tests/conftest.py says which tests share a worker and in what order.
+# The end of the output is one line per phase with its seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-bash scripts/system-packages.sh
+
+phases=()
+# phase NAME COMMAND...: run COMMAND, and keep NAME's seconds (and a non-zero exit) for the summary.
+phase() {
+    local name=$1 start=${EPOCHREALTIME/./} status=0 tenths
+    shift
+    "$@" || status=$?
+    tenths=$(((${EPOCHREALTIME/./} - start) / 100000))
+    phases+=("$(printf '%-44s %5d.%d s' "$name" $((tenths / 10)) $((tenths % 10)))")
+    [ "$status" = 0 ] || phases[-1]+="  (exit $status)"
+    return "$status"
+}
+summary() {
+    local status=$?
+    echo "== phases (seconds) =="
+    printf '%s\n' "${phases[@]}"
+    printf '%-44s %5d   s\n' "whole run" "$SECONDS"
+    return "$status"
+}
+trap summary EXIT
+
 # A site's MPI for tests/integration/test_site_mpi.py: Debian's Open MPI 4.1 and MPICH 4.0 as Lmod
-# modules (tests/support/site_modules.py writes .site-modules/), and .venv-site/ built under the
-# Open MPI module the way a site's user builds theirs (SCALESTUDY_MPI=site: mpi4py from source),
-# .venv-site-mpich/ the same under the MPICH module.
+# modules (tests/support/site_modules.py writes .site-modules/), and .venv-site/ made under the
+# Open MPI module the way a site's user makes theirs (SCALESTUDY_MPI=site: mpi4py from source),
+# .venv-site-mpich/ the same under the MPICH module; each layered on .venv (scripts/setup.sh).
+site_venv() {
+    local venv=$1 module_name=$2
+    set +u
+    source /usr/share/lmod/lmod/init/bash
+    module use "$PWD/.site-modules"
+    module load "$module_name"
+    set -u
+    VENV=$venv SCALESTUDY_MPI=site bash scripts/setup.sh
+}
+
+phase "setup: .venv and .venv-lammps" bash scripts/setup.sh
+source .venv/bin/activate
+export HF_HUB_OFFLINE=1
+workers=${SCALESTUDY_TEST_WORKERS:-3}
+if [ "${1:-}" = unit ]; then
+    shift
+    phase "ruff check" ruff check .
+    phase "pytest tests/unit" python -m pytest -n 2 -q tests/unit "$@"
+    exit
+fi
+phase "setup: system packages" bash scripts/system-packages.sh
 if [ -r /usr/share/lmod/lmod/init/bash ] && command -v ompi_info >/dev/null; then
-    site_modules=$(.venv/bin/python tests/support/site_modules.py .site-modules)
-    # One site venv per MPI module, as a site's user makes one per MPI they measure.
+    site_modules=$(python tests/support/site_modules.py .site-modules)
     for venv_module in ".venv-site openmpi/" ".venv-site-mpich mpich/"; do
         module_name=$(grep "^${venv_module#* }" <<<"$site_modules" || true)
         [ -n "$module_name" ] || continue
-        (
-            set +u
-            source /usr/share/lmod/lmod/init/bash
-            module use "$PWD/.site-modules"
-            module load "$module_name"
-            VENV=${venv_module%% *} SCALESTUDY_MPI=site bash scripts/setup.sh
-        )
+        phase "setup: ${venv_module%% *} ($module_name)" site_venv "${venv_module%% *}" "$module_name"
     done
 fi
-source .venv/bin/activate
-export HF_HUB_OFFLINE=1
-ruff check .
-ruff format --check .
-lint-imports                                   # the import layers (pyproject.toml [tool.importlinter])
-snakemake --lint --profile profiles/local
-# Some tests spend their minutes waiting, not computing: on a real OpenPBS (its scheduler's cycles, a
-# job's start, its moms' polls), on a real Slurm (its polls; one Slurm runs on a machine at a time,
-# tests/support/local_slurm.py holds a lock) and on a site's module tree. A whole run takes them
-# beside the rest, in a pytest of their own (its own temporary folders), and shows their output
-# after it: the suite otherwise keeps one of two cores busy.
-beside=(tests/integration/test_openpbs.py tests/integration/test_pbs_hosts.py
-        tests/integration/test_scheduler_integration.py tests/integration/test_slurm_hosts.py
-        tests/integration/test_slurm_scheduler.py
-        tests/integration/test_site_mpi.py)
-if [ $# -eq 0 ]; then
-    log=$(mktemp)
-    python -m pytest -p no:cacheprovider --durations=10 --basetemp "$(mktemp -d)" "${beside[@]}" >"$log" 2>&1 &
-    waiting=$!
-    status=0
-    python -m pytest --durations=25 "${beside[@]/#/--ignore=}" || status=$?
-    wait "$waiting" || status=$((status ? status : $?))
-    echo "== beside the rest: ${beside[*]}"
-    cat "$log"
-    exit "$status"
-fi
-python -m pytest --durations=25 "$@"   # the slowest tests, in CI's log
+phase "ruff check" ruff check .
+phase "ruff format --check" ruff format --check .
+phase "lint-imports" lint-imports                     # the import layers (pyproject.toml [tool.importlinter])
+phase "snakemake --lint" snakemake --lint --profile profiles/local
+# --durations: the slowest tests, in CI's log.
+phase "pytest (all tiers, $workers workers)" python -m pytest -n "$workers" --durations=25 "$@"
