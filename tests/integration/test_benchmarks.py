@@ -240,3 +240,13 @@ def test_the_interval_calibration_is_what_its_script_derives():
     run = benchmark("calibrate_intervals.py", "--check")
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
     assert "stored calibration: up to date" in run.stdout
+
+
+def test_suite_mutations_runs_two_and_prints_its_total():
+    # The first two mutations' tests are unit tests: seconds, each run unmutated and mutated.
+    run = benchmark("suite_mutations.py", "--only", "1,2")
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("1 launch: ") and " -- caught by tests/unit/test_failures.py::" in lines[0]
+    assert lines[-1].startswith("mutations caught: 2/2 at the working tree of ")
+    assert lines[-1].endswith(" (each test passed unmutated)")
