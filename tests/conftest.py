@@ -70,14 +70,19 @@ def hosts(tmp_path_factory):
 # How `pytest -n N` (scripts/test.sh) shares the tests out. One unit of work runs on one worker,
 # its tests one after another; a unit is a test module (its module-scoped fixtures, such as the
 # e2e study, run once), except:
-# - modules that use one machine-wide thing (the one OpenPBS server; a real Slurm, which
-#   tests/support/local_slurm.py starts one at a time per machine) are one unit, so that no
-#   worker sits waiting for another's;
+# - the tests of one machine-wide thing are one unit, so that no worker sits waiting for another's:
+#   every test that starts a real Slurm (one Slurm runs on a machine at a time:
+#   tests/support/local_slurm.py holds a lock), and OpenPBS's (one server). The scheduler sees
+#   test ids only, so they are named here by module or test; a test that asks for the `slurm`
+#   fixture and is not named fails at collection, saying so.
+REAL_SLURM = "real Slurm"
 SHARED_RESOURCE = {
-    "real Slurm": (
+    REAL_SLURM: (
         "tests/integration/test_scheduler_integration.py",
         "tests/integration/test_slurm_hosts.py",
         "tests/integration/test_slurm_scheduler.py",
+        "tests/integration/test_no_rank_left.py::test_scancel_of_a_running_slurm_job_leaves_no_rank",
+        "tests/integration/test_site_mpi.py::test_slurm_runs_one_and_two_node_points_on_the_site_modules_open_mpi",
     ),
     "OpenPBS": ("tests/integration/test_openpbs.py", "tests/integration/test_pbs_hosts.py"),
 }
@@ -87,23 +92,23 @@ EACH_TEST_ALONE = ("tests/integration/test_benchmarks.py",)
 # `--durations` of whole runs, longest first); the others follow in collection order, the unit
 # tier last (many short modules: they fill the workers' ends).
 LONGEST_FIRST = (
-    "real Slurm",
+    REAL_SLURM,
     "tests/e2e/test_e2e.py",
-    "tests/integration/test_site_mpi.py",
-    "tests/integration/test_many_nodes.py",
-    "tests/integration/test_nothing_lost.py",
-    "tests/integration/test_no_rank_left.py",
     "tests/integration/test_torch_parallel_runs.py",
+    "tests/integration/test_nothing_lost.py",
+    "tests/integration/test_many_nodes.py",
+    "tests/integration/test_site_mpi.py",
     "tests/integration/test_compare_studies.py",
     "OpenPBS",
 )
 
 
 def work_unit(nodeid: str) -> str:
-    """The unit of work a test belongs to (above): a shared resource's name, the test itself, or its module."""
-    module = nodeid.split("::", 1)[0]
-    for name, modules in SHARED_RESOURCE.items():
-        if module in modules:
+    """The unit of work of a test (above), from its id: a shared resource's name, the test itself, or its module."""
+    module, _, test = nodeid.partition("::")
+    function = f"{module}::{test.split('[', 1)[0]}"
+    for name, members in SHARED_RESOURCE.items():
+        if module in members or function in members:
             return name
     return nodeid if module in EACH_TEST_ALONE else module
 
@@ -115,6 +120,9 @@ def pytest_collection_modifyitems(items):
             return LONGEST_FIRST.index(unit), False
         return len(LONGEST_FIRST), item.nodeid.startswith("tests/unit/")
 
+    unnamed = [i.nodeid for i in items if "slurm" in i.fixturenames and work_unit(i.nodeid) != REAL_SLURM]
+    if unnamed:
+        raise pytest.UsageError(f"tests/conftest.py SHARED_RESOURCE: name {unnamed} under {REAL_SLURM!r}")
     items.sort(key=rank)  # stable: collection order within a rank
 
 

@@ -51,7 +51,7 @@ def bed_slurm(tmp_path_factory):
     reason = no_hosts() or no_slurm()
     if reason:
         pytest.skip(reason)
-    # A seed of its own: the names and subnet differ from any other bed of this test run.
+    # A seed of its own: its subnet differs from any other bed of this process (its names do by the bed's letter).
     bed = Hosts(tmp_path_factory.mktemp("bed"), 2, seed=os.getpid() + 3).start()
     try:
         cluster = BedSlurm(bed, tmp_path_factory.mktemp("bed-slurm")).start()

@@ -171,8 +171,9 @@ class Hosts:
         self.base = Path(base)
         seed = os.getpid() if seed is None else seed
         # Interface names have at most 15 characters: the prefix leaves room for 'v<i>'/'p<i>'.
-        # A letter per bed of this process: one test run may hold several beds at once.
-        self.prefix = f"ss{seed % 10**7}{'abcdefghijklmnopqrstuvwxyz'[next(BEDS_MADE) % 26]}"
+        # This process's pid and a letter per bed of it: one test run may hold several beds at
+        # once, in several processes (pytest-xdist's workers, whose pids may be a seed apart).
+        self.prefix = f"ss{os.getpid() % 10**7}{'abcdefghijklmnopqrstuvwxyz'[next(BEDS_MADE) % 26]}"
         self.bridge = f"{self.prefix}br"
         self.subnet = free_subnet(seed + 101 * int(self.prefix[-1], 36))
         addresses = list(self.subnet.hosts())
