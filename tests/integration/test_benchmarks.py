@@ -1,6 +1,7 @@
 """Every benchmark still runs on a fresh clone (one broke silently once when apps were
 added): each is run small here, and must print its figure and its ratio."""
 
+import json
 import shutil
 import subprocess
 import sys
@@ -250,3 +251,20 @@ def test_suite_mutations_runs_two_and_prints_its_total():
     assert lines[0].startswith("1 launch: ") and " -- caught by tests/unit/test_failures.py::" in lines[0]
     assert lines[-1].startswith("mutations caught: 2/2 at the working tree of ")
     assert lines[-1].endswith(" (each test passed unmutated)")
+
+
+def test_suite_coverage_compares_two_measurements_and_names_the_tests_only_one_side_ran(tmp_path):
+    # A measurement runs the whole suite (tens of minutes): here two recorded summaries compared.
+    for side, lines, branches, tests in (("before", 900, 300, ["a", "b"]), ("after", 950, 330, ["b", "c"])):
+        (tmp_path / side).mkdir()
+        summary = {"rev": side, "commit": "0" * 40, "status": 0, "seconds": 60, "tests": tests, "covered_lines": lines,
+                   "num_statements": 1000, "covered_branches": branches, "num_branches": 400}  # fmt: skip
+        (tmp_path / side / "summary.json").write_text(json.dumps(summary))
+    run = benchmark("suite_coverage.py", "--compare", str(tmp_path / "before"), str(tmp_path / "after"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "workflow/ coverage at before (0000000): lines 900/1000 (90.00%), branches 300/400 (75.00%)" in run.stdout
+    assert "lines covered: 900 -> 950; share after / before = 1.0556" in run.stdout
+    assert "branches covered: 300 -> 330; share after / before = 1.1000" in run.stdout
+    assert "test ids only before: 1; only after: 1" in run.stdout and "  only before: a" in run.stdout
+    refused = benchmark("suite_coverage.py")
+    assert refused.returncode == 2 and "--out: missing; allowed: a folder" in refused.stderr
