@@ -37,15 +37,15 @@ trap summary EXIT
 # modules (tests/support/site_modules.py writes .site-modules/), and .venv-site/ made under the
 # Open MPI module the way a site's user makes theirs (SCALESTUDY_MPI=site: mpi4py from source),
 # .venv-site-mpich/ the same under the MPICH module; each layered on .venv (scripts/setup.sh).
-site_venv() {
-    local venv=$1 module_name=$2
+# In a subshell of its own: the module stays loaded there only, not in the tests' environment.
+site_venv() (
     set +u
     source /usr/share/lmod/lmod/init/bash
     module use "$PWD/.site-modules"
-    module load "$module_name"
+    module load "$2"
     set -u
-    VENV=$venv SCALESTUDY_MPI=site bash scripts/setup.sh
-}
+    VENV=$1 SCALESTUDY_MPI=site bash scripts/setup.sh
+)
 
 phase "setup: .venv and .venv-lammps" bash scripts/setup.sh
 source .venv/bin/activate
