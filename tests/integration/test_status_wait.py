@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,7 +50,10 @@ def seconds_after_the_last_answer(folder: Path, wake: bool) -> float:
 
 def test_snakemake_exits_within_seconds_of_its_last_job_not_a_polling_interval_later(tmp_path):
     (tmp_path / "woken").mkdir(), (tmp_path / "as-before").mkdir()
-    woken = seconds_after_the_last_answer(tmp_path / "woken", wake=True)
-    before = seconds_after_the_last_answer(tmp_path / "as-before", wake=False)
+    # Side by side: each waits out its polling intervals asleep, in a folder of its own.
+    with ThreadPoolExecutor(2) as pool:
+        woken_done = pool.submit(seconds_after_the_last_answer, tmp_path / "woken", True)
+        before_done = pool.submit(seconds_after_the_last_answer, tmp_path / "as-before", False)
+        woken, before = woken_done.result(), before_done.result()
     assert before >= INTERVAL_S - 1  # Snakemake's own: the status thread's sleep is waited out
     assert woken < INTERVAL_S / 2, (woken, before)
