@@ -125,7 +125,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         wheels=${XDG_CACHE_HOME:-$HOME/.cache}/scalestudy/mpi4py-$key
         if ! ls "$wheels"/mpi4py-*.whl >/dev/null 2>&1; then
             mkdir -p "$wheels"
-            echo "scalestudy: building $mpi4py against $MPICC (once per MPI; about 5-15 minutes on 2 cores)"
+            echo "scalestudy: building $mpi4py against $MPICC (once per MPI, minutes; pip prints nothing meanwhile)"
             # --no-cache-dir: pip's own cache does not know which MPI a wheel was built against.
             MPICC=$MPICC "$VENV/bin/pip" wheel -q --no-deps --no-cache-dir --no-binary mpi4py -w "$wheels" "$mpi4py"
         fi
