@@ -126,6 +126,7 @@ def pytest_collection_modifyitems(items):
     items.sort(key=rank)  # stable: collection order within a rank
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: `-p no:xdist` runs the suite in one process
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 

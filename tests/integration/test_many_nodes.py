@@ -26,7 +26,7 @@ from scalestudy.model.contention import (
     contended_hosts,
 )
 from scalestudy.model.point import Point
-from scalestudy.model.rank_probe import LAUNCH_TMPDIR_PREFIX, cpu_seconds, process_table
+from scalestudy.model.rank_probe import LAUNCH_TMPDIR_PREFIX, cpu_seconds, process_table, rank_lines
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -302,7 +302,7 @@ def wait_for_ranks(run_dir: Path, ranks: int, timeout_s: float = 60, running: st
 
     def started() -> bool:
         said = log.read_text(errors="replace") if log.exists() else ""
-        return said.count("scalestudy-rank ") >= ranks and (running is None or running in said)
+        return len(rank_lines(said)) >= ranks and (running is None or running in said)
 
     while not started():
         assert time.monotonic() < deadline, "the ranks never started"

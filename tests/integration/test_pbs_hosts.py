@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 from pbs_site import AS_USER, PBS_EXEC, SETPRIV, USER, environment, merge, python_problem, records, setup, user_workdir
+from scalestudy.model.rank_probe import rank_lines
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -222,7 +223,7 @@ def test_a_node_lost_under_pbs_ends_its_point_as_a_node_failure(bed_pbs, workdir
     job = subprocess.Popen(bed_pbs.command(0, *qsub, as_user=True), stdout=subprocess.PIPE, text=True)
     log = workdir / "run/stdout.log"
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (log.exists() and log.read_text().count("scalestudy-rank") == 2):
+    while time.monotonic() < deadline and not (log.exists() and len(rank_lines(log.read_text())) == 2):
         time.sleep(0.5)
     assert log.exists(), "the point never started"
     lost_at = time.monotonic()

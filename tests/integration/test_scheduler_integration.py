@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from scalestudy.model.rank_probe import rank_lines
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,7 +79,7 @@ def test_slurm_profile_runs_a_2_node_mpirun_across_both_nodes(slurm, tmp_path, r
     assert two_nodes["provenance"]["hosts"] == ["n1", "n2"]
     assert two_nodes["provenance"]["job_id"]  # a Slurm job id: it really went through sbatch
     log = (tmp_path / "results/pingpong-slurm/runs/nodes2-rpn2/mpi-default/nccl-default/rep1/stdout.log").read_text()
-    ranks = [json.loads(line.split(" ", 1)[1]) for line in log.splitlines() if line.startswith("scalestudy-rank ")]
+    ranks = rank_lines(log)
     assert sorted(rank["host"] for rank in ranks) == ["n1", "n1", "n2", "n2"]
     assert "--host n1:2,n2:2" in (tmp_path / "results/pingpong-slurm/runs/nodes2-rpn2/mpi-default"
                                   "/nccl-default/rep1/launch.sh").read_text()  # fmt: skip

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from scalestudy.model.rank_probe import rank_lines
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -200,7 +201,7 @@ def test_a_node_lost_under_slurm_ends_its_point_as_a_node_failure(bed_slurm, tmp
                            "-o", str(tmp_path / "lost.log"), str(script)]))  # fmt: skip
     log = tmp_path / "run/stdout.log"
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (log.exists() and log.read_text().count("scalestudy-rank") == 2):
+    while time.monotonic() < deadline and not (log.exists() and len(rank_lines(log.read_text())) == 2):
         time.sleep(0.5)
     lost_at = time.monotonic()
     bed_slurm.bed[1].kill_all()

@@ -1,5 +1,7 @@
 """Proof that settings took effect, from rank lines and Open MPI's parameter record."""
 
+import json
+
 from points import point
 from scalestudy.launch.modules import loaded as loaded_modules
 from scalestudy.launch.provenance import rank_lines, settings_proof
@@ -63,3 +65,17 @@ def test_an_environment_flag_set_must_reach_every_rank():
     assert settings_proof(p, seen, None, "mpich")["verified"] is True
     lost = settings_proof(p, [seen[0], rank(1)], None, "mpich")
     assert lost["problems"] == ["MPIR_CVAR_NOLOCAL=1: rank 1 on n1 saw None"]
+
+
+def test_a_long_rank_report_goes_in_parts_that_come_back_whole_in_any_order():
+    from scalestudy.model.rank_probe import REPORT_PART_CHARS, report_lines
+
+    long = {"rank": 2, "host": "n2", "env": {"OMPI_MCA_initial_wdir": "/scratch/ab12/" + "d" * 4000}}
+    short = {"rank": 0, "host": "n1", "env": {}}
+    parts = report_lines(json.dumps(long), "7@n2")
+    assert len(parts) == 3 and all(len(line) <= REPORT_PART_CHARS and line.endswith("\n") for line in parts)
+    assert report_lines(json.dumps(short), "5@n1") == [f"scalestudy-rank {json.dumps(short)}\n"]
+    # Another rank's lines between the parts, the parts out of order, one after an unended line.
+    text = parts[2] + report_lines(json.dumps(short), "5@n1")[0] + parts[0] + "app said: " + parts[1]
+    assert rank_lines(text) == [short, long]
+    assert rank_lines("".join(parts[:2])) == []  # a part missing: the report is not evidence

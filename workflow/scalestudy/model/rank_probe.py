@@ -2,7 +2,8 @@
 
     mpirun ... python rank_probe.py [--also NAME,...] [--mpi4py] -- <the app's rank command ...>
 
-prints one line per rank before the app starts,
+prints one line per rank to its stderr before the app starts (in parts where it is long:
+`write_report`),
 
     scalestudy-rank {"rank": 0, "size": 2, "host": "n1", "pid": 123, "env": {...},
                      "cpus": "0", "cores": 1, "sockets": 1, "numa": 1, "launcher_cpus": "0-1", ...}
@@ -37,16 +38,33 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import fcntl
 import json
 import os
+import re
 import select
 import signal
 import socket
+import struct
 import sys
+import termios
 import time
 from typing import NoReturn
 
 RANK_PREFIX = "scalestudy-rank"
+# A rank's report goes to its stderr (a pipe under Open MPI 4.1 and 5 and Hydra; their ranks'
+# stdout is a pseudo-terminal, whose reader can take part of a write), one write(2) a line, the
+# next only once the launcher has read the one before (`write_report`); a report longer than
+# REPORT_PART_CHARS goes as numbered parts, `scalestudy-rank-part <pid>@<host> <i>/<n> <the i-th
+# slice of its JSON>`. Why: Open MPI 4.1's daemon forwards a rank's output in reads of at most
+# 2048 bytes (ORTE_IOF_BASE_MSG_MAX) and mpirun writes each read as it comes, so a longer line, or
+# part of a line a read took, was interleaved with another rank's: on the two-node Slurm, 3 of 4
+# ranks' 2,049-byte lines were lost; locally (one line on stdout), 4 ranks with a 3,000-byte
+# variable kept 2 to 4 lines of 4.
+RANK_PART_PREFIX = "scalestudy-rank-part"
+REPORT_PART_CHARS = 2000
+# How long a line waits for the launcher to read the one before it (`wait_read`), at most.
+PART_READ_WAIT_S = 1.0
 # The line rank 0 of a torch.distributed app prints with the address its ranks meet at
 # (init_method): across nodes, the first node's host name, never localhost.
 RENDEZVOUS_PREFIX = "scalestudy-rendezvous"
@@ -243,16 +261,63 @@ def without_slurm_step(environ: dict[str, str]) -> dict[str, str]:
     }
 
 
+def report_lines(text: str, key: str) -> list[str]:
+    """The lines that carry one rank's report `text` (its JSON): one where it fits in
+    REPORT_PART_CHARS, else numbered parts of it (RANK_PART_PREFIX), `key` naming the rank."""
+    if len(RANK_PREFIX) + len(text) + 2 <= REPORT_PART_CHARS:
+        return [f"{RANK_PREFIX} {text}\n"]
+    size = REPORT_PART_CHARS - len(RANK_PART_PREFIX) - len(key) - 16  # room for " i/n " and the newline
+    slices = [text[start : start + size] for start in range(0, len(text), size)]
+    return [f"{RANK_PART_PREFIX} {key} {i}/{len(slices)} {part}\n" for i, part in enumerate(slices, 1)]
+
+
+def write_report(lines: list[str], fd: int = 2) -> None:
+    """Each line in one write(2) (json.dumps' ASCII: a character a byte, under PIPE_BUF, so a
+    pipe's reader takes it whole), the next, and the app's own output, only once the reader has
+    taken it (`wait_read`), so that no read holds part of two."""
+    for line in lines:
+        os.write(fd, line.encode())
+        wait_read(fd)
+
+
+def wait_read(fd: int, timeout_s: float = PART_READ_WAIT_S) -> None:
+    """Until what was written to the pipe `fd` has been read (FIONREAD: bytes not yet read), or
+    `timeout_s`; at once for a file (nothing unread past its end) or what cannot say."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            unread = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+        except OSError:
+            return
+        if unread <= 0:
+            return
+        time.sleep(0.001)
+
+
+RANK_LINE = re.compile(rf"{RANK_PREFIX} (\{{.*)$")
+RANK_PART = re.compile(rf"{RANK_PART_PREFIX} (\S+) (\d+)/(\d+) (.*)$")
+
+
 def rank_lines(log_text: str) -> list[dict]:
-    """Every rank's `scalestudy-rank {...}` line (rank, host, pid, the environment it saw)."""
-    found = []
-    prefix = RANK_PREFIX + " "
+    """Every rank's report (rank, host, pid, the environment it saw): its `scalestudy-rank {...}`
+    line, or its parts put back together (`report_lines`), wherever in a line it begins (after
+    another process's unended line)."""
+    texts, parts = [], {}
     for line in log_text.splitlines():
-        if line.startswith(prefix):
-            try:
-                found.append(json.loads(line[len(prefix) :]))
-            except json.JSONDecodeError:
-                continue  # a line cut off (the log was truncated) is not evidence
+        if part := RANK_PART.search(line):  # first: a part's slice may hold anything
+            key, number, count, text = part.groups()
+            parts.setdefault((key, int(count)), {})[int(number)] = text
+        elif whole := RANK_LINE.search(line):
+            texts.append(whole.group(1))
+    for (_, count), got in parts.items():
+        if sorted(got) == list(range(1, count + 1)):  # a part missing: the rank's report is not evidence
+            texts.append("".join(got[number] for number in sorted(got)))
+    found = []
+    for text in texts:
+        try:
+            found.append(json.loads(text))
+        except json.JSONDecodeError:
+            continue  # a line cut off (the log was truncated) is not evidence
     return sorted(found, key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
 
 
@@ -629,9 +694,10 @@ def main(argv: list[str]) -> int:
     tmpdir = node_tmpdir(os.environ, parent_environment(os.getppid()))
     if tmpdir:
         os.environ["TMPDIR"] = tmpdir
-    # One write, so that lines of ranks sharing the launcher's output do not interleave.
-    sys.stdout.write(f"{RANK_PREFIX} {json.dumps(report(also, mpi4py), sort_keys=True)}\n")
-    sys.stdout.flush()
+    # Whole lines, so that lines of ranks sharing the launcher's output do not interleave.
+    said = report(also, mpi4py)
+    sys.stderr.flush()
+    write_report(report_lines(json.dumps(said, sort_keys=True), f"{said['pid']}@{said['host']}"))
     if first_int(LOCAL_RANK_VARIABLES, 0) == 0:  # one watcher per host: its first rank's
         start_host_watch()
     # A rank outlives no launcher: Open MPI's ranks spin on after prterun is killed outright.
