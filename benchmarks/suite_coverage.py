@@ -5,7 +5,8 @@ The revision is checked out into a fresh folder (`git worktree`), set up there b
 scripts/setup.sh (a fresh clone's setup), and its whole test command is run with every Python
 process it starts measured: pytest, its xdist workers, each Snakemake, each runner and each rank
 program (coverage's `sitecustomize` start-up, on PYTHONPATH; the processes that a job's own
-environment strips of PYTHONPATH are not measured, at every revision alike). Measured processes
+environment strips of PYTHONPATH are not measured, at every revision alike), from the same cache
+(`cache_without_counts`). Measured processes
 run slower (branch tracing): the suite's time printed here is not its time without coverage.
 
     python benchmarks/suite_coverage.py --rev 761a33d --out /tmp/cov-before
@@ -53,7 +54,7 @@ def measure(rev: str, out: Path) -> None:
     (out / "data").mkdir(exist_ok=True)
     rcfile = out / "coveragerc"
     rcfile.write_text(RCFILE.format(tree=tree, out=out))
-    env = {**os.environ, "COVERAGE_PROCESS_START": str(rcfile),
+    env = {**os.environ, "COVERAGE_PROCESS_START": str(rcfile), "XDG_CACHE_HOME": str(cache_without_counts(out)),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(starter), os.environ.get("PYTHONPATH")]))}  # fmt: skip
     start = time.monotonic()
     with open(out / "test.log", "w") as log:
@@ -70,6 +71,24 @@ def measure(rev: str, out: Path) -> None:
     print(line(summary))
     subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=REPO)
     shutil.rmtree(tree, ignore_errors=True)
+
+
+def cache_without_counts(out: Path) -> Path:
+    """The user's cache folder as every revision's run starts from it: the same pip cache and
+    site mpi4py wheels (links), none of the counts kept by apps.saved_bytes.kept_on_disk (the
+    `.json` files of the project's cache). Those decide whether the counting code runs at all: a
+    revision measured after another had filled them covered 42 lines fewer."""
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    cache = out / "cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    (cache / "scalestudy").mkdir(parents=True)
+    for entry in home.iterdir() if home.is_dir() else ():
+        if entry.name != "scalestudy":
+            (cache / entry.name).symlink_to(entry)
+    for entry in (home / "scalestudy").iterdir() if (home / "scalestudy").is_dir() else ():
+        if entry.suffix != ".json":
+            (cache / "scalestudy" / entry.name).symlink_to(entry)
+    return cache
 
 
 def totals(report: Path) -> dict:

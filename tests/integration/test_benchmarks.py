@@ -268,3 +268,21 @@ def test_suite_coverage_compares_two_measurements_and_names_the_tests_only_one_s
     assert "test ids only before: 1; only after: 1" in run.stdout and "  only before: a" in run.stdout
     refused = benchmark("suite_coverage.py")
     assert refused.returncode == 2 and "--out: missing; allowed: a folder" in refused.stderr
+
+
+def test_suite_coverage_measures_every_revision_from_a_cache_without_the_kept_counts(tmp_path, monkeypatch):
+    # Both revisions start without apps.saved_bytes' counts, with pip's cache and the mpi4py wheels.
+    import importlib.util
+
+    home = tmp_path / "home-cache"
+    (home / "scalestudy" / "mpi4py-abc").mkdir(parents=True)
+    (home / "pip").mkdir()
+    (home / "scalestudy" / "count_litgpt.json").write_text("{}")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    spec = importlib.util.spec_from_file_location("suite_coverage", REPO / "benchmarks" / "suite_coverage.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cache = module.cache_without_counts(tmp_path / "out")
+    assert sorted(p.name for p in cache.iterdir()) == ["pip", "scalestudy"]
+    assert (cache / "pip").resolve() == home / "pip"
+    assert [p.name for p in (cache / "scalestudy").iterdir()] == ["mpi4py-abc"]
