@@ -413,3 +413,90 @@ def test_a_two_node_point_on_the_site_modules_open_mpi_across_two_hosts(
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def refused_before_any_job(run: subprocess.CompletedProcess, results: Path, *words: str) -> str:
+    """The invocation stopped in one line holding every one of `words`, and no point ran."""
+    assert run.returncode != 0, run.stderr[-3000:]
+    said = [line for line in run.stderr.splitlines() if all(word in line for word in words)]
+    assert len(said) == 1, run.stderr[-3000:]
+    assert not any(results.glob("*/runs/**/metrics.json"))  # nothing recorded as a failed point
+    return said[0]
+
+
+def test_pips_venv_and_the_site_module_are_refused_once_before_any_job_in_either_order(tree, tmp_path):
+    """The issue's new user: `module load openmpi/...` then `source .venv/bin/activate` (pip's
+    mpirun first on PATH), and the other order, with `mpi.source: site`. Either way the launcher
+    is the module's (the job's), the ranks' mpi4py pip's Open MPI 5: one line before any job."""
+    results = tmp_path / "results"
+    clusters = cluster_dir(tmp_path, modules=[tree["openmpi"]])
+    loaded_then_activated = module_shell(tree, load=[tree["openmpi"]])
+    loaded_then_activated["PATH"] = f"{PIP_PYTHON.parent}:{loaded_then_activated['PATH']}"
+    activated_then_loaded = module_shell(tree, load=[tree["openmpi"]], python=PIP_PYTHON)
+    version = tree["openmpi"].split("/")[1]
+    for env in (loaded_then_activated, activated_then_loaded):
+        sweep = site_sweep(results, {"pp": SNAKEFILE_STUDIES["pp"], "coll": SNAKEFILE_STUDIES["coll"]})
+        run = snakemake(PIP_PYTHON, tmp_path, sweep, {**env, "SCALESTUDY_CLUSTERS_DIR": str(clusters)})
+        words = ("site.yaml mpi.source: site:", "Open MPI v5", f"(Open MPI) {version}")
+        line = refused_before_any_job(run, results, *words)
+        assert f"openmpi-{version}/bin/mpirun" in line and "SCALESTUDY_MPI=site" in line, line
+
+
+def test_python_env_with_a_site_venv_and_hydra_named_mpiexec_under_open_mpi_are_refused(tree, tmp_path, site_python):
+    """`mpi.source: python_env` with a venv built against the site's MPI (no pip MPI beside it) is
+    not silently run on the module's mpirun; a MPICH app whose launcher `mpiexec` is, under the
+    Open MPI module, Open MPI's is refused before it fails with "unknown option -ppn"."""
+    results = tmp_path / "results"
+    env = module_shell(tree, load=[tree["openmpi"]], python=site_python)
+    clusters = cluster_dir(tmp_path, modules=[tree["openmpi"]])
+    data = yaml.safe_load((clusters / "site.yaml").read_text())
+    data["mpi"]["source"] = "python_env"
+    (clusters / "site.yaml").write_text(yaml.safe_dump(data))
+    sweep = site_sweep(results, {"pp": SNAKEFILE_STUDIES["pp"]})
+    run = snakemake(site_python, tmp_path, sweep, {**env, "SCALESTUDY_CLUSTERS_DIR": str(clusters)})
+    refused_before_any_job(run, results, "mpi.source: python_env, but this Python's environment", "mpi.source: site")
+    data["mpi"]["source"] = "site"
+    data["mpi"]["mpich"] = {"launcher": "mpiexec", "source": "site", "extra_args": []}
+    (clusters / "site.yaml").write_text(yaml.safe_dump(data))
+    sweep = site_sweep(results, {"cmd": {**SNAKEFILE_STUDIES["cmd"], "mpi": "mpich", "mpi_flags": ["default"]}})
+    run = snakemake(site_python, tmp_path, sweep, {**env, "SCALESTUDY_CLUSTERS_DIR": str(clusters)})
+    refused_before_any_job(run, results, "mpi.mpich.launcher: 'mpiexec'", "openmpi's", "mpiexec.hydra")
+
+
+def test_modules_that_load_two_mpis_are_refused_before_any_job(tree, tmp_path, site_python):
+    if "mpich" not in tree:
+        pytest.skip("no Debian MPICH (scripts/system-packages.sh installs mpich)")
+    results = tmp_path / "results"
+    clusters = cluster_dir(tmp_path, modules=[tree["openmpi"], tree["mpich"]])
+    env = {**module_shell(tree, python=site_python), "SCALESTUDY_CLUSTERS_DIR": str(clusters)}
+    run = snakemake(site_python, tmp_path, site_sweep(results, {"pp": SNAKEFILE_STUDIES["pp"]}), env)
+    refused_before_any_job(run, results, "site.yaml modules:", f"leaves {tree['openmpi']} unloaded", "one MPI")
+
+
+def test_repeats_of_a_point_on_two_mpis_are_two_results_and_the_first_is_kept(tree, tmp_path, site_python):
+    """Repeat 0 on the site module's Open MPI 4.1 (the site venv), then repeat 1 added and run on
+    pip's Open MPI 5 (the README's venv, `mpi.source: python_env`): scaling.csv has a row per MPI,
+    never one mean of both; repeat 0's record is not rerun."""
+    results = tmp_path / "results"
+    clusters = cluster_dir(tmp_path, modules=[tree["openmpi"]])
+    pp = {**SNAKEFILE_STUDIES["pp"], "mpi_flags": ["default"]}
+    env = {**module_shell(tree, python=site_python), "SCALESTUDY_CLUSTERS_DIR": str(clusters)}
+    run = snakemake(site_python, tmp_path, site_sweep(results, {"pp": pp}), env)
+    assert run.returncode == 0, run.stderr[-4000:]
+    (first,) = results.glob("pp/runs/**/metrics.json")
+    before = first.read_text()
+    data = yaml.safe_load((clusters / "site.yaml").read_text())
+    data["mpi"]["source"], data["modules"] = "python_env", []
+    (clusters / "site.yaml").write_text(yaml.safe_dump(data))
+    env = {**module_shell(tree, python=PIP_PYTHON), "SCALESTUDY_CLUSTERS_DIR": str(clusters)}
+    run = snakemake(PIP_PYTHON, tmp_path, site_sweep(results, {"pp": {**pp, "repeats": 2}}), env)
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert first.read_text() == before  # the finished repeat was not rerun
+    runs = pd.read_csv(results / "pp" / "runs.csv")
+    assert set(runs["status"]) == {"ok"} and len(runs) == 2, runs["reason"].tolist()
+    version = tree["openmpi"].split("/")[1]
+    assert sorted(runs["mpi"].str.split(" under").str[0].str[:11]) == [f"openmpi {version}"[:11], "openmpi 5.0"]
+    table = pd.read_csv(results / "pp" / "scaling.csv")
+    primary = table[table["primary"]]
+    assert len(primary) == 2 and set(primary["mpi"]) == set(runs["mpi"]), primary[["mpi", "variant"]]
+    assert all(" on openmpi " in variant for variant in primary["variant"])

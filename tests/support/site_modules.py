@@ -35,6 +35,7 @@ COMMANDS = {
     },
     "mpich": {
         "mpiexec": "mpiexec.mpich",
+        "mpiexec.hydra": "mpiexec.hydra",  # what the shipped cluster files name: only MPICH has it
         "mpirun": "mpirun.mpich",
         "mpicc": "mpicc.mpich",
         "mpichversion": "mpichversion",

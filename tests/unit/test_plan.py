@@ -339,8 +339,8 @@ def test_onstart_is_a_list_of_steps_each_with_one_owner(tmp_path):
     """start runs its steps in order; a step stops the rest (missing inputs before the lock)."""
     plan = pingpong_plan(tmp_path)
     assert [step.__name__ for step in start_module.STEPS] == [
-        "stop_on_missing_inputs", "check_site_modules", "say_uncounted_reruns", "take_lock", "archive_retries",
-        "keep_before_rerun", "resubmit_never_ran", "save_packs",
+        "stop_on_missing_inputs", "check_site_modules", "check_site_mpi", "say_uncounted_reruns", "take_lock",
+        "archive_retries", "keep_before_rerun", "resubmit_never_ran", "save_packs",
     ]  # fmt: skip
     said = []
     held = start_module.start(plan, start_module.Start(lock=False, reruns={}, say=said.append))
@@ -365,6 +365,8 @@ def test_the_batch_jobs_snakemake_would_resume_are_asked_for_only_on_a_pbs_clust
     monkeypatch.setenv("PROJECT", "ab12")
     # The shell that runs it loaded Gadi's MPI module (check_site_modules asks for it).
     monkeypatch.setenv("LOADEDMODULES", "openmpi/4.1.5")
+    # The site MPI's check asks the launcher and mpi4py (processes: tests/integration/test_site_mpi.py).
+    monkeypatch.setattr(start_module.site_mpi, "problems", lambda *args, **kwargs: [])
     shipped = yaml.safe_load((repo / "config/sweep.yaml").read_text())
     config = {**shipped, "cluster": "gadi", "results_dir": str(tmp_path / "gadi")}
     config["studies"] = {"hoomd-wca": shipped["studies"]["hoomd-wca"]}

@@ -139,9 +139,10 @@ def test_the_report_names_each_library_with_its_ranks_and_the_modules():
     assert mpi_columns(provenance) == {
         "mpi_library": "Open MPI v4.1.4 (ranks 0-2, 5)",
         "modules": "openmpi/4.1.4 ucx/1.13",
+        "mpi": "openmpi 4.1.4 under openmpi/4.1.4 ucx/1.13",
     }
-    assert mpi_columns({"modules": []}) == {"modules": "none"}  # a module system with nothing loaded
-    assert mpi_columns({"modules": None}) == {}  # no module system
+    assert mpi_columns({"modules": []}) == {"modules": "none", "mpi": ""}  # a module system with nothing loaded
+    assert mpi_columns({"modules": None}) == {"mpi": ""}  # no module system
     assert ranks_text([3, 1, 2]) == "1-3"
 
 

@@ -89,6 +89,7 @@ onstart:
                         resumed=lambda: RUN.resumed_batch_jobs(RUN_RULES),
                         forget=RUN.forget_batch_job,
                         env_modules=RUN.deployment().env_modules,
+                        conda=RUN.deployment().conda,
                     ),
                 )
             )

@@ -27,6 +27,7 @@ from ..model.contention import (
     workflow_cpus,
 )
 from ..model.metrics import SIZE_TABLE
+from ..model.mpi import run_mpi
 from ..model.paths import study_and_point
 from ..model.point import PLACEMENT_DEFAULTS, PROGRAM
 from ..model.rank_probe import cpu_list
@@ -36,6 +37,8 @@ from ..results.history import history_of
 from .accounting import site_resources
 
 STATUS_PENDING = "pending"
+# The MPI a run used (model.mpi.run_mpi): a curve's, like its flag set (analysis.scaling).
+MPI_COLUMN = "mpi"
 
 DEFINITIONS = {
     "contended": "a run is contended when its ranks waited for a CPU: on any of its hosts, the seconds the ranks'"
@@ -182,6 +185,8 @@ def mpi_columns(provenance: Mapping) -> dict:
     modules = provenance.get("modules")
     if isinstance(modules, list):
         row["modules"] = " ".join(map(str, modules)) or "none"
+    # What a repeat shares with the point's other repeats (analysis.scaling.CURVE_COLUMNS).
+    row[MPI_COLUMN] = run_mpi(provenance)
     return row
 
 
@@ -235,6 +240,26 @@ def aggregate(metrics_paths: Iterable[Path], expected: Iterable[tuple[Mapping, P
     for name, default in PLACEMENT_DEFAULTS.items():
         if name in runs.columns:
             runs[name] = runs[name].astype(object).where(runs[name].notna(), default)
+    return one_mpi_a_curve(runs)
+
+
+def one_mpi_a_curve(runs: pd.DataFrame) -> pd.DataFrame:
+    """Each run's MPI (MPI_COLUMN) as its curve's: the repeats of a point on two MPIs are two
+    curves (analysis.scaling.CURVE_COLUMNS), never one mean, each named with its MPI in the
+    `variant` text ('.../nccl-default on openmpi 5.0.11'). A row that names no MPI (not run yet,
+    failed before its launcher was asked, a record too old to say) is its curve's one MPI where
+    the curve's other runs name just one; it stays its own row (MPI '') beside two."""
+    if runs.empty or MPI_COLUMN not in runs.columns or not {"study", "variant"} <= set(runs.columns):
+        return runs
+    runs = runs.copy()
+    runs[MPI_COLUMN] = runs[MPI_COLUMN].fillna("").astype(str)
+    for _, group in runs.groupby(["study", "variant"], dropna=False, sort=False):
+        known = sorted(set(group[MPI_COLUMN]) - {""})
+        if len(known) == 1:
+            runs.loc[group.index, MPI_COLUMN] = known[0]
+        elif len(known) > 1:
+            said = group[MPI_COLUMN].where(group[MPI_COLUMN] != "", "an MPI not recorded")
+            runs.loc[group.index, "variant"] = group["variant"].astype(str) + " on " + said
     return runs
 
 

@@ -29,7 +29,7 @@ from ..model import scaling_figures as figures
 from ..model.metrics import WALLTIME_USED, Metric
 from ..model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS, PROGRAM
 from ..model.repeats import Repeats, limits, needed
-from .records import STATUS_PENDING, contended_mask, read_table, write_table
+from .records import MPI_COLUMN, STATUS_PENDING, contended_mask, read_table, write_table
 from .statistics import MEAN, outlier_mask, summarize
 
 # The study's efficiency threshold as scaling.csv carries it in every row (the scaling rule
@@ -42,7 +42,8 @@ THRESHOLD_KEY = "efficiency_threshold"
 # the same curve named in one text (Point.variant), carried in every table; never a key between
 # two results (a published record's names no parameter axes).
 VARIANT = "variant"
-CURVE_COLUMNS = ("study", "app", "scaling", VARIANT, "mpi_flag_set", "nccl_env_set", *PLACEMENT_DEFAULTS)
+# MPI_COLUMN: the MPI the runs used (records.one_mpi_a_curve): repeats on two MPIs are two curves.
+CURVE_COLUMNS = ("study", "app", "scaling", VARIANT, MPI_COLUMN, "mpi_flag_set", "nccl_env_set", *PLACEMENT_DEFAULTS)
 # Where a point is on its curve.
 SCALE_COLUMNS = ["nodes", "ranks_per_node", "gpus_per_node", "ranks"]
 # Per-scale means of these resources go into scaling.csv beside every metric.
@@ -79,10 +80,10 @@ def efficiency_threshold(table: pd.DataFrame | Mapping) -> float:
 
 def curve_columns(*tables: pd.DataFrame, named: bool = True) -> list[str]:
     """What identifies a curve in every one of `tables`: the CURVE_COLUMNS they all have, then
-    the parameter axes they all have. `named=False` leaves out the VARIANT text (two results'
-    tables may name one curve differently)."""
+    the parameter axes they all have. `named=False` leaves out the VARIANT text and the MPI (two
+    results' tables may name one curve differently, and compare one curve across two MPIs)."""
     shared = set.intersection(*(set(table.columns) for table in tables))
-    curve = [c for c in CURVE_COLUMNS if c in shared and (named or c != VARIANT)]
+    curve = [c for c in CURVE_COLUMNS if c in shared and (named or c not in (VARIANT, MPI_COLUMN))]
     return curve + sorted(c for c in shared if c.startswith(AXIS_PREFIX))
 
 

@@ -28,7 +28,7 @@ from ..apps.registry import APPS
 from ..model.contention import OLDER_RULE
 from ..model.metrics import HIGHER_IS_BETTER
 from ..model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS
-from .records import contended_mask, write_table
+from .records import MPI_COLUMN, contended_mask, write_table
 from .scaling import SCALE_COLUMNS, curve_columns
 from .statistics import CONFIDENCE, MEAN, near_normal, rank_cut, summarize
 
@@ -457,7 +457,9 @@ def variants(scaling_table: pd.DataFrame, runs: pd.DataFrame | None = None) -> p
         table = scaling_table if only_app is None else scaling_table[scaling_table["app"] == only_app]
         if table[column].nunique() < 2:
             continue
-        held = [c for c in curve_columns(table, named=False) if c != column] + [*SCALE_COLUMNS, "metric"]
+        # A variant and its baseline on one MPI (a curve run on two is two curves: records.one_mpi_a_curve).
+        same_mpi = [MPI_COLUMN] if MPI_COLUMN in table.columns else []
+        held = [c for c in curve_columns(table, named=False) if c != column] + same_mpi + [*SCALE_COLUMNS, "metric"]
         for _, group in table.groupby(held, dropna=False, sort=True):
             base = group[group[column].astype(str) == str(baseline)]
             if base.empty:

