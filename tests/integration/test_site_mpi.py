@@ -120,6 +120,7 @@ def test_pips_mpi4py_under_the_site_modules_mpirun_is_refused_in_one_line(tree, 
     reason = metrics["reason"]
     assert "\n" not in reason and "Open MPI v5" in reason and "(Open MPI) 4.1" in reason, reason
     assert "SCALESTUDY_MPI=site" in reason
+    assert reason.endswith("; once fixed, rerun the failed points with --config retry_failed=true")
     assert metrics["provenance"]["modules"] == [tree["openmpi"]]
     log = (tmp_path / "run" / "stdout.log").read_text()
     assert "scalestudy-rank" not in log and log.strip() == reason  # no rank was launched

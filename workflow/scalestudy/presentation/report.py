@@ -20,6 +20,7 @@ from ..analysis.scaling import apps_of
 from ..analysis.statistics import MEAN
 from ..model.paths import PLOT_KINDS
 from ..model.steplog import step_log
+from ..results.retry import RETRY_FAILED
 from .glossary import DEFINITIONS
 from .page import Bullets, Details, Heading, Image, Link, Para, Table, fmt, scale_text, write_page
 from .plots import NO_SIZE_CURVE, missing_plots, primary_table
@@ -105,7 +106,7 @@ def all_failed_blocks(study: str, runs: pd.DataFrame, why: tuple[str, str]) -> l
     """A study whose every run failed for one reason: the reason, and how to fix it."""
     category, reason = why
     fixes = [fix for app in apps_of(runs) if (fix := app.how_to_fix(reason))]
-    fixes = fixes or ["Fix what the reason names, then rerun the failed points with `--config retry_failed=true`."]
+    fixes = fixes or [f"Fix what the reason names, then rerun the failed points with `{RETRY_FAILED}`."]
     every = "Its one run failed: " if len(runs) == 1 else f"All {len(runs)} runs failed for one reason: "
     return [
         Heading(2, study),
