@@ -83,6 +83,7 @@ SHARED_RESOURCE = {
         "tests/integration/test_slurm_scheduler.py",
         "tests/integration/test_no_rank_left.py::test_scancel_of_a_running_slurm_job_leaves_no_rank",
         "tests/integration/test_site_mpi.py::test_slurm_runs_one_and_two_node_points_on_the_site_modules_open_mpi",
+        "tests/integration/test_site_mpi.py::test_pips_venv_under_the_site_module_is_refused_before_anything_is_submitted_to_slurm",
     ),
     "OpenPBS": ("tests/integration/test_openpbs.py", "tests/integration/test_pbs_hosts.py"),
 }

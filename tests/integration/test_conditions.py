@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from load import background_load
 from scalestudy.launch import conditions
 
@@ -73,6 +74,11 @@ def test_the_ranks_wait_for_a_cpu_when_busy_processes_share_theirs_and_the_run_s
     wait = shared["conditions"]["ranks_wait_share"]
     # The busy loop beside the ranks got CPU time (the kernel shared the CPUs four ways)...
     (host,) = shared["conditions"]["hosts"].values()
+    # Work outside the test (the suite's other workers, another user) can take the loops' CPU
+    # too: where it took what they lacked, the machine could not be shared four ways; said, not failed.
+    outside_s = host["other_cpu_share"] * host["cpus"] * host["wall_s"] - 2 * busy_s
+    if busy_s <= 0.2 * host["wall_s"] and outside_s >= 2 * (0.2 * host["wall_s"] - busy_s):
+        pytest.skip(f"other work beside the test ({outside_s:.1f} CPU s) took the busy loops' share of the CPUs")
     assert busy_s > 0.2 * host["wall_s"], (busy_s, host)
     # ... so the ranks waited: far over the threshold, and more than alone on the same machine.
     assert wait > 2 * RUN_QUEUE_WAIT_SHARE and shared["conditions"]["contended"] is True, shared["conditions"]

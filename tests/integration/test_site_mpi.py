@@ -443,6 +443,29 @@ def test_pips_venv_and_the_site_module_are_refused_once_before_any_job_in_either
         assert f"openmpi-{version}/bin/mpirun" in line and "SCALESTUDY_MPI=site" in line, line
 
 
+def test_pips_venv_under_the_site_module_is_refused_before_anything_is_submitted_to_slurm(tree, slurm, tmp_path):
+    """The same user on real Slurm (profiles/slurm): `module load`, then pip's venv activated.
+    One line before any sbatch; Slurm holds no job of the study."""
+    results = tmp_path / "results"
+    clusters = cluster_dir(tmp_path, modules=[tree["openmpi"]])
+    data = yaml.safe_load((clusters / "site.yaml").read_text())
+    data.update(scheduler="slurm", cores_per_node=2, mem_per_node_gib=1, charge_rate=1.0)
+    data.pop("nodes", None)
+    (clusters / "site.yaml").write_text(yaml.safe_dump(data))
+    env = {**module_shell(tree, load=[tree["openmpi"]]), **slurm.env, "SCALESTUDY_CLUSTERS_DIR": str(clusters)}
+    env["PATH"] = f"{PIP_PYTHON.parent}:{env['PATH']}"  # activated after the module: pip's mpirun first
+    config = tmp_path / "sweep.yaml"
+    config.write_text(yaml.safe_dump(site_sweep(results, {"pp": SNAKEFILE_STUDIES["pp"]})))
+    command = [str(PIP_PYTHON), "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+               "--profile", str(REPO / "profiles/slurm"), "--config", "cluster=site",
+               "--configfile", str(config)]  # fmt: skip
+    run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    version = tree["openmpi"].split("/")[1]
+    refused_before_any_job(run, results, "site.yaml mpi.source: site:", "Open MPI v5", f"(Open MPI) {version}")
+    queue = subprocess.run(["squeue", "-h", "-o", "%j"], env=env, capture_output=True, text=True, check=True).stdout
+    assert "pp" not in queue and not list(tmp_path.glob(".snakemake/slurm_logs/**/*.log")), queue
+
+
 def test_python_env_with_a_site_venv_and_hydra_named_mpiexec_under_open_mpi_are_refused(tree, tmp_path, site_python):
     """`mpi.source: python_env` with a venv built against the site's MPI (no pip MPI beside it) is
     not silently run on the module's mpirun; a MPICH app whose launcher `mpiexec` is, under the
