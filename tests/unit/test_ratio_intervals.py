@@ -82,3 +82,26 @@ def test_one_repeat_at_a_scale_gives_no_interval_and_the_note_names_the_scale():
     assert math.isnan(table.loc[2, "parallel_efficiency_ci_low"])
     assert table.loc[2, "ratio_ci_note"] == "fewer than 2 repeats at p = 2: one repeat has no spread"
     assert table.loc[1, "speedup_ci_low"] == table.loc[1, "speedup_ci_high"] == 1.0
+
+
+def test_the_efficiency_plot_draws_the_interval_as_error_bars_and_none_where_one_repeat():
+    from scalestudy.presentation.plots import ci_bars
+
+    two = two_scales([10.0, 10.4, 9.7], [6.1, 5.8, 6.4]).reset_index()
+    bars = ci_bars(two, "parallel_efficiency")
+    row = two.iloc[1]
+    assert bars[:, 1] == pytest.approx(
+        [row["parallel_efficiency"] - row["parallel_efficiency_ci_low"],
+         row["parallel_efficiency_ci_high"] - row["parallel_efficiency"]]
+    )  # fmt: skip
+    assert (bars[:, 1] > 0).all() and (bars[:, 0] == 0).all()  # p0: 1 by definition
+    assert (ci_bars(two_scales([10.0, 10.4], [6.1]).reset_index(), "parallel_efficiency") == 0).all()
+
+
+def test_the_compare_page_shows_each_sides_efficiency_with_its_interval():
+    from scalestudy.presentation.comparison import efficiency_cell
+
+    row = {"parallel_efficiency_baseline": 0.702, "parallel_efficiency_ci_low_baseline": 0.41,
+           "parallel_efficiency_ci_high_baseline": 1.18, "parallel_efficiency_candidate": 0.8}  # fmt: skip
+    assert efficiency_cell(row, "parallel_efficiency", "baseline") == "0.702 [0.41–1.18]"
+    assert efficiency_cell(row, "parallel_efficiency", "candidate") == "0.8"

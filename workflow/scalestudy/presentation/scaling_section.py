@@ -47,7 +47,7 @@ def with_ci(row, column: str, digits: int = 3) -> str:
         return fmt(value, digits)
     if found is None:
         return f"{fmt(value, digits)} (no CI)" if ratio_note(row) else fmt(value, digits)
-    return f"{fmt(value, digits)} [{fmt(found[0], 2)}–{fmt(found[1], 2)}]"
+    return f"{fmt(value, digits)} [{fmt(found[0])}–{fmt(found[1])}]"
 
 
 def ratio_note(row) -> str:
@@ -137,7 +137,7 @@ def undecided_words(base, row, column: str, name: str, threshold: float) -> str:
     counts = f"n = {n}" if n == n0 else f"n = {n0} at p0 and {n} here"
     found, value = interval(row, column), fmt(get(row, column))
     if found is not None:
-        figure = f"{value} [{fmt(found[0], 2)}–{fmt(found[1], 2)}] ({CONFIDENCE:.0%} CI)"
+        figure = f"{value} [{fmt(found[0])}–{fmt(found[1])}] ({CONFIDENCE:.0%} CI)"
     else:
         figure = f"{value} (no {CONFIDENCE:.0%} CI: {ratio_note(row) or 'none in this table'})"
     return (
