@@ -11,8 +11,18 @@ k = MIN_SCALES..n − 1, predicts each later scale); each prediction's score is 
 term must be, per doubling beyond the largest fitted scale, for the interval to hold the
 published value: (|log(published / predicted)| − bootstrap half-width) / doublings. Each series
 weighs 1 (its predictions 1/m each, so a long series does not outvote a short one); the term at
-level L is the weighted quantile of the scores at L · (1 + 1/S), S series (the finite-sample
-correction of split conformal prediction), the largest score where that passes 1.
+level L is the weighted quantile of the scores at L · (1 + 1/N), N the backtest predictions (the
+finite-sample correction of split conformal prediction), the largest score where that passes 1.
+
+Why N and not the number of series S, and what that costs: split conformal's guarantee needs
+exchangeable calibration units, and the predictions of one series share its errors, so the units
+that are exchangeable are the series and the correction that carries the guarantee is
+L · (1 + 1/S). With the 5 calibration series that is 0.95 · 1.2 > 1 at 95%: the largest score,
+1.38 per doubling (×4.0), which makes every 95% prediction one doubling out no useful prediction;
+at 80%, 0.27 (now 0.22). So the term is the predictions' quantile (N = 86, a correction of about
+1%), an approximation the guarantee does not cover, held instead to series it never saw: the check
+and set-aside halves' 95% intervals must hold ≥ 90% of their later published values
+(tests/unit/test_prediction_intervals.py). Using S needs ≥ 19 calibration series for 95%.
 """
 
 from __future__ import annotations
@@ -74,7 +84,7 @@ def calibrate(series: dict[str, dict]) -> dict:
             found = [v for v in found if not math.isnan(v)]  # inf: a prediction at or below zero
             scores += [(v, 1 / len(found)) for v in found]
         points = len(scores)
-        corrected = min(1.0, level * (1 + 1 / len(scores)))
+        corrected = min(1.0, level * (1 + 1 / len(scores)))  # N predictions, not S series: the docstring says why
         slopes[f"{level:g}"] = round(max(0.0, weighted_quantile(scores, corrected)), 6)
     return {
         "slope": slopes,

@@ -237,6 +237,15 @@ def test_prediction_intervals_run_and_print_their_coverage_beside_extrap():
     assert ("Extra-P columns: skipped" in run.stdout) or ("Extra-P   " in run.stdout)
 
 
+def test_ratio_intervals_run_and_print_their_coverage_of_a_known_speedup():
+    run = benchmark("ratio_intervals.py", "--small")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Fieller's interval with Welch–Satterthwaite degrees of freedom, 95%" in run.stdout
+    total = next(line for line in run.stdout.splitlines() if line.startswith("TOTAL normal repeats: coverage "))
+    # 6,000 or so bounded intervals of normal repeats: the true speedup inside 95% ± 1 point of them.
+    assert 0.94 <= float(total.split("coverage ")[1].split()[0]) <= 0.97, total
+
+
 def test_the_interval_calibration_is_what_its_script_derives():
     run = benchmark("calibrate_intervals.py", "--check")
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]

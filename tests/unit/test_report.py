@@ -23,7 +23,9 @@ def test_the_published_table_is_on_the_page_and_in_markdown(record_page):
     assert "No time breakdown: HOOMD-blue's time per operation was not examined" in markdown
     assert "sizes plot" not in page
     assert "Not drawn: the variants plot: one MPI flag set, one NCCL env set and one placement" in page
-    assert "holds ≥ 70% efficiency up to 16 nodes (p = 768)" in page
+    # One run per node count: no interval of the efficiency, so no verdict against the threshold.
+    assert "cannot tell with n = 1 whether it holds ≥ 70% efficiency at 2 nodes (p = 96)" in page
+    assert "fewer than 2 repeats at p = 48 and p = 96: one repeat has no spread" in page
 
 
 def test_summary_and_table_of_a_weak_study():
@@ -34,11 +36,13 @@ def test_summary_and_table_of_a_weak_study():
             "n_failed": [0, 0, 3], "n_pending": 0, "mean": [100.0, 190.0, float("nan")],
             "ci95": [5.0, 6.0, float("nan")], "p0": 4, "weak_efficiency": [1.0, 0.95, float("nan")],
             "scaled_speedup": [1.0, 1.9, float("nan")], "cores_allocated": [4, 8, 16],
+            "weak_efficiency_ci_low": [1.0, 0.9, float("nan")], "weak_efficiency_ci_high": [1.0, 1.0, float("nan")],
+            "scaled_speedup_ci_low": [1.0, 1.8, float("nan")], "scaled_speedup_ci_high": [1.0, 2.0, float("nan")],
         }
     )  # fmt: skip
     assert summary_sentence(table) == (
         "weak scaling of steps/s holds ≥ 70% weak-scaling efficiency up to 2 nodes (p = 8); "
-        "at 2 nodes (p = 8) scaled speedup 1.9, weak-scaling efficiency 0.95 (n = 3)."
+        "at 2 nodes (p = 8) scaled speedup 1.9 [1.8–2], weak-scaling efficiency 0.95 [0.9–1] (n = 3)."
     )
     rows = hpc_table(table).rows
     assert rows[0][3] == "100 ± 5 (n=3)" and rows[2][3] == "no successful run" and "3 failed" in rows[2][-1]

@@ -103,12 +103,15 @@ def test_the_schema_default_is_the_one_threshold():
     assert defaults()["study"]["efficiency_threshold"] == figures.EFFICIENCY_THRESHOLD
 
 
-def boundary_table(efficiencies, threshold=None) -> pd.DataFrame:
+def boundary_table(efficiencies, threshold=None, spread=0.0) -> pd.DataFrame:
+    """Efficiencies whose CIs are ± `spread` around them (0: the repeats agreed exactly)."""
     table = pd.DataFrame(
         {
             "study": "s", "variant": "v", "scaling": "strong", "metric": "rate", "metric_label": "steps/s",
             "unit": "steps/s", "kind": "rate", "nodes": [1, 2, 4], "ranks": [4, 8, 16], "n": 3, "mean": 1.0,
             "parallel_efficiency": efficiencies, "speedup": [1.0, 1.5, 2.0],
+            "parallel_efficiency_ci_low": [e - spread for e in efficiencies],
+            "parallel_efficiency_ci_high": [e + spread for e in efficiencies],
         }
     )  # fmt: skip
     if threshold is not None:
@@ -125,3 +128,26 @@ def test_the_summary_judges_against_the_studys_threshold_at_the_boundary():
     assert "falls below 80% efficiency already at 2 nodes (p = 8)" in summary_sentence(
         boundary_table([1.0, 0.7, 0.69], 0.8)
     )
+
+
+def test_the_summary_judges_the_threshold_only_where_the_interval_is_on_one_side():
+    # 0.75 [0.72–0.78] holds; 0.69 [0.66–0.72] straddles 0.7: no verdict, the interval and n said.
+    sentence = summary_sentence(boundary_table([1.0, 0.75, 0.69], spread=0.03))
+    assert "holds ≥ 70% efficiency up to 2 nodes (p = 8); cannot tell with n = 3 whether it holds ≥ 70%" in sentence
+    assert "at 4 nodes (p = 16): efficiency 0.69 [0.66–0.72] (95% CI); raise repeats" in sentence
+    assert "falls below" not in sentence
+    # The same means with ± 0.005: 0.69 [0.685–0.695] is wholly below.
+    sentence = summary_sentence(boundary_table([1.0, 0.75, 0.69], spread=0.005))
+    assert "up to 2 nodes (p = 8); falls below 70% efficiency at 4 nodes (p = 16)" in sentence
+    # No interval (a table without them, one repeat): nothing judged, and said why.
+    table = boundary_table([1.0, 0.9, 0.8]).drop(columns=["parallel_efficiency_ci_low", "parallel_efficiency_ci_high"])
+    sentence = summary_sentence(table)
+    assert "cannot tell with n = 3 whether it holds ≥ 70% efficiency at 2 nodes (p = 8)" in sentence
+    assert "holds ≥ 70% efficiency up to" not in sentence
+
+
+def test_judge_by_the_interval():
+    assert figures.judge(0.7, 0.9) == figures.HOLDS  # at the threshold holds it, as falls_below says
+    assert figures.judge(0.5, 0.69) == figures.BELOW
+    assert figures.judge(0.6, 0.8) == figures.UNDECIDED
+    assert figures.judge(float("nan"), float("nan")) == figures.UNDECIDED

@@ -8,6 +8,10 @@ and per unit of work, the cost-optimal scale and the fastest within the budget.
   threshold: as model.scaling_figures defines them (applied here to the table's columns); the
   per-core figure S(p)/cores that some published tables call efficiency is given separately,
   under that name.
+- their confidence intervals (analysis.statistics.CONFIDENCE) (`<figure>_ci_low`, `<figure>_ci_high`: speedup and
+  parallel efficiency, or weak efficiency and scaled speedup) from the repeats at p0 and at p
+  (analysis.statistics.ratio_ci: Fieller's interval), and why a row has none
+  (`ratio_ci_note`: one repeat at a scale, an unbounded ratio; at p0 itself the ratio is 1).
 - Amdahl fit: the serial fraction f minimising the squared error of 1/S = f + (1 - f)/q over
   the successful scales, and the speedup ceiling 1/f it implies.
 - cost: SU per million units of a rate metric = SU per hour of the job x 1e6 / rate / 3600.
@@ -30,7 +34,7 @@ from ..model.metrics import WALLTIME_USED, Metric
 from ..model.point import AXIS_PREFIX, PLACEMENT_DEFAULTS, PROGRAM
 from ..model.repeats import Repeats, limits, needed
 from .records import MPI_COLUMN, STATUS_PENDING, contended_mask, read_table, write_table
-from .statistics import MEAN, outlier_mask, summarize
+from .statistics import CONFIDENCE, MEAN, RATIO_CI_METHOD, outlier_mask, ratio_ci, summarize
 
 # The study's efficiency threshold as scaling.csv carries it in every row (the scaling rule
 # writes it: analysis.scaling_models.add_model_columns).
@@ -60,6 +64,9 @@ RESOURCE_COLUMNS = [
 DEFINITIONS = {
     **figures.DEFINITIONS,
     "speedup_per_core": "S(p)/cores: what some published tables call 'efficiency'; not parallel efficiency",
+    "speedup and efficiency CI": f"their {CONFIDENCE:.0%} CI from the repeats at p0 and at p: {RATIO_CI_METHOD}"
+    " of the two means (ratio CI, below), the same interval scaled for the efficiency; none with one repeat"
+    " at either scale",
     "amdahl_fit": "serial fraction f of the least-squares fit 1/S = f + (1 − f)/q; speedup ceiling 1/f",
     "repeats_until_clear": "repeats: {min, max, ci}: min repeats first, then one more per point and invocation"
     " while the 95% CI of its mean primary figure is wider than ± ci of the mean and max is not reached",
@@ -227,14 +234,22 @@ def add_scaling_laws(table: pd.DataFrame, metric: Metric, weak: bool) -> pd.Data
     p0, base_mean = base["ranks"], base["mean"]
     q = table["ranks"] / p0
     table["p0"] = p0
+    low, high, table[RATIO_NOTE] = ratio_intervals(table, succeeded.index[0], metric.kind)
     if weak:
         efficiency = figures.weak_efficiency(base_mean, table["mean"], metric.kind, q, metric.extensive)
         table["weak_efficiency"] = efficiency
         table["scaled_speedup"] = figures.scaled_speedup(efficiency, q)
+        for end, ratio_end in (("low", low), ("high", high)):
+            weak_end = figures.weak_efficiency_of(ratio_end, metric.kind, q, metric.extensive)
+            table[f"weak_efficiency_ci_{end}"] = weak_end
+            table[f"scaled_speedup_ci_{end}"] = figures.scaled_speedup(weak_end, q)
         return table
     ratio = figures.speedup(base_mean, table["mean"], metric.kind)
     table["speedup"] = ratio
     table["parallel_efficiency"] = figures.parallel_efficiency(ratio, q)
+    for end, ratio_end in (("low", low), ("high", high)):
+        table[f"speedup_ci_{end}"] = ratio_end
+        table[f"parallel_efficiency_ci_{end}"] = figures.parallel_efficiency(ratio_end, q)
     table["speedup_per_core"] = ratio / table["cores_allocated"]
     with np.errstate(divide="ignore", invalid="ignore"):
         karp_flatt = figures.karp_flatt(ratio, q)
@@ -243,6 +258,45 @@ def add_scaling_laws(table: pd.DataFrame, metric: Metric, weak: bool) -> pd.Data
     table["amdahl_serial_fraction"] = serial
     table["amdahl_max_speedup"] = ceiling
     return table
+
+
+# Why a row's speedup and efficiency have no interval ('' where they have one).
+RATIO_NOTE = "ratio_ci_note"
+# Each interval column beside its figure: (figure, low, high).
+CI_COLUMNS = {
+    figure: (f"{figure}_ci_low", f"{figure}_ci_high")
+    for figure in ("speedup", "parallel_efficiency", "weak_efficiency", "scaled_speedup")
+}
+
+
+def ratio_intervals(table: pd.DataFrame, base: int, kind: str) -> tuple[pd.Series, pd.Series, pd.Series]:
+    """Per row, the CONFIDENCE interval of figure(p)/figure(p0) oriented as model.scaling_figures'
+    speedup (the baseline's mean over this scale's for a time, the other way for a rate) from both
+    scales' repeats (analysis.statistics.ratio_ci, on the estimator's values: `n_used`, `std`), and
+    why none. The baseline row itself: 1, exactly (its ratio to itself)."""
+    low = pd.Series(np.nan, index=table.index)
+    high = pd.Series(np.nan, index=table.index)
+    notes = pd.Series("", index=table.index, dtype=object)
+    used = "n_used" if "n_used" in table.columns else "n"
+
+    def side(row) -> tuple[float, float, int]:
+        return float(row["mean"]), float(row.get("std", np.nan)), int(row[used]) if pd.notna(row[used]) else 0
+
+    b = table.loc[base]
+    for index, row in table.iterrows():
+        if row["n"] == 0:
+            continue
+        if index == base:
+            low[index] = high[index] = 1.0
+            notes[index] = "p0: the ratio of the baseline to itself, 1 by definition"
+            continue
+        (a_mean, a_sd, a_n), (d_mean, d_sd, d_n) = figures.ratio_order(side(b), side(row), kind)
+        low[index], high[index], why = ratio_ci(a_mean, a_sd, a_n, d_mean, d_sd, d_n)
+        if why:
+            ones = [scale for scale, n in ((b["ranks"], side(b)[2]), (row["ranks"], side(row)[2])) if n < 2]
+            where = " and ".join(f"p = {int(p)}" for p in ones)
+            notes[index] = f"fewer than 2 repeats at {where}: {why}" if ones else why
+    return low, high, notes
 
 
 def amdahl_fit(q: Iterable[float], speedup: Iterable[float]) -> tuple[float, float]:

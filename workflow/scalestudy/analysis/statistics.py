@@ -10,6 +10,9 @@ Mann–Whitney distribution the rank-based verdicts use (scalestudy.analysis.ver
   flagged as an outlier when its modified z-score |0.6745 (x - median) / MAD|
   exceeds 3.5 (Iglewicz & Hoaglin; needs n >= 3), with the MAD taken as at
   least 1% of the median. Outliers are flagged, not dropped.
+- a ratio of two points' means (speedup, efficiency: the baseline scale's repeats and this
+  scale's, independent): Fieller's interval with the Welch–Satterthwaite degrees of freedom
+  (`ratio_ci`, RATIO_CI_METHOD), none where either side has fewer than 2 repeats.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ MEAN, TRIMMED_MEAN = "mean", "trimmed_mean"
 ESTIMATOR_NAMES = {MEAN: "mean", TRIMMED_MEAN: "trimmed mean (MLPerf: fastest and slowest run dropped)"}
 # Near-normal: no outlier among the repeats and Shapiro–Wilk on their logs not rejected at 5%.
 NORMALITY_ALPHA = 0.05
+# How the interval of a ratio of two means (speedup, efficiency) is made: `ratio_ci`.
+RATIO_CI_METHOD = "Fieller's interval with Welch–Satterthwaite degrees of freedom"
 
 DEFINITIONS = {
     "mean ± CI (n)": "mean of the n successful repeats ± half-width of its 95% confidence interval (Student t)",
@@ -45,6 +50,12 @@ DEFINITIONS = {
     "outlier": (
         "modified z-score |0.6745 (x − median)/MAD| > 3.5 among the repeats (n ≥ 3; MAD ≥ 1% of the median); "
         "flagged, kept"
+    ),
+    "ratio CI": (
+        f"the {CONFIDENCE:.0%} CI of a ratio of two means (speedup, efficiency: the repeats at p0 and at p,"
+        f" independent): {RATIO_CI_METHOD}, all θ with (a − θ·b)² ≤ t²·(se_a² + θ²·se_b²), t at"
+        " ν = (se_a² + θ̂²se_b²)²/(se_a⁴/(n_a − 1) + θ̂⁴se_b⁴/(n_b − 1)); none with one repeat at either scale"
+        " (no spread), unbounded where b's own CI reaches zero"
     ),
     "median": "median of the successful repeats with its distribution-free 95% CI: the order statistics"
     " x(k), x(n+1−k) of the largest k with binomial(n, ½) coverage ≥ 95% (none below n = 6)",
@@ -162,3 +173,34 @@ def rank_cut(m: int, n: int, confidence: float = CONFIDENCE) -> int:
         below += c
         cut = u + 1
     return cut
+
+
+# Why a ratio has no interval (ratio_ci's note; '' where it has one).
+ONE_REPEAT = "one repeat has no spread"
+UNBOUNDED = "the divisor's mean is within its own CI of zero: the ratio's interval is unbounded"
+
+
+def ratio_ci(
+    a: float, sd_a: float, n_a: int, b: float, sd_b: float, n_b: int, confidence: float = CONFIDENCE
+) -> tuple[float, float, str]:
+    """The `confidence` interval of a/b, a and b the means of n_a and n_b independent repeats
+    with sample standard deviations sd_a, sd_b: Fieller's (1954) set of θ whose
+    (a − θb)/√(se_a² + θ²se_b²) is within Student's t, with the Welch–Satterthwaite degrees of
+    freedom at θ = a/b (Fieller's interval for heteroscedastic samples). Returns (low, high,
+    why none): nan, nan and the reason where either side has fewer than 2 repeats, or b's own
+    interval reaches zero (the set is then unbounded)."""
+    if n_a < 2 or n_b < 2 or any(v is None or not math.isfinite(v) for v in (a, sd_a, b, sd_b)):
+        return math.nan, math.nan, ONE_REPEAT
+    if b == 0:
+        return math.nan, math.nan, UNBOUNDED
+    ratio = a / b
+    var_a, var_b = sd_a**2 / n_a, sd_b**2 / n_b
+    if var_a == 0 and var_b == 0:  # identical repeats on both sides: no spread, the ratio is all there is
+        return ratio, ratio, ""
+    df = (var_a + ratio**2 * var_b) ** 2 / (var_a**2 / (n_a - 1) + ratio**4 * var_b**2 / (n_b - 1))
+    t = float(stats.t.ppf(0.5 + confidence / 2, df))
+    g = t**2 * var_b / b**2
+    if g >= 1:
+        return math.nan, math.nan, UNBOUNDED
+    half = t / abs(b) * math.sqrt(var_a + ratio**2 * var_b - g * var_a)
+    return (ratio - half) / (1 - g), (ratio + half) / (1 - g), ""

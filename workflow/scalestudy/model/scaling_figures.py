@@ -16,7 +16,9 @@ q = p/p0; a figure is a time T (lower is better) or a rate R (higher is better).
 - Karp–Flatt serial fraction e(p) = (1/S − 1/q)/(1 − 1/q) (Karp & Flatt, CACM 33(5), 1990),
   undefined at q = 1;
 - a scale falls below the efficiency threshold where its efficiency < the threshold (a scale at
-  the threshold holds it; a missing efficiency is not judged). The default, EFFICIENCY_THRESHOLD,
+  the threshold holds it; a missing efficiency is not judged); judged with its uncertainty
+  (`judge`), a scale holds it where its efficiency's whole confidence interval does, is below it
+  where the whole interval is, and cannot be told otherwise. The default, EFFICIENCY_THRESHOLD,
   is the schema's default of a study's `efficiency_threshold` (a test holds them equal).
 
 Pure Python: each function takes floats, or anything whose arithmetic is elementwise (a numpy
@@ -68,8 +70,18 @@ def parallel_efficiency(speedup_at_p, q):
 def weak_efficiency(base, value, kind: str, q, extensive: bool = True):
     """Weak scaling (work per rank fixed): T(p0)/T(p) for a time; for a rate R(p)/R(p0) where it
     does not grow with the work (time steps/s), else (R(p)/p)/(R(p0)/p0) = (R(p)/R(p0))/q."""
-    ratio = speedup(base, value, kind)
+    return weak_efficiency_of(speedup(base, value, kind), kind, q, extensive)
+
+
+def weak_efficiency_of(ratio, kind: str, q, extensive: bool = True):
+    """The weak efficiency of a ratio `speedup` gives (or of either end of its interval)."""
     return ratio if kind == "time" or not extensive else divide(ratio, q)
+
+
+def ratio_order(base, value, kind: str):
+    """(numerator, denominator) of `speedup`: (base, value) for a time, (value, base) for a rate:
+    what an interval of the ratio is made from (analysis.statistics.ratio_ci)."""
+    return (base, value) if kind == "time" else (value, base)
 
 
 def scaled_speedup(weak_efficiency_at_p, q):
@@ -84,6 +96,21 @@ def karp_flatt(speedup_at_p, q):
     if isinstance(q, int | float) and q <= 1:
         return math.nan
     return divide(divide(1, speedup_at_p) - divide(1, q), 1 - divide(1, q))
+
+
+# A scale judged against the threshold by its efficiency's interval (`judge`).
+HOLDS, BELOW, UNDECIDED = "holds", "below", "cannot tell"
+
+
+def judge(low, high, threshold: float = EFFICIENCY_THRESHOLD) -> str:
+    """A scale's efficiency judged by its confidence interval [low, high]: HOLDS where the whole
+    interval is at or above the threshold, BELOW where it is wholly below (falls_below), else
+    UNDECIDED (the interval straddles it, or there is none: one repeat, an unbounded ratio)."""
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return UNDECIDED
+    if not falls_below(low, threshold):
+        return HOLDS
+    return BELOW if falls_below(high, threshold) else UNDECIDED
 
 
 def falls_below(efficiency, threshold: float = EFFICIENCY_THRESHOLD):

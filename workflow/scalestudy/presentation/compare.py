@@ -30,7 +30,7 @@ import pandas as pd
 from ..analysis.breakdown import part_of, whole_name
 from ..analysis.records import write_table
 from ..analysis.scaling import curve_name
-from ..analysis.statistics import MEAN
+from ..analysis.statistics import CONFIDENCE, MEAN
 from ..model.paths import compare_outputs
 from ..model.point import AXIS_PREFIX
 from ..model.steplog import step_log
@@ -187,8 +187,14 @@ def blocks_of(base: Side, cand: Side, table: pd.DataFrame, threshold: float | No
     rows, amdahl = curve_changes(table)
     blocks.append(Heading(2, "Whole curves"))
     if rows:
-        blocks.append(Table(["curve", "nodes", "figure", "baseline", "candidate", "change"], rows))
-        blocks.append(Para(f"Each side against its own smallest scale p0: {DEFINITIONS['parallel_efficiency']}."))
+        sides = [f"{side} [{CONFIDENCE:.0%} CI]" for side in ("baseline", "candidate")]
+        blocks.append(Table(["curve", "nodes", "figure", *sides, "change"], rows))
+        blocks.append(
+            Para(
+                f"Each side against its own smallest scale p0: {DEFINITIONS['parallel_efficiency']}; its CI:"
+                f" {DEFINITIONS['speedup and efficiency CI']}."
+            )
+        )
     else:
         blocks.append(Para("No curve has two scales on both sides: no efficiency to compare."))
     blocks += [Bullets(amdahl)] if amdahl else []

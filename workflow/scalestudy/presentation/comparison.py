@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..analysis.records import read_table
-from ..analysis.scaling import SCALE_COLUMNS, curve_columns, curve_name, scaling
+from ..analysis.scaling import CI_COLUMNS, SCALE_COLUMNS, curve_columns, curve_name, scaling
 from ..analysis.verdicts import CONTENDED, VERDICTS, few_repeats, speed_ratio
 from ..model.errors import SweepError
 from ..model.metrics import DECLARED, HIGHER_IS_BETTER, direction
@@ -171,8 +171,10 @@ def points(base: pd.DataFrame, cand: pd.DataFrame) -> pd.DataFrame:
     if base.empty or cand.empty:
         return pd.DataFrame()
     keys = point_keys(base, cand)
+    intervals = [*CI_COLUMNS["parallel_efficiency"], *CI_COLUMNS["weak_efficiency"]]
     kept = keys + [c for c in ("metric_label", "unit", "kind", "primary", "parallel_efficiency",
-                               "weak_efficiency", "amdahl_serial_fraction", "p0", *STATS) if c not in keys]  # fmt: skip
+                               "weak_efficiency", *intervals, "amdahl_serial_fraction", "p0", *STATS)
+                   if c not in keys]  # fmt: skip
 
     def side(table: pd.DataFrame) -> pd.DataFrame:
         table = table[[c for c in kept if c in table.columns]].copy()
@@ -245,6 +247,15 @@ def slower_beyond(table: pd.DataFrame, threshold: float) -> pd.DataFrame:
 # ---------------------------------------------------------------- whole curves, provenance
 
 
+def efficiency_cell(row: Mapping, column: str, side: str) -> str:
+    """One side's efficiency with its CI, '0.702 [0.41–1.18]' (the figure alone where none)."""
+    value = row.get(f"{column}_{side}")
+    low, high = (row.get(f"{c}_{side}") for c in CI_COLUMNS[column])
+    if missing(value) or missing(low) or missing(high):
+        return fmt(value)
+    return f"{fmt(value)} [{fmt(low)}–{fmt(high)}]"
+
+
 def curve_changes(table: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
     """Parallel (or weak) efficiency of the primary figure per scale, both sides, and each
     curve's Amdahl serial fraction, both sides."""
@@ -263,9 +274,8 @@ def curve_changes(table: pd.DataFrame) -> tuple[list[list[str]], list[str]]:
             for r in group.to_dict("records"):
                 a, b = r.get(f"{column}_baseline"), r.get(f"{column}_candidate")
                 change = "–" if missing(a) or missing(b) else f"{b - a:+.3f}"
-                rows.append(
-                    [name, f"{r['nodes']} (p = {r['ranks']})", column.replace("_", " "), fmt(a), fmt(b), change]
-                )
+                cells = [efficiency_cell(r, column, side) for side in ("baseline", "candidate")]
+                rows.append([name, f"{r['nodes']} (p = {r['ranks']})", column.replace("_", " "), *cells, change])
         if not weak:
             f0 = (
                 group["amdahl_serial_fraction_baseline"].iloc[0] if "amdahl_serial_fraction_baseline" in group else None

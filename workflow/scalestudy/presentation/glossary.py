@@ -10,7 +10,8 @@ from ..analysis import records, scaling, sizes, statistics, verdicts
 # them back, a run's conditions, memory and cost, then message sizes.
 ORDER = (
     "mean ± CI (n)", "trimmed mean", "outlier", "speedup", "parallel_efficiency", "speedup_per_core",
-    "karp_flatt", "amdahl_fit", "weak_efficiency", "scaled_speedup", "variant_ratio", "median", "run_order",
+    "karp_flatt", "amdahl_fit", "weak_efficiency", "scaled_speedup", "speedup and efficiency CI", "ratio CI",
+    "variant_ratio", "median", "run_order",
     "not_interleaved", "conditions_differed", "contended", "few_repeats", "repeats_until_clear", "memory_ratio",
     "service_units", "su_per_million", "size_bands", "band_figure", "busbw",
 )  # fmt: skip

@@ -19,9 +19,10 @@ from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 from ..analysis import breakdown, intervals, pmnf  # noqa: E402
 from ..analysis.breakdown import curves, part_of, parts_table, whole_name, without_breakdown  # noqa: E402
-from ..analysis.scaling import curve_name, efficiency_threshold  # noqa: E402
+from ..analysis.scaling import CI_COLUMNS, curve_name, efficiency_threshold  # noqa: E402
 from ..analysis.scaling_models import MAX_DRAWN, curve_fits, is_part  # noqa: E402
 from ..analysis.sizes import has_size_tables, size_curves, size_declarations, size_text, study_size_figures  # noqa: E402
+from ..analysis.statistics import CONFIDENCE  # noqa: E402
 from ..model.metrics import WALLTIME_USED
 from ..model.paths import PLOT_KINDS
 from ..model.steplog import step_log  # noqa: E402
@@ -122,6 +123,18 @@ def curve(rows: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
     rows = rows.sort_values("ranks")
     y = rows[column].where(rows["n"] > 0) if column in rows.columns else pd.Series(np.nan, index=rows.index)
     return rows["ranks"].to_numpy(float), y.to_numpy(float)
+
+
+def ci_bars(rows: pd.DataFrame, column: str) -> np.ndarray:
+    """Asymmetric error bars of a speedup or efficiency curve (`curve`'s order): its CI's distance
+    below and above the figure; 0 where a scale has no interval (one repeat, unbounded)."""
+    rows = rows.sort_values("ranks")
+    y = rows[column].to_numpy(float) if column in rows.columns else np.full(len(rows), np.nan)
+    low_column, high_column = CI_COLUMNS[column]
+    if low_column not in rows.columns:
+        return np.zeros((2, len(rows)))
+    low, high = rows[low_column].to_numpy(float), rows[high_column].to_numpy(float)
+    return np.nan_to_num(np.vstack([y - low, high - y]), nan=0.0).clip(min=0)
 
 
 def plot_from_files(
@@ -238,7 +251,8 @@ def plot_speedup(table, study, out, palette, ranks, label, note) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     column, name = ("scaled_speedup", "scaled speedup") if weak else ("speedup", "speedup")
     for variant, rows in table.groupby("variant"):
-        ax.plot(*curve(rows, column), marker="o", label=variant, color=palette[variant])
+        ax.errorbar(*curve(rows, column), yerr=ci_bars(rows, column), marker="o", capsize=3, label=variant,
+                    color=palette[variant])  # fmt: skip
     p0 = table["p0"].min()
     ax.plot(ranks, [r / p0 for r in ranks], "k--", label="ideal (p/p0)")
     if not weak:
@@ -253,7 +267,8 @@ def plot_speedup(table, study, out, palette, ranks, label, note) -> None:
     if doubling(ranks):
         ax.set_yscale("log", base=2)
     definition = DEFINITIONS["scaled_speedup" if weak else "speedup"]
-    finish(ax, fig, out["speedup"], f"{study}: {name} of {label}", f"{definition}; {note}", name, ranks)
+    bars = f"bars: {CONFIDENCE:.0%} CI (speedup and efficiency CI)"
+    finish(ax, fig, out["speedup"], f"{study}: {name} of {label}", f"{definition}; {bars}; {note}", name, ranks)
 
 
 def plot_efficiency(table, study, out, palette, ranks, label, note) -> None:
@@ -263,14 +278,16 @@ def plot_efficiency(table, study, out, palette, ranks, label, note) -> None:
         ("weak_efficiency", "weak-scaling efficiency") if weak else ("parallel_efficiency", "parallel efficiency")
     )
     for variant, rows in table.groupby("variant"):
-        ax.plot(*curve(rows, column), marker="o", label=variant, color=palette[variant])
+        ax.errorbar(*curve(rows, column), yerr=ci_bars(rows, column), marker="o", capsize=3, label=variant,
+                    color=palette[variant])  # fmt: skip
     ax.axhline(1.0, color="k", linestyle="--", label="ideal")
     threshold = efficiency_threshold(table)
     ax.axhline(threshold, color="grey", linestyle=":", label=f"{threshold:.0%}")
     ax.set_ylim(bottom=0)
     mark_missing(ax, table)
     definition = DEFINITIONS["weak_efficiency" if weak else "parallel_efficiency"]
-    finish(ax, fig, out["efficiency"], f"{study}: {name} of {label}", f"{definition}; {note}", name, ranks)
+    bars = f"bars: {CONFIDENCE:.0%} CI (speedup and efficiency CI); none with one repeat at a scale"
+    finish(ax, fig, out["efficiency"], f"{study}: {name} of {label}", f"{definition}; {bars}; {note}", name, ranks)
 
 
 def plot_breakdown(scaling: pd.DataFrame, table: pd.DataFrame, study: str, path: Path) -> None:

@@ -22,7 +22,7 @@ from ..model.paths import PLOT_KINDS
 from ..model.steplog import step_log
 from ..results.retry import RETRY_FAILED
 from .glossary import DEFINITIONS
-from .page import Bullets, Details, Heading, Image, Link, Para, Table, fmt, scale_text, write_page
+from .page import Bullets, Details, Heading, Image, Link, Para, Table, scale_text, write_page
 from .plots import NO_SIZE_CURVE, missing_plots, primary_table
 from .runs_section import contended_line, provenance_link_blocks, remeasured_runs, run_blocks, write_provenance
 from .scaling_models_page import model_blocks
@@ -31,11 +31,11 @@ from .scaling_section import (
     breakdown_blocks,
     cost_lines,
     estimator_name,
-    get,
     hpc_table,
     mean_ci,
     memory_blocks,
     summary_sentence,
+    with_ci,
 )
 from .variants_section import choice, size_blocks, variant_blocks
 
@@ -181,7 +181,7 @@ def largest_scale_cells(table: pd.DataFrame) -> list[str]:
     column, name = ("weak_efficiency", "weak") if top["scaling"] == "weak" else ("parallel_efficiency", "parallel")
     if ok["ranks"].nunique() == 1:
         return [figure, "– (one scale: nothing to scale against)"]
-    return [figure, f"{fmt(get(top, column))} ({name})"]
+    return [figure, f"{with_ci(top, column)} ({name})"]
 
 
 def best_variant(variants: pd.DataFrame, table: pd.DataFrame) -> str:

@@ -5,14 +5,16 @@ rank, predicted against measured."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from ..analysis import breakdown
 from ..analysis.breakdown import curves, growth_sentence, parts_table, wholes
-from ..analysis.scaling import efficiency_threshold
-from ..analysis.statistics import ESTIMATOR_NAMES, MEAN
+from ..analysis.scaling import CI_COLUMNS, RATIO_NOTE, efficiency_threshold
+from ..analysis.statistics import CONFIDENCE, ESTIMATOR_NAMES, MEAN
 from ..model.metrics import WALLTIME_USED, metric
-from ..model.scaling_figures import falls_below
+from ..model.scaling_figures import BELOW, HOLDS, UNDECIDED, judge
 from ..model.units import MEMORY_UNIT
 from .glossary import DEFINITIONS
 from .page import Bullets, Details, Heading, Para, Table, duration, fmt, missing, scale_text
@@ -26,6 +28,34 @@ def mean_ci(row) -> str:
         return "not run yet" if row.get("n_failed", 0) == 0 and row.get("n_pending", 0) > 0 else "no successful run"
     ci = f" ± {fmt(row['ci95'], 2)}" if not missing(row.get("ci95")) else ""
     return f"{fmt(row['mean'])}{ci} (n={int(row['n'])})"
+
+
+def interval(row, column: str) -> tuple[float, float] | None:
+    """The row's confidence interval of a speedup or efficiency column (None where it has none)."""
+    low, high = (get(row, c) for c in CI_COLUMNS.get(column, ("", "")))
+    return None if low is None or high is None else (float(low), float(high))
+
+
+def with_ci(row, column: str, digits: int = 3) -> str:
+    """A speedup or efficiency with its CI: '0.702 [0.41–1.18]'; at p0 (1 by definition) the
+    figure alone; '0.702 (no CI)' where the repeats give none (the notes say why)."""
+    value = get(row, column)
+    if value is None:
+        return "–"
+    found = interval(row, column)
+    if is_baseline(row):
+        return fmt(value, digits)
+    if found is None:
+        return f"{fmt(value, digits)} (no CI)" if ratio_note(row) else fmt(value, digits)
+    return f"{fmt(value, digits)} [{fmt(found[0])}–{fmt(found[1])}]"
+
+
+def ratio_note(row) -> str:
+    return str(get(row, RATIO_NOTE) or "")
+
+
+def is_baseline(row) -> bool:
+    return get(row, "p0") is not None and get(row, "ranks") == get(row, "p0") and ratio_note(row).startswith("p0")
 
 
 def estimator_name(table: pd.DataFrame) -> str:
@@ -47,14 +77,17 @@ def get(row, column):
 
 
 def summary_sentence(table: pd.DataFrame) -> str:
-    """E.g. 'strong scaling of throughput holds >= 70% parallel efficiency up to 8 nodes (p = 384) ...',
-    judged against the study's efficiency threshold."""
+    """E.g. 'strong scaling of throughput holds ≥ 70% efficiency up to 8 nodes (p = 384) ...',
+    judged against the study's efficiency threshold by each scale's efficiency CI
+    (model.scaling_figures.judge): a scale holds it or is below it only where its whole interval
+    is; otherwise the sentence says it cannot tell, with the interval and n."""
     ok = table[table["n"] > 0]
     threshold = efficiency_threshold(table)
     if ok.empty:
         return "No successful run yet, so no scaling figure."
     label, weak = table["metric_label"].iloc[0], table["scaling"].iloc[0] == "weak"
     column, name = ("weak_efficiency", "weak-scaling efficiency") if weak else ("parallel_efficiency", "efficiency")
+    speed_column = "scaled_speedup" if weak else "speedup"
     parts = []
     for variant, rows in ok.groupby("variant"):
         rows = rows.sort_values("ranks")
@@ -62,22 +95,55 @@ def summary_sentence(table: pd.DataFrame) -> str:
         if len(rows) == 1:
             parts.append(f"{prefix}only p = {int(rows['ranks'].iloc[0])} succeeded, nothing to scale against")
             continue
-        good = rows[column].notna() & ~falls_below(rows[column], threshold)
-        holds = rows[good.cummin()]
+        reach = threshold_words(rows, column, name, threshold)
         top = rows.iloc[-1]
-        speed = top["scaled_speedup"] if weak else top["speedup"]
-        reach = (
-            f"holds ≥ {threshold:.0%} {name} up to {scale_text(holds.iloc[-1])}"
-            if not holds.empty and len(holds) > 1
-            else f"falls below {threshold:.0%} {name} already at {scale_text(rows.iloc[1])}"
-        )
         parts.append(
-            f"{prefix}{'weak' if weak else 'strong'} scaling of {label} {reach}; at {scale_text(top)} "
-            f"{'scaled ' if weak else ''}speedup {speed:.3g}, {name} {top[column]:.3g} (n = {int(top['n'])})"
+            f"{prefix}{'weak' if weak else 'strong'} scaling of {label}{':' if reach.startswith(UNDECIDED) else ''}"
+            f" {reach}; at {scale_text(top)} "
+            f"{'scaled ' if weak else ''}speedup {with_ci(top, speed_column)}, {name} {with_ci(top, column)}"
+            f" (n = {int(top['n'])})"
         )
     contended = int(pd.to_numeric(ok.get("n_contended", pd.Series(dtype=float)), errors="coerce").fillna(0).sum())
     rests = f" (on {contended} contended runs of {int(ok['n'].sum())}: see the notes)" if contended else ""
     return "; ".join(parts) + rests + "."
+
+
+def threshold_words(rows: pd.DataFrame, column: str, name: str, threshold: float) -> str:
+    """How far one curve (its successful scales, ascending) holds the threshold, judged by each
+    scale's CI: 'holds ≥ 70% efficiency up to X', then the first scale that cannot be told
+    ('cannot tell with n = 2 at Y: efficiency 0.70 [0.41–1.18]; raise repeats') and the first
+    wholly below it ('below 70% at Z'), each where there is one."""
+    later = rows.iloc[1:]
+    verdicts = [judge(*(interval(row, column) or (math.nan, math.nan)), threshold) for _, row in later.iterrows()]
+    held = 0
+    while held < len(verdicts) and verdicts[held] == HOLDS:
+        held += 1
+    words = []
+    if held:
+        words.append(f"{HOLDS} ≥ {threshold:.0%} {name} up to {scale_text(later.iloc[held - 1])}")
+    below = next((k for k in range(held, len(verdicts)) if verdicts[k] == BELOW), None)
+    if held < len(verdicts) and verdicts[held] != BELOW:
+        words.append(undecided_words(rows.iloc[0], later.iloc[held], column, name, threshold))
+    if below is not None:
+        already = "already " if held == 0 and below == 0 else ""
+        words.append(f"falls {BELOW} {threshold:.0%} {name} {already}at {scale_text(later.iloc[below])}")
+    return ", ".join(words[:1]) + "".join(f"; {w}" for w in words[1:])
+
+
+def undecided_words(base, row, column: str, name: str, threshold: float) -> str:
+    """'cannot tell with n = 2 whether it holds ≥ 70% efficiency at 1 node (p = 2): efficiency
+    0.702 [0.41–1.18] (95% CI); raise repeats'."""
+    n0, n = int(base["n"]), int(row["n"])
+    counts = f"n = {n}" if n == n0 else f"n = {n0} at p0 and {n} here"
+    found, value = interval(row, column), fmt(get(row, column))
+    if found is not None:
+        figure = f"{value} [{fmt(found[0])}–{fmt(found[1])}] ({CONFIDENCE:.0%} CI)"
+    else:
+        figure = f"{value} (no {CONFIDENCE:.0%} CI: {ratio_note(row) or 'none in this table'})"
+    return (
+        f"{UNDECIDED} with {counts} whether it {HOLDS} ≥ {threshold:.0%} {name} at {scale_text(row)}:"
+        f" {name} {figure}; raise repeats"
+    )
 
 
 def notes_of(row) -> str:
@@ -90,6 +156,8 @@ def notes_of(row) -> str:
         notes.append(f"{int(row['n_contended'])} of {int(row['n'])} contended")
     if row.get("n_pending", 0):
         notes.append(f"{int(row['n_pending'])} not run yet")
+    if ratio_note(row) and not is_baseline(row):
+        notes.append(f"no CI of speedup: {ratio_note(row)}")
     if truthy(row.get("cost_optimal")):
         notes.append("cost-optimal")
     if truthy(row.get("fastest_within_budget")):
@@ -121,13 +189,13 @@ def hpc_table(table: pd.DataFrame) -> Table:
         columns.append(("repeats: why no more", lambda r: str(get(r, "repeats_stop") or "–")))
     if weak:
         columns += [
-            ("scaled speedup", lambda r: fmt(get(r, "scaled_speedup"))),
-            ("weak efficiency", lambda r: fmt(get(r, "weak_efficiency"))),
+            (f"scaled speedup [{CONFIDENCE:.0%} CI]", lambda r: with_ci(r, "scaled_speedup")),
+            (f"weak efficiency [{CONFIDENCE:.0%} CI]", lambda r: with_ci(r, "weak_efficiency")),
         ]
     else:
         columns += [
-            ("speedup S", lambda r: fmt(get(r, "speedup"))),
-            ("parallel efficiency S·p0/p", lambda r: fmt(get(r, "parallel_efficiency"))),
+            (f"speedup S [{CONFIDENCE:.0%} CI]", lambda r: with_ci(r, "speedup")),
+            (f"parallel efficiency S·p0/p [{CONFIDENCE:.0%} CI]", lambda r: with_ci(r, "parallel_efficiency")),
             ("S/cores", lambda r: fmt(get(r, "speedup_per_core"), 2)),
             ("Karp–Flatt e", lambda r: fmt(get(r, "karp_flatt_serial_fraction"), 2)),
         ]
