@@ -236,11 +236,13 @@ def site_sweep(results: Path, studies: dict, cluster: str = "site") -> dict:
     }
 
 
-def snakemake(python: Path, tmp_path: Path, sweep: dict, env: dict, *args: str) -> subprocess.CompletedProcess:
+def snakemake(
+    python: Path, tmp_path: Path, sweep: dict, env: dict, *args: str, profile: str = "profiles/local"
+) -> subprocess.CompletedProcess:
     config = tmp_path / "sweep.yaml"
     config.write_text(yaml.safe_dump(sweep))
     command = [str(python), "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-               "--profile", str(REPO / "profiles/local"), "--configfile", str(config), *args]  # fmt: skip
+               "--profile", str(REPO / profile), "--configfile", str(config), *args]  # fmt: skip
     return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -322,16 +324,22 @@ def test_env_modules_loads_an_apps_site_modules_in_its_jobs(tree, tmp_path, site
     assert set(runs["mpi_library"]) == {f"Open MPI v{tree['openmpi'].split('/')[1]} (ranks 0-1)"}
 
 
-def test_slurm_runs_one_and_two_node_points_on_the_site_modules_open_mpi(tree, slurm, tmp_path, site_python):
-    """profiles/slurm: sbatch per point, the job's runner loads the cluster file's module (the shell
-    that submitted had Lmod, not the module), ORTE's mpirun starts the second node's orted with
-    srun; every rank names the module's library."""
-    results = tmp_path / "results"
+def slurm_cluster_dir(tmp_path: Path, tree: dict) -> Path:
+    """cluster_dir's site cluster under the Open MPI module, on the tests' real Slurm (two 2-core nodes)."""
     clusters = cluster_dir(tmp_path, modules=[tree["openmpi"]])
     data = yaml.safe_load((clusters / "site.yaml").read_text())
     data.update(scheduler="slurm", cores_per_node=2, mem_per_node_gib=1, charge_rate=1.0)
     data.pop("nodes", None)
     (clusters / "site.yaml").write_text(yaml.safe_dump(data))
+    return clusters
+
+
+def test_slurm_runs_one_and_two_node_points_on_the_site_modules_open_mpi(tree, slurm, tmp_path, site_python):
+    """profiles/slurm: sbatch per point, the job's runner loads the cluster file's module (the shell
+    that submitted had Lmod, not the module), ORTE's mpirun starts the second node's orted with
+    srun; every rank names the module's library."""
+    results = tmp_path / "results"
+    clusters = slurm_cluster_dir(tmp_path, tree)
     # TCP only: this Slurm's two nodes are one kernel under one host name (slurmd -N n1, -N n2), and
     # Open MPI 4.1's shared-memory transport, offered between them, crashed in vader_poll_handle_frag
     # (SIGSEGV; seen here); real nodes share no memory. The two-host bed's hosts have names of their own.
@@ -447,19 +455,11 @@ def test_pips_venv_under_the_site_module_is_refused_before_anything_is_submitted
     """The same user on real Slurm (profiles/slurm): `module load`, then pip's venv activated.
     One line before any sbatch; Slurm holds no job of the study."""
     results = tmp_path / "results"
-    clusters = cluster_dir(tmp_path, modules=[tree["openmpi"]])
-    data = yaml.safe_load((clusters / "site.yaml").read_text())
-    data.update(scheduler="slurm", cores_per_node=2, mem_per_node_gib=1, charge_rate=1.0)
-    data.pop("nodes", None)
-    (clusters / "site.yaml").write_text(yaml.safe_dump(data))
+    clusters = slurm_cluster_dir(tmp_path, tree)
     env = {**module_shell(tree, load=[tree["openmpi"]]), **slurm.env, "SCALESTUDY_CLUSTERS_DIR": str(clusters)}
     env["PATH"] = f"{PIP_PYTHON.parent}:{env['PATH']}"  # activated after the module: pip's mpirun first
-    config = tmp_path / "sweep.yaml"
-    config.write_text(yaml.safe_dump(site_sweep(results, {"pp": SNAKEFILE_STUDIES["pp"]})))
-    command = [str(PIP_PYTHON), "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-               "--profile", str(REPO / "profiles/slurm"), "--config", "cluster=site",
-               "--configfile", str(config)]  # fmt: skip
-    run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    sweep = site_sweep(results, {"pp": SNAKEFILE_STUDIES["pp"]})
+    run = snakemake(PIP_PYTHON, tmp_path, sweep, env, "--config", "cluster=site", profile="profiles/slurm")
     version = tree["openmpi"].split("/")[1]
     refused_before_any_job(run, results, "site.yaml mpi.source: site:", "Open MPI v5", f"(Open MPI) {version}")
     queue = subprocess.run(["squeue", "-h", "-o", "%j"], env=env, capture_output=True, text=True, check=True).stdout

