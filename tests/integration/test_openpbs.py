@@ -1,7 +1,7 @@
 """The PBS profiles against a real OpenPBS server (issue 13), when one is up on this machine.
 
-A one-host OpenPBS (server, scheduler, comm, mom) built from openpbs/openpbs with
-../shared/openpbs/setup-openpbs.sh: queues normal/express/ai, Gadi's site resources, an
+A one-host OpenPBS (server, scheduler, comm, mom) built from its source (docs/profiles.md) and
+set up by tests/support/openpbs/setup.sh: queues normal/express/ai, Gadi's site resources, an
 ordinary user `scaleuser` who submits (PBS runs no job as root), and logging shims for
 qsub/qstat/qdel in /opt/pbs-shim/bin (one line per call in /var/log/pbs-shim/). Without a
 running server every test here skips, saying why; CI keeps the Slurm-based PBS tests
@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import site_modules
 import yaml
-from pbs_site import AS_USER, PBS_EXEC, USER, python_problem, records, setup, user_workdir
+from pbs_site import AS_USER, PBS_EXEC, SETUP, USER, python_problem, records, setup, user_workdir
 from pbs_site import environment as site_environment
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,15 +47,15 @@ def unavailable_reason() -> str | None:
     if os.geteuid() != 0:
         return "needs root (jobs are submitted as the ordinary user scaleuser)"
     if not (PBS_BIN / "qstat").exists():
-        return "no OpenPBS in /opt/pbs (build one: ../shared/openpbs/setup-openpbs.sh <openpbs source tree>)"
+        return f"no OpenPBS in /opt/pbs (build it from its source as docs/profiles.md says, then bash {SETUP})"
     try:
         pwd.getpwnam(USER)
     except KeyError:
-        return f"no user {USER} (setup-openpbs.sh makes it)"
+        return f"no user {USER} ({SETUP} makes it)"
     if subprocess.run([PBS_BIN / "qstat", "-B"], capture_output=True).returncode != 0:
-        return "the OpenPBS server is not running (/opt/pbs/libexec/pbs_init.d start)"
+        return f"the OpenPBS server is not running (/opt/pbs/libexec/pbs_init.d start, or bash {SETUP})"
     if not SHIM_BIN.is_dir():
-        return "no logging shims in /opt/pbs-shim/bin (setup-openpbs.sh installs them)"
+        return f"no logging shims in /opt/pbs-shim/bin ({SETUP} installs them)"
     return python_problem(sys.executable, AS_USER)
 
 

@@ -6,7 +6,7 @@ Snakemake runs on the first host as the ordinary user who submits, as on a login
 2-node point's job spans both hosts, and each rank runs where the point says.
 
 Skips, saying why, where the hosts (root, ip, sshd), an installed OpenPBS set up by
-../shared/openpbs/setup-openpbs.sh, or a Python the submitting user may run cannot be had.
+tests/support/openpbs/setup.sh, or a Python the submitting user may run cannot be had.
 """
 
 import json

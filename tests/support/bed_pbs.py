@@ -4,7 +4,7 @@ also a compute node), one `pbs_mom` on every host, each node its host's own name
 and CPU.
 
 What it takes, beside an OpenPBS installed in /opt/pbs and set up once on this machine by
-../shared/openpbs/setup-openpbs.sh (its data-service account and the ordinary user
+tests/support/openpbs/setup.sh (its data-service account and the ordinary user
 `scaleuser` who submits: PBS runs no job as root):
   - each host its own pbs.conf (`PBS_CONF_FILE`, given to every daemon and client of the bed):
     its own PBS_HOME under the bed's state folder, the head as PBS_SERVER, and its own
@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from hosts import Hosts
-from pbs_site import PBS_EXEC, SETPRIV, USER
+from pbs_site import PBS_EXEC, SETPRIV, SETUP, USER
 
 # The datastore's port: PostgreSQL names its socket after it, in a folder every namespace
 # shares, so each bed takes one no socket has (the machine's own OpenPBS has 15007, PBS's default).
@@ -91,13 +91,13 @@ os.execv(QSUB, [QSUB] + out)
 def unavailable_reason() -> str | None:
     """Why an OpenPBS cannot be made on the bed here (None when it can)."""
     if not (PBS_EXEC / "sbin/pbs_server.bin").exists():
-        return "no OpenPBS in /opt/pbs (build it from github:openpbs/openpbs as its INSTALL says)"
+        return f"no OpenPBS in /opt/pbs (build it from its source as docs/profiles.md says, then bash {SETUP})"
     if not Path("/etc/pbs.conf").exists():
-        return "OpenPBS is not set up on this machine (../shared/openpbs/setup-openpbs.sh)"
+        return f"OpenPBS is not set up on this machine (bash {SETUP})"
     try:
         pwd.getpwnam(USER)
     except KeyError:
-        return f"no user {USER} (../shared/openpbs/setup-openpbs.sh makes it)"
+        return f"no user {USER} ({SETUP} makes it)"
     return None
 
 

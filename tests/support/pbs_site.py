@@ -14,9 +14,12 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-# Where OpenPBS is installed (its INSTALL's prefix; ../shared/openpbs/setup-openpbs.sh's default).
+# Where OpenPBS is installed (its INSTALL's prefix; the default of SETUP).
 PBS_EXEC = Path("/opt/pbs")
-# The ordinary user who submits (PBS runs no job as root), made by setup-openpbs.sh.
+# The project's script that configures an installed OpenPBS for the tests (queues, site
+# resources, the walltime fault queue, USER); docs/profiles.md says how to build OpenPBS.
+SETUP = "tests/support/openpbs/setup.sh"
+# The ordinary user who submits (PBS runs no job as root), made by SETUP.
 USER = "scaleuser"
 # Running a command as USER, with its own uid, gid and groups (user= alone would keep root's
 # groups): subprocess's arguments, and the argv prefix where it passes through `ip netns exec`

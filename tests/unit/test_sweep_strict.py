@@ -209,7 +209,7 @@ def test_results_dir_is_resolved_through_dots_and_links(tmp_path, monkeypatch):
         "results_dir: '/scratch/ab12/$USER/results': nothing expands ~ or $VARIABLES here (a folder of that very "
         "name would be made); write the path out, e.g. /scratch/ab12/you/results"
     ]
-    for fine in ("results", str(tmp_path / "r"), "/var/tmp/r", "/root/scalestudy/results"):
+    for fine in ("results", str(tmp_path / "r"), "/var/tmp/r", "/home/you/scalestudy/results"):
         assert study.load({**pingpong(), "results_dir": fine}).layout.results == fine
 
 
