@@ -16,8 +16,15 @@ report: "workflow/report/workflow.rst"
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/run.smk"
-include: "workflow/rules/litgpt.smk"
-include: "workflow/rules/hoomd.smk"
+
+
+# Each app's own rules (the inputs the workflow makes for it), from its folder:
+# workflow/scalestudy/apps/<pkg>/rules.smk (scalestudy.apps.registry.rules_files).
+for APP_RULES in rules_files():
+
+    include: APP_RULES
+
+
 include: "workflow/rules/analyze.smk"
 include: "workflow/rules/report.smk"
 

@@ -242,7 +242,7 @@ def test_hoomd_initial_state_is_one_file_per_n_density_dimensions():
 
 
 def test_the_initial_state_rule_makes_the_file_each_point_reads(tmp_path, monkeypatch):
-    """The rule (workflow/rules/hoomd.smk) only wires what the app declares: its output pattern,
+    """The rule (apps/hoomd/rules.smk) only wires what the app declares: its output pattern,
     under its wildcard constraints as Snakemake reads them, matches the state every point reads,
     and its command on those wildcards is one the rank program reads as that point's N, density
     and dimensions, writing that file."""

@@ -3,6 +3,7 @@
 import copy
 
 import pytest
+from scalestudy.apps.litgpt.assets import tiny_folder
 from scalestudy.config import clusters, files, study
 from scalestudy.model.errors import SweepError
 from scalestudy.model.paths import Layout
@@ -220,7 +221,7 @@ def test_missing_inputs_are_named_once_per_study_and_made_files_are_not_checked(
     config = base_config()
     params = config["studies"]["litgpt-full"]["params"]
     # The stand-in's checkpoint, made by a rule: not checked.
-    params["checkpoint_dir"] = f"{Layout(str(tmp_path)).litgpt_tiny}/checkpoint"
+    params["checkpoint_dir"] = f"{tiny_folder(Layout(str(tmp_path)))}/checkpoint"
     params["data_path"] = str(tmp_path / "nowhere.json")
     config["results_dir"] = str(tmp_path)
     loaded = study.load(config)

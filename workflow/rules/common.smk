@@ -11,7 +11,7 @@ from pathlib import Path
 PACKAGE_DIR = str(Path(workflow.basedir) / "workflow")
 sys.path.insert(0, PACKAGE_DIR)
 
-from scalestudy.apps.registry import APPS  # noqa: E402
+from scalestudy.apps.registry import APPS, rules_files  # noqa: E402
 from scalestudy.config.files import file_problems  # noqa: E402
 from scalestudy.config.packing import GROUP_COMPONENTS_NAME  # noqa: E402
 from scalestudy.results import history  # noqa: E402

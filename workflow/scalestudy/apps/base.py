@@ -78,7 +78,9 @@ class App:
     python_module: ClassVar[str | None] = None
     # The entry of the sweep's `assets:` that sets how this app's made inputs are made (the
     # local LitGPT stand-ins: litgpt_tiny), checked by `assets_problems`; None: no such entry.
+    # The schema's `assets:` takes it from here (config.sweep.schema), described by the second.
     assets_key: ClassVar[str | None] = None
+    assets_description: ClassVar[str] = ""
     # An app that declares no parts of a run (`declare(..., part=, whole=)`): what it can tell of
     # where its time goes, in a sentence the report prints in place of a breakdown.
     breakdown_note: ClassVar[str] = ""

@@ -21,6 +21,9 @@ PACKAGE = __package__ or "scalestudy.apps"
 APPS_DIR = Path(__file__).resolve().parent
 # The module of an app folder that defines its App subclass.
 APP_MODULE = "app"
+# An app folder's own Snakemake rules (the inputs the workflow makes for its points), if any:
+# the Snakefile includes each app's, found here.
+RULES_FILE = "rules.smk"
 
 # Loaded only inside a rank (they import torch at their top): never by discovery, planning,
 # the runner or the status command. Paths under apps/, without `.py`.
@@ -30,6 +33,12 @@ RANK_ONLY = frozenset({"tensor_peak", "torch_parallel/rank"})
 def app_packages() -> list[str]:
     """The app folders: every subpackage of scalestudy.apps."""
     return sorted(module.name for module in pkgutil.iter_modules([str(APPS_DIR)]) if module.ispkg)
+
+
+def rules_files() -> list[str]:
+    """Every app folder's rules file (apps/<pkg>/rules.smk), in the order of the folders."""
+    found = [APPS_DIR / package / RULES_FILE for package in app_packages()]
+    return [str(path) for path in found if path.is_file()]
 
 
 def discover() -> None:
@@ -42,4 +51,4 @@ def discover() -> None:
 
 discover()
 
-__all__ = ["APPS", "App", "Param", "ParseError", "app_for", "app_of", "app_of_row"]
+__all__ = ["APPS", "App", "Param", "ParseError", "app_for", "app_of", "app_of_row", "rules_files"]

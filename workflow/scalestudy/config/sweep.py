@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..apps.registry import APPS
 from ..model.errors import SweepError, did_you_mean
 from ..model.paths import SCHEMA_PATH, folder_problem
 from ..model.point import SAFE_SEGMENT, Point, Sweep, program_of
@@ -56,7 +57,15 @@ def key_path(parts: Iterable[Any]) -> str:
 
 @functools.cache
 def schema() -> dict[str, Any]:
-    return read_yaml(SCHEMA_PATH)
+    """The sweep's schema (config/schema/sweep.schema.yaml) with the `assets:` entries the apps
+    declare: each app's assets_key, an object its assets_problems checks."""
+    loaded = read_yaml(SCHEMA_PATH)
+    loaded["properties"]["assets"]["properties"] = {
+        app.assets_key: {"type": "object", "description": app.assets_description}
+        for app in APPS.values()
+        if app.assets_key is not None
+    }
+    return loaded
 
 
 @functools.cache

@@ -3,8 +3,8 @@
 Every path of the results layout is computed here, and nowhere else: the rules (which
 call these functions with wildcards, e.g. ``layout.run_dir("{study}", "{point}")``), the
 apps, the runner, the analysis and the report; under the assets, the app that makes a file
-names it (apps.hoomd.state_file: HOOMD-blue's initial states; apps.litgpt.assets: the files of
-the LitGPT stand-in under Layout.litgpt_tiny). A results directory may be anywhere
+names it (apps.hoomd.state_file: HOOMD-blue's initial states; apps.litgpt.assets.tiny_folder: the
+files of the LitGPT stand-in). A results directory may be anywhere
 (`results_dir:`, e.g. /scratch on Gadi).
 
     <results>/<study>/runs/<point id>/{metrics.json, stdout.log, launch.sh, batch.log, attempts/, history/}
@@ -164,13 +164,6 @@ class Layout:
     @property
     def lock(self) -> str:
         return f"{self.results}/{LOCK_NAME}"
-
-    # ---- assets
-
-    @property
-    def litgpt_tiny(self) -> str:
-        """The offline stand-in for Llama-2-7b and its data (local study)."""
-        return f"{self.assets}/litgpt-tiny"
 
 
 def compare_outputs(folder: str | Path) -> dict[str, str]:

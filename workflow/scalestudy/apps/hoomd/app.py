@@ -11,7 +11,7 @@ a benchmark:
   module (pyproject.toml: its import contract).
 
 The initial state is made once per (N, density, dimensions) under the results directory's
-assets, by the `hoomd_initial_state` rule (workflow/rules/hoomd.smk wires what this module
+assets, by the `hoomd_initial_state` rule (rules.smk in this folder wires what this module
 declares), never inside a timed job; points sharing it read one file.
 
 HOOMD-blue is not on PyPI: it comes from `--sdm conda` (env.yaml beside this module) or a site module
@@ -79,7 +79,7 @@ class Hoomd(WcaBenchmark):
     }
 
     # ---- the made input: the initial state of (N, density, dimensions), made by the
-    # hoomd_initial_state rule (workflow/rules/hoomd.smk wires these; it reads them from APPS)
+    # hoomd_initial_state rule (this folder's rules.smk wires these; it reads them from APPS)
 
     # The rule's wildcards, in the order of the file name, and what each may be (rho as a float).
     state_wildcards: ClassVar[Mapping[str, str]] = {

@@ -21,7 +21,7 @@ from ...model.units import GIB, KIB, MEMORY_UNIT, gb
 from ..base import App, Param, ParseError
 from ..saved_bytes import kept_on_disk
 from . import rank as litgpt_rank
-from .assets import settings_problems, tiny_asset_files
+from .assets import settings_problems, tiny_asset_files, tiny_folder
 from .checkpoint import CHECKPOINT_CONFIG, CHECKPOINT_WEIGHTS
 from .rank import PEAK_RSS_PREFIX, PEAK_RSS_UNIT, TENSOR_PEAK_PREFIX, TENSOR_PEAK_UNIT, TRACKED_STEPS
 
@@ -423,8 +423,9 @@ class LitGPT(App):
         ),
     }
 
-    # config/local.yaml's stand-in model and data (apps.litgpt.assets, rules/litgpt.smk).
+    # config/local.yaml's stand-in model and data (apps.litgpt.assets, made by this folder's rules.smk).
     assets_key = "litgpt_tiny"
+    assets_description = "the stand-in LitGPT model and data (apps.litgpt.assets checks and defaults its keys)"
 
     def assets_problems(self, settings: Mapping[str, Any]) -> list[str]:
         return settings_problems(settings)
@@ -503,7 +504,7 @@ class LitGPT(App):
         )
 
     def made_files(self, point: Point, layout: Layout) -> Iterable[str]:
-        return tiny_asset_files(layout.litgpt_tiny).values()
+        return tiny_asset_files(tiny_folder(layout)).values()
 
     def inputs(self, point: Point, layout: Layout) -> dict[str, str]:
         return {

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ...model.errors import did_you_mean, divisors
+from ...model.paths import Layout
 from .checkpoint import CHECKPOINT_CONFIG, CHECKPOINT_WEIGHTS, TOKENIZER_FILES
 
 WORDS = (
@@ -197,10 +198,17 @@ def settings_problems(settings: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-# Under the stand-in's folder (model.paths.Layout.litgpt_tiny): its checkpoint directory (the
-# local study's checkpoint_dir, config/local.yaml) and its dataset.
+# The stand-in's folder under the results' assets (config/local.yaml's checkpoint_dir and
+# data_path name it: {results_dir}/assets/litgpt-tiny), and under it its checkpoint directory
+# and its dataset.
+TINY_FOLDER = "litgpt-tiny"
 CHECKPOINT_FOLDER = "checkpoint"
 DATA_FILE = "alpaca.json"
+
+
+def tiny_folder(layout: Layout) -> str:
+    """The offline stand-in for Llama-2-7b and its data (local study), under the results' assets."""
+    return f"{layout.assets}/{TINY_FOLDER}"
 
 
 def tiny_asset_files(folder: str) -> dict[str, str]:
@@ -218,7 +226,8 @@ def tiny_asset_files(folder: str) -> dict[str, str]:
 
 
 def make_tiny_assets_from_config(output, settings: dict, log_path: str) -> None:
-    """The asset rule's entry: `output` has .weights and .data; `settings` comes from config assets.litgpt_tiny."""
+    """The asset rule's entry: `output` has .weights and .data; `settings` comes from the sweep's
+    `assets:` entry of the app (LitGPT.assets_key)."""
     settings = dict(settings)
     samples = int(settings.pop("samples", SAMPLES))
     seed = int(settings.pop("seed", SEED))

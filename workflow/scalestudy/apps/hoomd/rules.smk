@@ -1,6 +1,7 @@
 # HOOMD-blue: the initial state of the WCA fluid, made once per (N, density, dimensions)
 # where jobs can import hoomd (the app's run rule plans it as their input only then). The
-# file, its wildcards and how it is made are the app's (scalestudy/apps/hoomd/app.py, "the made
+# Snakefile includes this file from the app's folder (scalestudy.apps.registry.rules_files). The
+# file, its wildcards and how it is made are the app's (app.py beside this file, "the made
 # input"); this rule only wires them.
 HOOMD = APPS["hoomd"]
 
