@@ -87,8 +87,9 @@ SHARED_RESOURCE = {
     ),
     "OpenPBS": ("tests/integration/test_openpbs.py", "tests/integration/test_pbs_hosts.py"),
 }
-# - the benchmarks' smoke tests share nothing: each is a unit of its own.
-EACH_TEST_ALONE = ("tests/integration/test_benchmarks.py",)
+# - the benchmarks' smoke tests share nothing: each is a unit of its own; so do the app removals
+#   (a copy of the checkout and dry runs each, 15-30 s).
+EACH_TEST_ALONE = ("tests/integration/test_benchmarks.py", "tests/integration/test_remove_app.py")
 # The longest units start first, so that the last ones to start are short (the order of the
 # `--durations` of whole runs, longest first); the others follow in collection order, the unit
 # tier last (many short modules: they fill the workers' ends).

@@ -81,6 +81,9 @@ class App:
     # The schema's `assets:` takes it from here (config.sweep.schema), described by the second.
     assets_key: ClassVar[str | None] = None
     assets_description: ClassVar[str] = ""
+    # A published scaling table (presentation.published: nodes, cores per node, walltime used)
+    # with a column named as this app's primary figure reads as this app's runs.
+    published_record: ClassVar[bool] = False
     # An app that declares no parts of a run (`declare(..., part=, whole=)`): what it can tell of
     # where its time goes, in a sentence the report prints in place of a breakdown.
     breakdown_note: ClassVar[str] = ""

@@ -44,7 +44,7 @@ def measured_scaling(path: str | Path, studies: list[str], app_of: dict[str, str
         runs = published.read_record(path)
         frames = []
         for study in studies:
-            if app_of.get(study) == published.APP:
+            if app_of.get(study) in set(runs["app"]):
                 frames.append(scaling(runs.assign(study=study)))
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     layout = Layout(str(path))

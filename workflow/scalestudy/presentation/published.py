@@ -3,8 +3,9 @@ as a study run here, and where its figures and ours differ (its page: published_
 a comparison's baseline: compare).
 
 A record is a CSV (lines starting with '#' are notes) with one row per run:
-nodes, cores_per_node, steps_per_s, walltime_used (as PBS prints it: hh:mm:ss, or mm:ss
-for short jobs; read by scalestudy.model.timefmt, so '0:55' is 55 s), and optional
+nodes, cores_per_node, the primary figure of an app that reads published records (an app's
+App.published_record, found from its folder: HOOMD-blue's steps_per_s), walltime_used (as PBS
+prints it: hh:mm:ss, or mm:ss for short jobs; read by scalestudy.model.timefmt, so '0:55' is 55 s), and optional
 memory_used_gib (PBS's "Memory Used" as printed: 2^30 bytes; shown in GB of 10^9 bytes),
 warmup_steps, benchmark_steps. Published HPC tables often give a
 "speedup" from the whole job's wall time and an "efficiency" that is that speedup
@@ -24,30 +25,53 @@ from pathlib import Path
 import pandas as pd
 
 from ..analysis.scaling import scaling
-from ..apps.registry import APPS
+from ..apps.registry import APPS, App
 from ..model.errors import SweepError
 from ..model.metrics import WALLTIME_USED, metric
 from ..model.timefmt import hms_seconds
 from ..model.units import gib_in_gb
 
-APP = "hoomd"
-# The figure as the app declares it (a per-step rate: weak efficiency compares it as is).
-STEPS_PER_S = metric(APPS[APP].primary_metric)
-# The figures' columns (in the runs and in the comparison), by their declared names.
-RATE, WALL = STEPS_PER_S.name, WALLTIME_USED.name
+# The wall time's column (in the runs and in the comparison), by its declared name; the rate's is
+# the record's app's primary figure (rate_of).
+WALL = WALLTIME_USED.name
 
 
-# The columns every record has (the optional ones are read where present).
-RECORD_COLUMNS = ("nodes", "cores_per_node", "steps_per_s", "walltime_used")
-NUMBER_COLUMNS = ("nodes", "cores_per_node", "steps_per_s")
-RECORD_HINT = f"a published record is a CSV with the columns {', '.join(RECORD_COLUMNS)}"
+def reader_apps() -> list[App]:
+    """The apps a published record may be of (App.published_record: HOOMD-blue's), as registered."""
+    return [app for app in APPS.values() if app.published_record]
+
+
+def record_columns() -> tuple[str, ...]:
+    """The columns every record has (the optional ones are read where present): the figure column
+    is one of the reader apps' primary figures (each a rate: weak efficiency compares it as is)."""
+    return ("nodes", "cores_per_node", " or ".join(app.primary_metric for app in reader_apps()), "walltime_used")
+
+
+def record_hint() -> str:
+    return f"a published record is a CSV with the columns {', '.join(record_columns())}"
+
+
+def rate_of(runs: pd.DataFrame) -> str:
+    """The rate column of a record's runs (or their comparison's rows): its app's primary figure."""
+    return next(app.primary_metric for app in reader_apps() if app.primary_metric in runs.columns)
 
 
 class RecordError(SweepError):
     """A record that cannot be read as one: one line naming the file, what is wrong and what a record is."""
 
     def __init__(self, path: str | Path, problem: str):
-        super().__init__([f"{path}: {problem}; {RECORD_HINT}"])
+        super().__init__([f"{path}: {problem}; {record_hint()}"])
+
+
+def record_app(path: str | Path, columns) -> App:
+    """The app whose primary figure is a column of the record (the first registered, if several)."""
+    readers = reader_apps()
+    if not readers:
+        raise RecordError(path, "no app reads published records (none declares published_record)")
+    found = [app for app in readers if app.primary_metric in columns]
+    if not found:
+        raise RecordError(path, f"no column {' or '.join(app.primary_metric for app in readers)}")
+    return found[0]
 
 
 def record_table(path: str | Path) -> pd.DataFrame:
@@ -66,12 +90,15 @@ def record_table(path: str | Path) -> pd.DataFrame:
         raise RecordError(path, "is empty") from None
     except (pd.errors.ParserError, OSError) as error:
         raise RecordError(path, f"cannot be read as CSV ({str(error).strip().splitlines()[-1]})") from None
-    missing = [column for column in RECORD_COLUMNS if column not in record.columns]
+    figures = [app.primary_metric for app in reader_apps()]
+    missing = [column for column in record_columns() if column not in record.columns]
+    if any(figure in record.columns for figure in figures):
+        missing = [column for column in missing if column != " or ".join(figures)]
     if missing:
         raise RecordError(path, f"no column {', '.join(missing)}")
     if record.empty:
         raise RecordError(path, "has a header but no runs")
-    for column in NUMBER_COLUMNS:
+    for column in ("nodes", "cores_per_node", record_app(path, record.columns).primary_metric):
         numbers = pd.to_numeric(record[column], errors="coerce")
         bad = record[column][numbers.isna() | (numbers <= 0)]
         if len(bad):
@@ -88,11 +115,13 @@ def record_table(path: str | Path) -> pd.DataFrame:
 def read_record(path: str | Path, study: str | None = None) -> pd.DataFrame:
     """The record as runs.csv rows (one successful run per line); raises RecordError."""
     record = record_table(path)
+    app = record_app(path, record.columns)
+    rate = app.primary_metric
     study = study or Path(path).stem
     runs = pd.DataFrame(
         {
             "study": study,
-            "app": APP,
+            "app": app.name,
             "scaling": "strong",
             "point": [f"nodes{n}" for n in record["nodes"]],
             "variant": "mpi-default/nccl-default",
@@ -105,7 +134,7 @@ def read_record(path: str | Path, study: str | None = None) -> pd.DataFrame:
             "repeat": 1,
             "status": "ok",
             "reason": "",
-            RATE: record["steps_per_s"].astype(float),
+            rate: record[rate].astype(float),
             WALL: record["walltime_used"].map(hms_seconds).astype(float),
             "cores_allocated": record["nodes"] * record["cores_per_node"],
             "gpus_allocated": 0,
@@ -121,12 +150,14 @@ def read_record(path: str | Path, study: str | None = None) -> pd.DataFrame:
 
 
 def record_scaling(runs: pd.DataFrame) -> pd.DataFrame:
-    return scaling(runs, metrics={APP: [STEPS_PER_S, WALLTIME_USED]}, primary={APP: RATE})
+    app, rate = runs["app"].iloc[0], rate_of(runs)
+    return scaling(runs, metrics={app: [metric(rate), WALLTIME_USED]}, primary={app: rate})
 
 
 def comparison(runs: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     """One row per node count: the published view (wall-time speedup, S/cores) beside what
     the rate says (speedup, parallel efficiency), and how much of the job was time-stepping."""
+    RATE = rate_of(runs)
     wall = table[table["metric"] == WALL].set_index("nodes")
     rate = table[table["metric"] == RATE].set_index("nodes")
     out = pd.DataFrame(
@@ -158,6 +189,7 @@ def comparison(runs: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
 
 def why_they_disagree(compared: pd.DataFrame) -> list[str]:
     """The reasons, in numbers, that the wall-time and rate views differ."""
+    RATE = rate_of(compared)
     notes = []
     last = compared.iloc[-1]
     notes.append(

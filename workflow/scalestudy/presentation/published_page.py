@@ -12,7 +12,7 @@ from ..model.paths import PLOT_KINDS
 from ..model.units import MEMORY_UNIT
 from .page import Bullets, Heading, Para, Table, duration, fmt, write_page
 from .plots import plot_study
-from .published import RATE, WALL, comparison, read_record, record_scaling, why_they_disagree
+from .published import WALL, comparison, rate_of, read_record, record_scaling, why_they_disagree
 from .report import definition_blocks, study_blocks
 
 
@@ -24,7 +24,7 @@ def comparison_table(compared: pd.DataFrame) -> Table:
                "published: wall-time speedup", "published: 'efficiency' = S/cores",
                "steps/s speedup S", "parallel efficiency S·p0/p", "warm-up / benchmark steps",
                "time-stepping share of wall time (steps ÷ steps/s ÷ walltime; > 100%: impossible)"]  # fmt: skip
-    rows = []
+    rows, rate = [], rate_of(compared)
     for _, r in compared.iterrows():
         steps = f"{int(r['warmup_steps']):,} / {int(r['benchmark_steps']):,}" if "warmup_steps" in r else "–"
         share = "–"
@@ -36,7 +36,7 @@ def comparison_table(compared: pd.DataFrame) -> Table:
                 cell(r["cores"]),
                 cell(r.get("memory_used_gb"), 4),
                 duration(r[WALL]),
-                cell(r[RATE]),
+                cell(r[rate]),
                 f"{r['walltime_speedup']:.2f}",
                 f"{r['walltime_speedup_per_core']:.3f}",
                 f"{r['rate_speedup']:.2f}",

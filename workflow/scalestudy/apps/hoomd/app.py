@@ -55,6 +55,8 @@ DECOMPOSITION = re.compile(r"Using domain decomposition: n_x = (\d+) n_y = (\d+)
 
 class Hoomd(WcaBenchmark):
     name = "hoomd"
+    # Published HOOMD-blue scaling tables (steps/s per node count) read as this app's runs.
+    published_record = True
     breakdown_note: ClassVar[str] = (
         "HOOMD-blue's time per operation was not examined: it is not installed on the machine this breakdown "
         "was built on, so no split is shown rather than an invented one"
