@@ -43,11 +43,8 @@ class Echo(App):
 '''
 
 
-def not_copied(directory: str, names: list[str]) -> set[str]:
-    """What a copy of the checkout leaves out: git, venvs, caches, and the results directory at
-    its top (not the package scalestudy/results)."""
-    left_out = shutil.ignore_patterns(".git", ".venv*", ".snakemake", "__pycache__", "*.egg-info")(directory, names)
-    return left_out | ({"results"} & set(names) if Path(directory) == REPO else set())
+# What a copy of the checkout leaves out: git, venvs, caches, and the results directory.
+not_copied = shutil.ignore_patterns(".git", ".venv*", ".snakemake", "__pycache__", "*.egg-info", "results")
 
 
 def test_a_new_app_is_one_folder(tmp_path):

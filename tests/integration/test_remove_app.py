@@ -21,15 +21,9 @@ REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
-def not_copied(directory: str, names: list[str]) -> set[str]:
-    """What a copy of the checkout leaves out: git, venvs, caches, the results directory at its
-    top (not the package scalestudy/results), and the test recordings (no dry run reads them)."""
-    left_out = shutil.ignore_patterns(".git", ".venv*", ".snakemake", "__pycache__", "*.egg-info")(directory, names)
-    return (
-        left_out
-        | ({"results"} & set(names) if Path(directory) == REPO else set())
-        | ({"data"} & set(names) if Path(directory) == REPO / "tests" else set())
-    )
+# What a copy of the checkout leaves out: git, venvs, caches, the results directory, and the
+# test recordings (no dry run reads them).
+not_copied = shutil.ignore_patterns(".git", ".venv*", ".snakemake", "__pycache__", "*.egg-info", "results", "data")
 
 
 def merged(into: dict, over: dict) -> dict:

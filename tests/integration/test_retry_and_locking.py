@@ -146,8 +146,8 @@ def test_a_second_invocation_on_the_same_directory_is_refused_while_one_runs(tmp
 def test_a_batch_job_gets_the_point_of_a_retried_run():
     """The retry number rides in the point JSON, which batch jobs read back (PBS submit)."""
     from points import point
+    from scalestudy.bookkeeping.retry import with_retry
     from scalestudy.model.point import Point
-    from scalestudy.results.retry import with_retry
 
     p = point()
     assert with_retry(p.to_json(), 0) == p.to_json()

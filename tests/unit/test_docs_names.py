@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import ast
 import functools
+import itertools
 import os
 import re
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -361,3 +363,17 @@ def test_the_map_reads_in_ten_minutes():
         if not (page.parent / target.partition("#")[0]).resolve().is_relative_to(docs.REPO)
     ]
     assert outside == []
+
+
+def test_the_layer_table_lists_every_package_in_the_contracts_order():
+    """A listing of workflow/scalestudy/ is alphabetical: the map's layer table is where the order
+    is seen, so it names every package (and the command line), top to bottom as the first import
+    contract (pyproject.toml) orders the layers."""
+    lines = (docs.REPO / "docs" / "ARCHITECTURE.md").read_text().split("\n")
+    start = lines.index("| layer | what lives there | may import |") + 2
+    rows = [line.split("|")[1].strip().strip("`") for line in itertools.takewhile(lambda line: line, lines[start:])]
+    package = docs.REPO / "workflow" / "scalestudy"
+    assert sorted(rows) == sorted(["__main__", *(p.name for p in package.iterdir() if (p / "__init__.py").is_file())])
+    contract = tomllib.loads((docs.REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"][0]
+    ordered = [name.removeprefix("scalestudy.") for layer in contract["layers"] for name in layer.split(" | ")]
+    assert rows == ordered

@@ -6,9 +6,9 @@ zip existed), so nothing finished reruns."""
 import copy
 
 import pytest
+from scalestudy.bookkeeping.history import Survey, summary_line
 from scalestudy.config import sweep
 from scalestudy.model.errors import SweepError
-from scalestudy.results.history import Survey, summary_line
 
 CONFIG = {
     "cluster": "local",

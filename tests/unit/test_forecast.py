@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from scalestudy.apps.registry import APPS
+from scalestudy.bookkeeping.history import survey
 from scalestudy.config import clusters
 from scalestudy.config.files import load_files
 from scalestudy.config.forecast import budget_problems, forecast, forecast_lines, point_service_units
@@ -19,7 +20,6 @@ from scalestudy.model.paths import Layout
 from scalestudy.model.record import definition
 from scalestudy.planning import summary
 from scalestudy.planning.plan import Forcing, Plan, load_plan
-from scalestudy.results.history import survey
 from scalestudy.scheduler import site
 
 # What Snakemake asked for when only the report is a target (snakemake_adapter.SnakemakeRun.forcing).

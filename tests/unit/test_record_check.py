@@ -66,7 +66,7 @@ def test_the_record_schema(record, problem):
 
 
 def test_a_retry_counts_an_ok_record_without_figures_as_failed(tmp_path):
-    from scalestudy.results.retry import planned_retry
+    from scalestudy.bookkeeping.retry import planned_retry
 
     path = tmp_path / "metrics.json"
     path.write_text('{"status": "ok", "started": "2026-01-01T00:00:00+00:00"}')

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from points import pingpong_point, point
 from scalestudy.analysis.records import aggregate
+from scalestudy.bookkeeping import history
 from scalestudy.launch.runner import new_record
 from scalestudy.model.paths import Layout
 from scalestudy.model.record import definition, definition_changes, recorded_definition, same_definition
-from scalestudy.results import history
 
 # ---------------------------------------------------------------- the definition a record measured
 

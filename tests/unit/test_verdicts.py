@@ -22,12 +22,12 @@ from scalestudy.analysis.verdicts import (
     times,
     variants,
 )
+from scalestudy.bookkeeping.repeats import in_play
 from scalestudy.model import order
 from scalestudy.model.contention import OLDER_RULE
 from scalestudy.model.paths import Layout
 from scalestudy.model.repeats import Repeats, limits, needed, relative_ci
 from scalestudy.model.settings import StudySettings
-from scalestudy.results.repeats import in_play
 from scipy import stats
 
 # ---------------------------------------------------------------- the run order

@@ -14,8 +14,8 @@ sys.path.insert(0, PACKAGE_DIR)
 from scalestudy.apps.registry import APPS, rules_files  # noqa: E402
 from scalestudy.config.files import file_problems  # noqa: E402
 from scalestudy.config.packing import GROUP_COMPONENTS_NAME  # noqa: E402
-from scalestudy.results import history  # noqa: E402
-from scalestudy.results.locking import ResultsBusy  # noqa: E402
+from scalestudy.bookkeeping import history  # noqa: E402
+from scalestudy.bookkeeping.locking import ResultsBusy  # noqa: E402
 from scalestudy.model.errors import SweepError  # noqa: E402
 from scalestudy.model.paths import DEFAULT_SWEEP, KEEP_LOG, PLOT_KINDS, compare_outputs  # noqa: E402
 from scalestudy.planning import run_rules, summary, tables  # noqa: E402

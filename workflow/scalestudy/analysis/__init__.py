@@ -1,5 +1,5 @@
 """What a study's records say: read after the runs, from a results directory's state
-(scalestudy.results) and a site's usage records, never from a scheduler or a running job.
+(scalestudy.bookkeeping) and a site's usage records, never from a scheduler or a running job.
 Imports go one way, down this list (an import-linter contract):
 
 scaling_models.py   PMNF scaling models fitted to the curves, and their forecasts

@@ -1,7 +1,7 @@
 """runs.csv: one row per run, finished or not, from each point's metrics.json (checked against
 the record schema, scalestudy.model.record), a site's usage record of its job
 (scalestudy.analysis.accounting) and the records kept when it was measured again
-(scalestudy.results.history); the CSV tables' reading and writing.
+(scalestudy.bookkeeping.history); the CSV tables' reading and writing.
 
 - cost: service units (SU) per run, from the job's resource-usage record or
   estimated from request x charge rate (the source is kept).
@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..apps.registry import app_of
+from ..bookkeeping.history import history_of
 from ..model.contention import (
     CONTENDED_SLACK_CPUS,
     OLDER_RULE,
@@ -33,7 +34,6 @@ from ..model.point import PLACEMENT_DEFAULTS, PROGRAM
 from ..model.rank_probe import cpu_list
 from ..model.record import INVALID_RECORD, record_problems
 from ..model.steplog import step_log
-from ..results.history import history_of
 from .accounting import site_resources
 
 STATUS_PENDING = "pending"
@@ -211,7 +211,7 @@ def contended_mask(side: pd.DataFrame) -> pd.Series:
 
 
 def remeasured(path: Path) -> dict:
-    """Earlier records of the point, kept when it was measured again (results.history): how
+    """Earlier records of the point, kept when it was measured again (bookkeeping.history): how
     many, and why each was superseded, oldest first ('params.iterations: 50 → 100')."""
     kept = history_of(path)
     if not kept:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..apps.registry import APPS, ParseError, app_for
+from ..bookkeeping import retry
 from ..config import clusters
 from ..config.clusters import Cluster
 from ..config.requests import estimated_service_units, job_request
@@ -35,7 +36,6 @@ from ..model.point import Point
 from ..model.rank_probe import LAUNCH_TMPDIR_PREFIX, die_with_parent, host_lines
 from ..model.record import DEFINITION, definition
 from ..model.units import gib_in_gb
-from ..results import retry
 from . import conditions, provenance, site_mpi
 from .command import (
     allocated_hosts,

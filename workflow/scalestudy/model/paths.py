@@ -113,7 +113,7 @@ class Layout:
 
     def kept(self, study: str, point: str, tag: str, name: str = DEFINITION_FILE) -> str:
         """A file of history/<tag>/, where an earlier record of the point is kept when it is
-        superseded (`results.history`): by default its note (definition.json), written last,
+        superseded (`bookkeeping.history`): by default its note (definition.json), written last,
         which says that the folder is whole."""
         return f"{self.history(study, point)}/{tag}/{name}"
 
@@ -124,7 +124,7 @@ class Layout:
         return f"{self.results}/{study}/logs/{step}.log"
 
     def round_file(self, study: str, round_number: str | int) -> str:
-        """What a round of a study's repeats-until-clear decided (results.repeats.next_round):
+        """What a round of a study's repeats-until-clear decided (bookkeeping.repeats.next_round):
         the points of the next round, none when every point has stopped."""
         return f"{self.results}/{study}/rounds/round-{round_number}.json"
 

@@ -26,7 +26,7 @@ SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 HOW_RUN_FIELDS = frozenset({"walltime", "queue"})
 # A parameter axis's column in the tables (runs.csv, scaling.csv): "param.<name>".
 AXIS_PREFIX = "param."
-# The key of the retry number in a retried point's JSON (scalestudy.results.retry).
+# The key of the retry number in a retried point's JSON (scalestudy.bookkeeping.retry).
 RETRY_KEY = "retry"
 # The word for the launcher's own choice of binding or mapping (scalestudy.config.placement).
 DEFAULT_PLACEMENT = "default"
@@ -166,7 +166,7 @@ class Point:
     @classmethod
     def from_json(cls, text: str, walltime_seconds: int, queue: str | None = None) -> Point:
         data = json.loads(text)
-        data.pop(RETRY_KEY, None)  # the retry number of a retried point (scalestudy.results.retry)
+        data.pop(RETRY_KEY, None)  # the retry number of a retried point (scalestudy.bookkeeping.retry)
         data["queue"] = queue
         data["axes"] = tuple(data["axes"])
         data["walltime"] = hms(walltime_seconds)

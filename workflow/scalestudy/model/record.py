@@ -11,7 +11,7 @@ The runner writes one JSON object per run:
 Every reader checks it (`record_problems`): an ok record without its app's primary figure
 (a hand-edited file, a bug) is not a success. Planning compares a record's definition with
 the point's current one (`same_definition`): a changed point is measured again and its old
-record kept (`scalestudy.results.history`). Records written before `definition` existed
+record kept (`scalestudy.bookkeeping.history`). Records written before `definition` existed
 carry the same facts in `point`, `params`, `mpi_flags` and `nccl_env`; they are read back
 from there.
 """

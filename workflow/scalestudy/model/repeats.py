@@ -4,7 +4,7 @@
 repeats first, then one more per point while the 95% confidence interval of the mean of its
 primary figure is wider than ± ci of the mean and max is not reached: a quiet machine spends
 less, a noisy one more. The decision is made round by round from the repeats that have
-finished (`needed`; results.repeats, a checkpoint per round in the workflow). Every
+finished (`needed`; bookkeeping.repeats, a checkpoint per round in the workflow). Every
 repeat up to max is a point of the sweep (its id never changes), so the forecast and
 budget_su_total count max.
 """

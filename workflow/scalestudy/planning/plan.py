@@ -8,7 +8,7 @@
 `Plan` holds what is decided at load, each field made by one function below (each tested
 alone): the study (`scheduler.site.load_study`: the sweep, its typed settings, the cluster,
 every refusal), the repeats planned now, the files the workflow makes that points read,
-the survey of what each point's run directory holds (`results.history.survey`), the points
+the survey of what each point's run directory holds (`bookkeeping.history.survey`), the points
 this invocation submits, their packs, run order and rounds. What is asked of it lives in
 the modules beside this one, as functions of a plan: `summary` (the lines before the first
 job, the budget), `run_rules` (the run rules' inputs, param, resources, targets), `tables`
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..bookkeeping import history, repeats
 from ..config import packing
 from ..config.clusters import Cluster
 from ..config.study import Study, inputs_by_key, inputs_key, made_here, under_assets
@@ -36,7 +37,6 @@ from ..model import order
 from ..model.errors import SweepError
 from ..model.paths import Layout
 from ..model.point import Point, Sweep
-from ..results import history, repeats
 from ..scheduler import site
 
 # The targets that build from what has finished and run no point.
@@ -164,7 +164,7 @@ class Plan:
 
 def planned_now(study: Study, main_process: bool) -> tuple[Study, list[Point]]:
     """(the study with only the repeats needed now, the later repeats): repeats until the answer
-    is clear plan those the records call for (results.repeats.in_play: round 1); the others up
+    is clear plan those the records call for (bookkeeping.repeats.in_play: round 1); the others up
     to max come in later rounds. A batch job's own Snakemake plans every point."""
     if not main_process:
         return study, []
@@ -189,7 +189,7 @@ def made_inputs_of(points: Iterable[Point], layout: Layout) -> dict[Hashable, li
 
 
 def surveyed(study: Study, main_process: bool, made: Callable[[Point], Sequence[str]]) -> history.Survey:
-    """What each planned point's run directory holds (results.history.survey); a job run in a
+    """What each planned point's run directory holds (bookkeeping.history.survey); a job run in a
     process of its own (a batch job) needs none of it."""
     if not main_process:
         return history.Survey()

@@ -19,11 +19,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..apps.base import App
+from ..bookkeeping import retry
 from ..config.requests import job_request
 from ..config.study import inputs_key
 from ..model.point import Point, first_repeats
 from ..model.units import GIB, MIB
-from ..results import retry
 from .plan import LOCAL_STEP, Plan
 
 # A value of a run rule's directive that depends on the point: a function of (study, point id).

@@ -6,9 +6,9 @@ function of the plan and of what Snakemake's DAG holds, each done by one owner:
     check_site_modules      launch.modules.site_problems: the site's modules exist and load its MPI
     check_site_mpi          launch.site_mpi.problems: each launcher is its MPI, and the ranks' mpi4py's
     say_uncounted_reruns    summary.rerun_line: Snakemake runs more run jobs than counted
-    take_lock               results.locking.hold: one running workflow per results directory
-    archive_retries         results.retry.archive: the failed records to retry
-    keep_before_rerun       results.history.keep_before_rerun: finished records about to rerun
+    take_lock               bookkeeping.locking.hold: one running workflow per results directory
+    archive_retries         bookkeeping.retry.archive: the failed records to retry
+    keep_before_rerun       bookkeeping.history.keep_before_rerun: finished records about to rerun
     resubmit_never_ran      scheduler.pbs.resume.never_ran (PBS only): resumed jobs deleted unrun
     save_packs              scheduler.pbs.cache.save_packs (PBS only): the packs for qsub
 
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..apps.registry import app_for
+from ..bookkeeping import history, locking, retry
 from ..launch import modules, site_mpi
 from ..model.errors import SweepError
-from ..results import history, locking, retry
 from ..scheduler.pbs import cache as pbs_cache
 from ..scheduler.pbs import resume as pbs_resume
 from .plan import Forcing, Plan

@@ -12,10 +12,10 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from ..bookkeeping import history
 from ..config import forecast, packing
 from ..model.paths import RUNS_SEGMENT
 from ..model.point import Point
-from ..results import history
 from .plan import REPORT_TARGETS, Forcing, Plan, run_rule
 
 

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..bookkeeping import repeats
 from ..model.errors import SweepError
 from ..model.point import Point
 from ..model.repeats import stopped_at_max
-from ..results import repeats
 from .plan import Plan, round_points
 
 
@@ -31,7 +31,7 @@ def all_points_of(plan: Plan, study: str) -> list[Point]:
 
 def points_now(plan: Plan, study: str) -> list[Point]:
     """The points of `study` as the records on disk leave it: every point, or for repeats
-    until clear those needed so far (results.repeats.in_play), after the last round too."""
+    until clear those needed so far (bookkeeping.repeats.in_play), after the last round too."""
     return repeats.in_play(all_points_of(plan, study), {study: plan.study.settings.studies[study]}, plan.layout)
 
 
@@ -72,7 +72,7 @@ def round_inputs(plan: Plan, study: str, round_number: int, round_output: Callab
 
 
 def write_next_round(plan: Plan, study: str, round_number: int, path: str, log: str | None = None) -> list[str]:
-    """Decide round `round_number + 1` from the records made so far (results.repeats.next_round)
+    """Decide round `round_number + 1` from the records made so far (bookkeeping.repeats.next_round)
     and write it to `path`: the ids of its points (none: every point has stopped) and why
     each point goes on or stops. The line that says so goes to stderr and `log`, and is
     returned."""

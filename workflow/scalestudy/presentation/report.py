@@ -18,9 +18,9 @@ from ..analysis.breakdown import part_of
 from ..analysis.records import STATUS_PENDING, read_table
 from ..analysis.scaling import apps_of
 from ..analysis.statistics import MEAN
+from ..bookkeeping.retry import RETRY_FAILED
 from ..model.paths import PLOT_KINDS
 from ..model.steplog import step_log
-from ..results.retry import RETRY_FAILED
 from .glossary import DEFINITIONS
 from .page import Bullets, Details, Heading, Image, Link, Para, Table, scale_text, write_page
 from .plots import NO_SIZE_CURVE, missing_plots, primary_table

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from ..apps.registry import app_for
 from ..model.paths import Layout
 from ..model.point import Point
+from ..model.repeats import needed
 from ..model.settings import StudySettings
-from ..model.repeats import limits, needed
 from .history import read
 
 

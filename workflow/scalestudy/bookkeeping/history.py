@@ -16,7 +16,7 @@ sorts the points:
   than the old record and the study target asks for it, so the point reruns with or
   without metadata, after its record is safe. <tag> is the old record's start time and a
   digest of its definition.
-- retry: `--config retry_failed=true` and a failed record (scalestudy.results.retry). Its
+- retry: `--config retry_failed=true` and a failed record (scalestudy.bookkeeping.retry). Its
   record is kept in history/ by the keep rule too (so that it reruns without metadata),
   besides the copy under attempts/ that the retry makes.
 - inputs: a file the workflow made for the point (an asset) is newer than its record;
@@ -70,7 +70,7 @@ class PointState:
     reason: str | None = None  # why it runs (REASONS), None: finished
     kept: tuple[str, ...] = ()  # its kept records, inputs of its run job (the pending one included)
     keep: str | None = None  # the kept record still to make (its definition.json)
-    retry: int = 0  # its retry number (scalestudy.results.retry)
+    retry: int = 0  # its retry number (scalestudy.bookkeeping.retry)
     failed: dict | None = None  # a failed record to archive under attempts/ before it reruns
 
 

@@ -28,12 +28,12 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-# The option that reruns the failed points (and only them), as a user types it.
-RETRY_FAILED = "--config retry_failed=true"
-
 from ..model.paths import ATTEMPTS, METRICS, STDOUT
 from ..model.point import RETRY_KEY
 from ..model.record import record_problems
+
+# The option that reruns the failed points (and only them), as a user types it.
+RETRY_FAILED = "--config retry_failed=true"
 
 UNREADABLE = {"status": "failed", "reason": "metrics.json unreadable"}
 
