@@ -8,7 +8,7 @@ a benchmark:
 - rank.py, the program every rank runs under mpirun: the protocol (our equivalent of the
   reference module, or, with `params.harness: hoomd_benchmarks`, the reference module itself),
   and the maker of the initial state. It imports nothing of scalestudy, so it never loads this
-  module (pyproject.toml: its import contract).
+  module (pyproject.toml: the rank-program contract).
 
 The initial state is made once per (N, density, dimensions) under the results directory's
 assets, by the `hoomd_initial_state` rule (rules.smk in this folder wires what this module

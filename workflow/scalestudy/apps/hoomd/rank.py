@@ -20,7 +20,8 @@ Three commands:
 on that same cached state, from the run directory.
 
 The app (app.py beside it) builds these command lines and parses what they print; this program
-imports nothing of scalestudy (pyproject.toml: its import contract), so a rank loads no planner:
+imports nothing of scalestudy (pyproject.toml's rank-program contract holds every rank program to
+no planner; this one imports not even the model layer), so a rank loads no planner:
 started as `python -m scalestudy.apps.hoomd.rank`, Python first imports the packages around it
 (scalestudy, scalestudy.apps, scalestudy.apps.hoomd), and each of those is a docstring only
 (tests/integration/test_rank_programs.py).
