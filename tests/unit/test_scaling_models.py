@@ -174,3 +174,20 @@ def test_a_results_directory_is_read_for_the_predictions(tmp_path):
     assert len(read) == 4 and set(read["study"]) == {"md"}
     # A published record stands for the studies of its app only.
     assert measured_scaling(GADI, ["md", "h"], {"md": "lammps", "h": "hoomd"})["study"].unique().tolist() == ["h"]
+
+
+def test_a_times_model_columns_are_the_fit_its_prediction_comes_from():
+    # WAVETRISK's 2018 runs on Niagara (published times, first 6 scales): the prediction of a time
+    # is the inverse of its rate's model (analysis.intervals); the page's formula and model_value
+    # are that one fit, not a separate fit of the time (which missed it by more than 1% here).
+    published = pd.read_csv(REPO / "benchmarks/data/published_strong_scaling.csv", comment="#")
+    series = published[published["series"] == "wavetrisk_niagara_2018"].sort_values("p").head(6)
+    ranks, times = series["p"].to_numpy(), series["value"].to_numpy(float)
+    table = scaling_models.add_model_columns(strong_time_table({"loop_time": times}, ranks))
+    [cf] = scaling_models.curve_fits(table)
+    centre = cf.calibrated(cf.p).value
+    assert table["model_value"].to_numpy(float) == pytest.approx(centre, rel=1e-9)
+    assert table["model"].iloc[0].startswith("1/(") and table["model_form"].iloc[0].startswith("1/(c + ")
+    assert scaling_models_page.model_sentence(cf).startswith(f"loop_time ≈ {table['model'].iloc[0]} (the inverse")
+    time_model = pmnf.fit(cf.p, cf.mean).best(cf.p)
+    assert np.max(np.abs(time_model / centre - 1)) > 0.01  # the two fits do differ: the test can tell them apart
