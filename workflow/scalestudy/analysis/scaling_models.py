@@ -200,7 +200,7 @@ class CurveFit:
         """The calibrated interval (analysis.intervals) of a rate or a time at `at`: the figure
         modelled as a rate, its interval widened with the distance beyond the largest measured
         scale as the published series' held-out errors say; with why there is no useful one."""
-        return intervals.interval(self.p, self.mean, at, self.kind, self.se, self.spread, level)
+        return intervals.interval(self.p, self.mean, at, self.kind, self.se, self.spread, level, scaling=self.scaling)
 
     def prediction(self, at) -> pmnf.Prediction:
         """The figure at `at` with its interval: a rate's or a time's calibrated (`calibrated`);

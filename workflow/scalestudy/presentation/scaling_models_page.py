@@ -163,7 +163,7 @@ def measure_next_sentence(cf: CurveFit, target: float | None = None, cost=None, 
         return f"Where to measure next: {problem}."
     if choices is None:
         choices = candidates(largest, target, cf.ranks_per_node or 1.0)
-    found = measure_next(cf.p, cf.mean, cf.kind, target, cf.se, choices=choices)
+    found = measure_next(cf.p, cf.mean, cf.kind, target, cf.se, choices=choices, scaling=cf.scaling)
     if not math.isfinite(found.scale) or found.after is None:
         return ""
     price = cost(found.scale) if cost is not None else None
