@@ -179,7 +179,14 @@ class Miss:
 
 
 def misses(p, rate, se=None, level: float = pmnf.CONFIDENCE) -> list[Miss]:
-    """`backtest`'s predictions with their signed errors (those the model puts at or below zero left out)."""
+    """`backtest`'s predictions with their signed errors (-inf where the model predicts no positive
+    figure: no term holds it). Cached: the interval's terms and own_slope share one backtest."""
+    key = (tuple(np.asarray(p, float)), tuple(np.asarray(rate, float)))
+    return list(cached_misses(*key, None if se is None else tuple(np.asarray(se, float)), level))
+
+
+@functools.lru_cache(maxsize=4096)
+def cached_misses(p: tuple, rate: tuple, se: tuple | None, level: float) -> tuple[Miss, ...]:
     p, rate = np.asarray(p, dtype=float), np.asarray(rate, dtype=float)
     se = None if se is None else np.asarray(se, dtype=float)
     out = []
@@ -191,10 +198,11 @@ def misses(p, rate, se=None, level: float = pmnf.CONFIDENCE) -> list[Miss]:
         w = bootstrap_halfwidth(found, later, None if se is None else se[:k], level)
         predicted = found.best(later)
         for j, at in enumerate(later):
-            if not (predicted[j] > 0 and rate[k + j] > 0 and math.isfinite(w[j])):
+            if not rate[k + j] > 0:
                 continue
-            out.append(Miss(float(distance(at, p[k - 1])), math.log(rate[k + j] / predicted[j]), float(w[j])))
-    return out
+            error = math.log(rate[k + j] / predicted[j]) if predicted[j] > 0 else -math.inf
+            out.append(Miss(float(distance(at, p[k - 1])), error, float(w[j])))
+    return tuple(out)
 
 
 def own_terms(p, rate, se=None, level: float = pmnf.CONFIDENCE, lean: float = 0.0) -> tuple[float, float]:
@@ -221,9 +229,9 @@ def own_slope(p, rate, se=None, level: float = pmnf.CONFIDENCE) -> float:
     return cached_own_slope(*key, None if se is None else tuple(np.asarray(se, float)), level)
 
 
-@functools.lru_cache(maxsize=4096)
 def cached_own_slope(p: tuple, rate: tuple, se: tuple | None, level: float) -> float:
-    scores = [s for _, s in backtest(p, rate, None if se is None else np.asarray(se), level) if not math.isnan(s)]
+    """`backtest`'s largest score, from the shared backtest (`cached_misses`)."""
+    scores = [(abs(m.error) - m.halfwidth) / m.doublings for m in cached_misses(p, rate, se, level)]
     return max([0.0, *scores])
 
 
