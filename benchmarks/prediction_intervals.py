@@ -248,19 +248,91 @@ def measure_next_section(small: bool) -> None:
               f" narrower 95% interval at the target in {share:.1%} of them (ties half; by chance: 50%)")  # fmt: skip
 
 
+SHARP = {"given": 0.5, "held95": 0.90, "held80": 0.80, "lean": 0.60}  # issue 47's goals within 2x
+
+
+def sharpness(cases: list[dict]) -> dict:
+    """Issue 47's figures over the held-out points within 2x the largest fitted scale: how many
+    95% intervals are given (span <= USEFUL_SPAN) and how many of those hold the published value;
+    the same for the 80% bands; which side the centre misses on (optimistic: it promised more
+    than was published) and which side the given intervals miss on."""
+    out = {"n": 0, "given95": 0, "held95": 0, "given80": 0, "held80": 0, "optimistic": 0, "pessimistic": 0,
+           "out_low": 0, "out_high": 0}  # fmt: skip
+    for c in cases:
+        near = c["p_out"] <= 2 * c["largest"] * (1 + 1e-9)
+        for j in np.nonzero(near)[0]:
+            published = c["y_out"][j]
+            band95 = c[0.95]
+            if not np.isfinite(band95.value[j]):
+                continue
+            out["n"] += 1
+            rate_ratio = intervals.orient(np.array([band95.value[j] / published]), c["kind"])[0]
+            out["optimistic" if rate_ratio > 1 else "pessimistic"] += 1
+            for level, given, held in ((0.95, "given95", "held95"), (0.8, "given80", "held80")):
+                band = c[level]
+                if band.reasons[j]:
+                    continue
+                out[given] += 1
+                inside = band.low[j] <= published <= band.high[j]
+                out[held] += int(inside)
+                if not inside and level == 0.95:
+                    better = published > band.high[j] if c["kind"] == "rate" else published < band.low[j]
+                    out["out_high" if better else "out_low"] += 1
+    return out
+
+
+def sharpness_line(label: str, f: dict) -> str:
+    def share(a, b):
+        return f"{a}/{b} ({a / b:.0%})" if b else f"{a}/0"
+
+    n, sides = f["n"], f["optimistic"] + f["pessimistic"]
+    met = (n and f["given95"] / n >= SHARP["given"] and f["given95"] and f["held95"] / f["given95"] >= SHARP["held95"]
+           and f["given80"] and f["held80"] / f["given80"] >= SHARP["held80"]
+           and sides and max(f["optimistic"], f["pessimistic"]) / sides <= SHARP["lean"])  # fmt: skip
+    return (f"  {label:40} n={n:3}  95% given {share(f['given95'], n)}, held {share(f['held95'], f['given95'])}"
+            f"  80% given {share(f['given80'], n)}, held {share(f['held80'], f['given80'])}"
+            f"  centre optimistic {share(f['optimistic'], sides)}"
+            f"  95% misses below/above {f['out_low']}/{f['out_high']}"
+            f"  goals: {'met' if met else 'NOT met'}")  # fmt: skip
+
+
+def sharpness_section(small: bool) -> None:
+    print("\n(v) Issue 47's goals within 2x the largest fitted scale (strong scaling): a 95% interval spanning at most"
+          f" x{intervals.USEFUL_SPAN:g} given for >= {SHARP['given']:.0%} of the points, >= {SHARP['held95']:.0%} of"
+          f" those holding the published value, the given 80% bands >= {SHARP['held80']:.0%}, and neither side more"
+          f" than {SHARP['lean']:.0%} of the centre's misses (optimistic: it promised more than was published);"
+          " fitted on the first 4 and 5 scales (as (ii)) and, below, on the first k for every k >= 4")  # fmt: skip
+    series = published_series()
+    if small:
+        series = dict(list(series.items())[:2] + list(series.items())[-2:])
+    for protocol in ("first 4 and 5",) if small else ("first 4 and 5", "every k"):  # --small: the cheap one
+        by_split: dict[str, list[dict]] = {"calibrate": [], "check": [], "aside": []}
+        for name, s in series.items():
+            ks = (4, 5) if protocol == "first 4 and 5" else range(pmnf.MIN_SCALES, len(s["p"]))
+            by_split[s["split"]] += [
+                case(name, s["p"], s["y"], s["kind"], k, s["split"]) for k in ks if len(s["p"]) > k
+            ]
+        for split, cases in by_split.items():
+            if cases:
+                print(sharpness_line(f"{split} split, {protocol} scales", sharpness(cases)))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--small", action="store_true", help="a few series and curves (the test's run)")
     args = parser.parse_args()
     calibration = intervals.calibration()
-    print(f"calibration: {', '.join(f'{k:.0%}: {v:.3f}' for k, v in calibration.slope.items())} per doubling, from"
-          f" {len(calibration.series)} series ({', '.join(calibration.series)})")  # fmt: skip
+    sides = ", ".join(f"{k:.0%}: -{calibration.low[k]:.3f}/+{calibration.high[k]:.3f}" for k in calibration.low)
+    print(f"calibration: {', '.join(f'{k:.0%}: {v:.3f}' for k, v in calibration.slope.items())} per doubling"
+          f" (symmetric: not strong scaling); strong scaling: lean {calibration.lean:+.3f}, {sides} per doubling;"
+          f" from {len(calibration.series)} series ({', '.join(calibration.series)})")  # fmt: skip
     if not EXTRAP.extrap_command():
         print("Extra-P columns: skipped (not installed: pip install --no-deps -r requirements-extrap.txt)")
     gadi_section()
     published_section(args.small)
     synthetic_section(args.small)
     measure_next_section(args.small)
+    sharpness_section(args.small)
     return 0
 
 

@@ -234,6 +234,8 @@ def test_prediction_intervals_run_and_print_their_coverage_beside_extrap():
     assert "(i) The published Gadi table" in run.stdout and "1-4 nodes: 3 scales: too few" in run.stdout
     assert "TOTAL check split" in run.stdout and "goal: >= 90% of the check split inside" in run.stdout
     assert "TOTAL synthetic" in run.stdout and "(iv) Where to measure next" in run.stdout
+    assert "(v) Issue 47's goals within 2x the largest fitted scale" in run.stdout
+    assert "check split, first 4 and 5 scales" in run.stdout and "95% given " in run.stdout
     assert ("Extra-P columns: skipped" in run.stdout) or ("Extra-P   " in run.stdout)
 
 

@@ -130,9 +130,11 @@ def test_the_published_gadi_predictions_are_held_to_the_table():
     rows = benchmark().published_section()
     by = {(r["p"], r["fitted"], r["at"]): r for r in rows}
     # 1-8 nodes over-predicts (the superlinear 1 -> 2 nodes step): the bootstrap's interval alone
-    # misses the published value; the calibrated one (the model's form's error) holds it.
-    assert by[("ranks", "1-8 nodes", 16)]["ratio"] == pytest.approx(1.12, abs=0.01)
-    assert by[("ranks", "1-8 nodes", 32)]["ratio"] == pytest.approx(1.26, abs=0.02)
+    # misses the published value; the calibrated one (the model's form's error) holds it. The
+    # centre corrected for the calibration series' lean (issue 47) is nearer: 1.03 at 16 nodes
+    # (the model alone: 1.12), 1.16 at 32 (1.26).
+    assert by[("ranks", "1-8 nodes", 16)]["ratio"] == pytest.approx(1.03, abs=0.01)
+    assert by[("ranks", "1-8 nodes", 32)]["ratio"] == pytest.approx(1.16, abs=0.02)
     assert not by[("ranks", "1-8 nodes", 32)]["inside_bootstrap"]
     assert all(row["inside"] for row in rows)
 
@@ -157,7 +159,8 @@ def test_plan_predicts_the_larger_points_from_a_measured_study(tmp_path, monkeyp
     notes = [line for line in capsys.readouterr().out.splitlines() if "predicted from" in line]
     # The record measured up to 32 nodes: only 64 nodes is predicted, with its cost.
     assert len(notes) == 1 and "hoomd-wca 64 nodes (p = 3,072): time steps per second" in notes[0]
-    assert "parallel efficiency 0.33" in notes[0] and "SU a run" in notes[0] and "a point to drop?" in notes[0]
+    # (0.33 from the model alone; 0.30 with the centre corrected for the calibration series' lean)
+    assert "parallel efficiency 0.30" in notes[0] and "SU a run" in notes[0] and "a point to drop?" in notes[0]
     assert main([*args[:-1], str(tmp_path / "nothing")]) == 2
 
 
@@ -174,3 +177,20 @@ def test_a_results_directory_is_read_for_the_predictions(tmp_path):
     assert len(read) == 4 and set(read["study"]) == {"md"}
     # A published record stands for the studies of its app only.
     assert measured_scaling(GADI, ["md", "h"], {"md": "lammps", "h": "hoomd"})["study"].unique().tolist() == ["h"]
+
+
+def test_a_times_model_columns_are_the_fit_its_prediction_comes_from():
+    # WAVETRISK's 2018 runs on Niagara (published times, first 6 scales): the prediction of a time
+    # is the inverse of its rate's model (analysis.intervals); the page's formula and model_value
+    # are that one fit, not a separate fit of the time (which missed it by more than 1% here).
+    published = pd.read_csv(REPO / "benchmarks/data/published_strong_scaling.csv", comment="#")
+    series = published[published["series"] == "wavetrisk_niagara_2018"].sort_values("p").head(6)
+    ranks, times = series["p"].to_numpy(), series["value"].to_numpy(float)
+    table = scaling_models.add_model_columns(strong_time_table({"loop_time": times}, ranks))
+    [cf] = scaling_models.curve_fits(table)
+    centre = cf.calibrated(cf.p).value
+    assert table["model_value"].to_numpy(float) == pytest.approx(centre, rel=1e-9)
+    assert table["model"].iloc[0].startswith("1/(") and table["model_form"].iloc[0].startswith("1/(c + ")
+    assert scaling_models_page.model_sentence(cf).startswith(f"loop_time ≈ {table['model'].iloc[0]} (the inverse")
+    time_model = pmnf.fit(cf.p, cf.mean).best(cf.p)
+    assert np.max(np.abs(time_model / centre - 1)) > 0.01  # the two fits do differ: the test can tell them apart

@@ -17,6 +17,20 @@ log space (a time's interval is exactly the inverse of the rate's, and never rea
     written by benchmarks/calibrate_intervals.py into CALIBRATION_FILE (nothing typed by hand);
   - the study's own leave-future-out backtest (`own_slope`): the same score on its measured
     scales (fit on the first k, predict k+1..n), where it has more than pmnf.MIN_SCALES scales.
+That is the interval of a figure not of strong scaling. For strong scaling (the published
+series' kind) the first doubling beyond the largest measured scale is sharper (issue 47): with
+d1 = min(d, 1) and d2 = max(d − 1, 0),
+
+    [ log f(p) + b·d1 − w − c_low·d1 − c·d2 ,  log f(p) + b·d1 + w + c_high·d1 + c·d2 ]
+
+- b (`Calibration.lean`): the median of log(published/predicted)/d over the calibration half's
+  backtest predictions (below 0: the models promise more than was published);
+- c_low, c_high (`Calibration.low`, `.high`): split conformal terms on each side of that corrected
+  centre, each backtest prediction weighing 1, the interval allowed to miss ⌊N − L(N + 1)⌋ of the
+  N predictions, half on each side (equal tails), each the larger of the calibrated one and the
+  study's own backtest's (`own_terms`);
+- c: the symmetric term above, for each doubling past the first (the per-doubling terms come
+  from all distances, mostly of misses past 2×; beyond it the conservative term is kept).
 The model is fitted to the figure as a rate (a time is inverted first: `orient`), so that the
 rate's and the time's answers are one answer. Where the interval spans more than USEFUL_SPAN
 (high/low), there is no useful prediction: `Interval.reasons` says why in words.
@@ -50,28 +64,38 @@ KINDS = ("rate", "time")
 
 @dataclass(frozen=True)
 class Calibration:
-    """The distance term per level (log units per doubling) and where it came from."""
+    """The distance terms per level (log units per doubling) and where they came from: `slope`,
+    symmetric (a figure not of strong scaling); `lean`, `low` and `high` (strong scaling: the
+    centre's correction per doubling, and the terms below and above it: see `interval`)."""
 
     slope: dict[float, float]
     series: tuple[str, ...] = ()
     points: int = 0
     made_by: str = ""
+    lean: float = 0.0
+    low: dict[float, float] = field(default_factory=dict)
+    high: dict[float, float] = field(default_factory=dict)
 
-    def at(self, level: float) -> float:
-        if level in self.slope:
-            return self.slope[level]
-        raise ValueError(f"level {level}: not calibrated (calibrated: {', '.join(f'{v:g}' for v in self.slope)})")
+    def at(self, level: float, table: dict[float, float] | None = None) -> float:
+        table = self.slope if table is None else table
+        if level in table:
+            return table[level]
+        raise ValueError(f"level {level}: not calibrated (calibrated: {', '.join(f'{v:g}' for v in table)})")
 
 
 @functools.lru_cache(maxsize=1)
 def calibration() -> Calibration:
     """CALIBRATION_FILE, as benchmarks/calibrate_intervals.py wrote it."""
     data = json.loads(CALIBRATION_FILE.read_text())
+    strong = data.get("strong", {})
     return Calibration(
         slope={float(k): float(v) for k, v in data["slope"].items()},
         series=tuple(data.get("series", ())),
         points=int(data.get("points", 0)),
         made_by=str(data.get("made_by", "")),
+        lean=float(strong.get("lean", 0.0)),
+        low={float(k): float(v) for k, v in strong.get("low", {}).items()},
+        high={float(k): float(v) for k, v in strong.get("high", {}).items()},
     )
 
 
@@ -135,6 +159,68 @@ def backtest(p, rate, se=None, level: float = pmnf.CONFIDENCE) -> list[tuple[flo
     return out
 
 
+@dataclass(frozen=True)
+class Miss:
+    """One leave-future-out prediction of a rate: its doublings beyond the fitted scales, its error
+    log(published / predicted) (below 0: the model promised more than was published), and the
+    bootstrap's half-width there."""
+
+    doublings: float
+    error: float
+    halfwidth: float
+
+    def high_score(self, lean: float) -> float:
+        """The term per doubling above the lean-corrected centre that holds this point."""
+        return (self.error - lean * self.doublings - self.halfwidth) / self.doublings
+
+    def low_score(self, lean: float) -> float:
+        """The term per doubling below the lean-corrected centre that holds this point."""
+        return (lean * self.doublings - self.error - self.halfwidth) / self.doublings
+
+
+def misses(p, rate, se=None, level: float = pmnf.CONFIDENCE) -> list[Miss]:
+    """`backtest`'s predictions with their signed errors (-inf where the model predicts no positive
+    figure: no term holds it). Cached: the interval's terms and own_slope share one backtest."""
+    key = (tuple(np.asarray(p, float)), tuple(np.asarray(rate, float)))
+    return list(cached_misses(*key, None if se is None else tuple(np.asarray(se, float)), level))
+
+
+@functools.lru_cache(maxsize=4096)
+def cached_misses(p: tuple, rate: tuple, se: tuple | None, level: float) -> tuple[Miss, ...]:
+    p, rate = np.asarray(p, dtype=float), np.asarray(rate, dtype=float)
+    se = None if se is None else np.asarray(se, dtype=float)
+    out = []
+    for k in range(pmnf.MIN_SCALES, len(p)):
+        found = pmnf.fit(p[:k], rate[:k])
+        if found.best is None:
+            continue
+        later = p[k:]
+        w = bootstrap_halfwidth(found, later, None if se is None else se[:k], level)
+        predicted = found.best(later)
+        for j, at in enumerate(later):
+            if not rate[k + j] > 0:
+                continue
+            error = math.log(rate[k + j] / predicted[j]) if predicted[j] > 0 else -math.inf
+            out.append(Miss(float(distance(at, p[k - 1])), error, float(w[j])))
+    return tuple(out)
+
+
+def own_terms(p, rate, se=None, level: float = pmnf.CONFIDENCE, lean: float = 0.0) -> tuple[float, float]:
+    """The largest terms below and above the lean-corrected centre that the study's own
+    leave-future-out backtest asks for ((0, 0) where it has too few scales to test one). Cached:
+    the page, the plot and the table ask for one curve's interval several times."""
+    key = (tuple(np.asarray(p, float)), tuple(np.asarray(rate, float)))
+    return cached_own_terms(*key, None if se is None else tuple(np.asarray(se, float)), level, lean)
+
+
+@functools.lru_cache(maxsize=4096)
+def cached_own_terms(p: tuple, rate: tuple, se: tuple | None, level: float, lean: float) -> tuple[float, float]:
+    found = misses(p, rate, None if se is None else np.asarray(se), level)
+    low = max([0.0, *(m.low_score(lean) for m in found)])
+    high = max([0.0, *(m.high_score(lean) for m in found)])
+    return low, high
+
+
 def own_slope(p, rate, se=None, level: float = pmnf.CONFIDENCE) -> float:
     """The largest distance term the study's own leave-future-out backtest asks for (0 where it
     has too few scales to test one). Cached: the page, the plot and the table ask for one curve's
@@ -143,9 +229,9 @@ def own_slope(p, rate, se=None, level: float = pmnf.CONFIDENCE) -> float:
     return cached_own_slope(*key, None if se is None else tuple(np.asarray(se, float)), level)
 
 
-@functools.lru_cache(maxsize=4096)
 def cached_own_slope(p: tuple, rate: tuple, se: tuple | None, level: float) -> float:
-    scores = [s for _, s in backtest(p, rate, None if se is None else np.asarray(se), level) if not math.isnan(s)]
+    """`backtest`'s largest score, from the shared backtest (`cached_misses`)."""
+    scores = [(abs(m.error) - m.halfwidth) / m.doublings for m in cached_misses(p, rate, se, level)]
     return max([0.0, *scores])
 
 
@@ -159,8 +245,9 @@ class Interval:
     high: np.ndarray
     level: float
     doublings: np.ndarray
-    slope: float = 0.0  # the distance term in force (log units per doubling)
+    slope: float = 0.0  # the larger distance term in force (log units per doubling)
     reasons: list[str] = field(default_factory=list)  # per `at`: '' where the interval is useful
+    lean: float = 0.0  # the centre's correction per doubling beyond the largest measured scale (log units)
 
     @property
     def span(self) -> np.ndarray:
@@ -210,9 +297,12 @@ def interval(
     spread: Sequence[float] | None = None,
     level: float = pmnf.CONFIDENCE,
     calibrated: Calibration | None = None,
+    scaling: str = "strong",
 ) -> Interval:
     """The calibrated interval of figure y (a 'rate' or a 'time', one mean per scale p; se: the
-    standard error of each mean; spread: the repeats' relative standard deviation) at `at`."""
+    standard error of each mean; spread: the repeats' relative standard deviation) at `at`, for a
+    study of `scaling` ('strong': the lean-corrected centre and its own terms below and above it,
+    where the calibration has them; else the symmetric term)."""
     at = np.atleast_1d(np.asarray(at, dtype=float))
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r}: an interval is made for a rate or a time")
@@ -231,27 +321,46 @@ def interval(
     if found.best is None:
         return nothing(at, level, found.reason)
     calibrated = calibrated or calibration()
-    slope = max(calibrated.at(level), own_slope(p, rate, rate_se, level))
     doublings = distance(at, p.max())
-    center = found.best(at)
+    model = found.best(at)
     w = bootstrap_halfwidth(found, at, rate_se, level)
-    half = w + slope * doublings
+    strong = scaling == "strong" and level in calibrated.low and level in calibrated.high
+    if strong:
+        # The first doubling: the centre corrected for the calibration series' lean, its own terms
+        # below and above; each further doubling: the symmetric term (see the module's docstring).
+        lean = calibrated.lean
+        own_low, own_high = own_terms(p, rate, rate_se, level, lean)
+        below = max(calibrated.at(level, calibrated.low), own_low)
+        above = max(calibrated.at(level, calibrated.high), own_high)
+        wide = max(calibrated.at(level), own_slope(p, rate, rate_se, level))
+        first, further = np.fmin(doublings, 1.0), np.fmax(doublings - 1.0, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            centre = np.log(model) + lean * first
+        up = centre + w + above * first + wide * further
+        down = centre - w - below * first - wide * further
+        slope = max(below, above, wide if (doublings > 1).any() else 0.0)
+    else:
+        lean, slope = 0.0, max(calibrated.at(level), own_slope(p, rate, rate_se, level))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            centre = np.log(model)
+        up, down = centre + w + slope * doublings, centre - w - slope * doublings
     with np.errstate(over="ignore", invalid="ignore"):
-        low, high = center * np.exp(-half), center * np.exp(half)
+        center, low, high = np.exp(centre), np.exp(down), np.exp(up)
     if kind == "time":  # the time's interval is the rate's, inverted
         with np.errstate(divide="ignore"):
             center, low, high = 1 / center, 1 / high, 1 / low
     reasons = []
     for k in range(len(at)):
-        if not found.best(at[k : k + 1])[0] > 0:
+        if not model[k] > 0:
             reasons.append("the model leaves the figure's range here (at or below zero): no prediction")
             continue
-        span = math.exp(2 * half[k]) if math.isfinite(half[k]) else math.inf
+        log_span = float(up[k] - down[k])
+        span = math.exp(log_span) if math.isfinite(log_span) else math.inf
         if span > USEFUL_SPAN:
             reasons.append(span_reason(span, float(doublings[k]), float(w[k]), slope, level))
         else:
             reasons.append("")
-    return Interval(at, center, low, high, level, doublings, slope, reasons)
+    return Interval(at, center, low, high, level, doublings, slope, reasons, lean)
 
 
 def span_reason(span: float, doublings: float, w: float, slope: float, level: float) -> str:
@@ -260,7 +369,7 @@ def span_reason(span: float, doublings: float, w: float, slope: float, level: fl
     if doublings > 0 and slope * doublings >= w:
         why = (
             f"{doublings:.1f} doublings beyond the largest measured scale, and models of this form missed"
-            f" held-out published points by up to ×{math.exp(slope):.2f} per doubling"
+            f" held-out published points by up to ×{math.exp(slope):.2f} per doubling (on one side)"
         )
     else:
         why = "the measured scales leave the model itself uncertain (noisy repeats or several forms fit alike)"
@@ -319,12 +428,13 @@ def measure_next(
     choices: Sequence[float] | None = None,
     level: float = pmnf.CONFIDENCE,
     calibrated: Calibration | None = None,
+    scaling: str = "strong",
 ) -> NextScale:
     """For each candidate scale (`choices`, default `candidates`), the interval at `target` after
     measuring it, the measurement taken as the model expects it there (its standard error as the
     largest measured scale's, relative): the candidate with the narrowest expected interval."""
     p, y = np.asarray(p, dtype=float), np.asarray(y, dtype=float)
-    before = interval(p, y, [target], kind, se, level=level, calibrated=calibrated)
+    before = interval(p, y, [target], kind, se, level=level, calibrated=calibrated, scaling=scaling)
     choices = candidates(p.max(), target) if choices is None else np.asarray(choices, dtype=float)
     widths: dict[float, float] = {}
     best, best_after = math.nan, None
@@ -343,7 +453,7 @@ def measure_next(
         expected = 1 / expected_rate if kind == "time" else expected_rate
         more_se = None if se is None else np.append(se, expected * relative_se)
         after = interval(np.append(p, choice), np.append(y, expected), [target], kind, more_se, level=level,
-                         calibrated=calibrated)  # fmt: skip
+                         calibrated=calibrated, scaling=scaling)  # fmt: skip
         widths[float(choice)] = float(after.span[0])
         if best_after is None or after.span[0] < best_after.span[0]:
             best, best_after = float(choice), after

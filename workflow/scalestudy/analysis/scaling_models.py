@@ -63,7 +63,10 @@ DEFINITIONS = {
         " the bootstrap's half-width (below) plus a distance term per doubling beyond the largest measured"
         " scale, the larger of the one calibrated on held-out published strong-scaling series"
         f" (analysis/{intervals.CALIBRATION_FILE.name}, written by benchmarks/calibrate_intervals.py) and the one the"
-        " study's own leave-future-out backtest asks for; an interval spanning more than"
+        " study's own leave-future-out backtest asks for; for strong scaling, the first doubling instead: the"
+        " centre corrected by the calibration series' median miss per doubling (their models promised more than"
+        " was published) and a term below and one above it, each holding all but an equal share of those"
+        " series' misses on its side; an interval spanning more than"
         f" ×{intervals.USEFUL_SPAN:g} is said in words, not as a number. The bootstrap (and another figure's"
         f" interval): {pmnf.BOOTSTRAP} refits of each model within tolerance of the"
         f" best (leave-one-out SMAPE ≤ {pmnf.CHOICE_TOLERANCE[0]}× the best's or + {pmnf.CHOICE_TOLERANCE[1]:g}"
@@ -86,6 +89,46 @@ def setting(key: str):
     return defaults()["study"][key]
 
 
+@dataclass(frozen=True)
+class Shown:
+    """A model as shown: the fitted PMNF model, or (a time) the inverse of its rate's model."""
+
+    model: pmnf.Model
+    inverted: bool = False
+
+    def __call__(self, p) -> np.ndarray:
+        value = self.model(p)
+        if not self.inverted:
+            return value
+        with np.errstate(divide="ignore"):
+            return 1.0 / value
+
+    def symbols(self, digits: int = 4) -> str:
+        return f"1/({self.model.symbols(digits)})" if self.inverted else self.model.symbols(digits)
+
+    def form(self) -> str:
+        return f"1/({self.model.form()})" if self.inverted else self.model.form()
+
+    def words(self) -> str:
+        return f"the inverse of a rate that {self.model.words()}" if self.inverted else self.model.words()
+
+    @property
+    def lead(self) -> pmnf.Term | None:
+        return self.model.lead
+
+    @property
+    def smape_loo(self) -> float:
+        return self.model.smape_loo
+
+    @property
+    def smape(self) -> float:
+        return self.model.smape
+
+    @property
+    def adj_r2(self) -> float:
+        return self.model.adj_r2
+
+
 @dataclass
 class CurveFit:
     """One figure of one curve: its scales and means, the fit, and the settings in force."""
@@ -104,6 +147,21 @@ class CurveFit:
     threshold: float
     beyond: float
     spread: np.ndarray | None = None  # the repeats' standard deviation / mean per scale
+
+    @property
+    def shown_fit(self) -> pmnf.Fit:
+        """The fit whose best model is the centre of the prediction: for a time, the fit of its
+        rate (the calibrated interval is made on the rate: analysis.intervals.orient), not the
+        fit of the time; for another figure, `fit`."""
+        if self.kind == "time":
+            return pmnf.fit(self.p, intervals.orient(self.mean, self.kind))
+        return self.fit
+
+    @property
+    def shown(self) -> Shown | None:
+        """The model the page, scaling.csv and the plot show (`shown_fit`'s; a time's inverted)."""
+        best = self.shown_fit.best
+        return None if best is None else Shown(best, inverted=self.kind == "time")
 
     @property
     def variant(self) -> str:
@@ -145,7 +203,7 @@ class CurveFit:
         """The calibrated interval (analysis.intervals) of a rate or a time at `at`: the figure
         modelled as a rate, its interval widened with the distance beyond the largest measured
         scale as the published series' held-out errors say; with why there is no useful one."""
-        return intervals.interval(self.p, self.mean, at, self.kind, self.se, self.spread, level)
+        return intervals.interval(self.p, self.mean, at, self.kind, self.se, self.spread, level, scaling=self.scaling)
 
     def prediction(self, at) -> pmnf.Prediction:
         """The figure at `at` with its interval: a rate's or a time's calibrated (`calibrated`);
@@ -353,7 +411,7 @@ def add_model_columns(
         for key in keys:
             value = cf.curve[key]
             mask &= table[key].isna().to_numpy() if pd.isna(value) else (table[key] == value).to_numpy()
-        best = cf.fit.best
+        best = cf.shown
         if best is None:
             table.loc[mask, "model_status"] = cf.fit.reason
             continue
@@ -367,7 +425,7 @@ def add_model_columns(
         table.loc[mask, "model_smape"] = best.smape
         table.loc[mask, "model_adj_r2"] = best.adj_r2
         table.loc[mask, "model_value"] = best(table.loc[mask, "ranks"].to_numpy(float))
-        table.loc[mask, "model_status"] = f"fitted: {cf.fit.candidates} hypotheses, {len(cf.p)} scales"
+        table.loc[mask, "model_status"] = f"fitted: {cf.shown_fit.candidates} hypotheses, {len(cf.p)} scales"
         primary = bool(table.loc[mask, "primary"].astype(bool).any()) if "primary" in table.columns else False
         if primary:
             limit = efficiency_limit(cf)

@@ -17,7 +17,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
-from ..analysis import breakdown, intervals, pmnf  # noqa: E402
+from ..analysis import breakdown, intervals  # noqa: E402
 from ..analysis.breakdown import curves, part_of, parts_table, whole_name, without_breakdown  # noqa: E402
 from ..analysis.scaling import CI_COLUMNS, curve_name, efficiency_threshold  # noqa: E402
 from ..analysis.scaling_models import MAX_DRAWN, curve_fits, is_part  # noqa: E402
@@ -473,10 +473,7 @@ def plot_models(scaling: pd.DataFrame, study: str, primary: str, path: Path) -> 
             found = cf.prediction(at)
             # No figure here goes below zero: a model that does is drawn only while it stays above.
             value = np.where(found.value > 0, found.value, np.nan)
-            form = cf.fit.best.form()
-            if cf.kind == "time":  # its interval's centre is the inverse of the rate's model (analysis.intervals)
-                rate_model = pmnf.fit(cf.p, intervals.orient(cf.mean, cf.kind)).best
-                form = f"1/({rate_model.form()})" if rate_model is not None else form
+            form = cf.shown.form()  # a time's: the inverse of its rate's model, the centre of its interval
             ax.plot(at, value, "-", color=colour, lw=1.2, label=f"{name}: {form}")
             if cf.kind in intervals.KINDS:
                 # The calibrated bands where they are useful (at most x2): 95% darker, 80% beyond it.

@@ -70,7 +70,7 @@ def efficiency_sentence(cf: CurveFit) -> str:
 
 def reliability(cf: CurveFit) -> str:
     """'' for a model that predicts its own scales well; else why its predictions are weak."""
-    best = cf.fit.best
+    best = cf.shown
     if best is not None and best.smape_loo > POOR_FIT:
         return (
             f"a poor fit: each scale left out is missed by {best.smape_loo:.0f}% (SMAPE) on average, so its"
@@ -82,7 +82,7 @@ def reliability(cf: CurveFit) -> str:
 def model_sentence(cf: CurveFit) -> str:
     """'Steps/s ≈ −1,246 + 1,662·p^(1/2) (grows with the square root of p; leave-one-out SMAPE 4.6%,
     adjusted R² 0.998, 4 scales).'"""
-    best = cf.fit.best
+    best = cf.shown
     if best is None:
         return f"{cf.label}: {cf.fit.reason}."
     weak = reliability(cf)
@@ -163,7 +163,7 @@ def measure_next_sentence(cf: CurveFit, target: float | None = None, cost=None, 
         return f"Where to measure next: {problem}."
     if choices is None:
         choices = candidates(largest, target, cf.ranks_per_node or 1.0)
-    found = measure_next(cf.p, cf.mean, cf.kind, target, cf.se, choices=choices)
+    found = measure_next(cf.p, cf.mean, cf.kind, target, cf.se, choices=choices, scaling=cf.scaling)
     if not math.isfinite(found.scale) or found.after is None:
         return ""
     price = cost(found.scale) if cost is not None else None
@@ -184,7 +184,7 @@ def row_of(cf: CurveFit, named: bool) -> list[str]:
         else cf.label
     )
     first = [cf.variant] if named else []
-    best = cf.fit.best
+    best = cf.shown
     if best is None:
         return [*first, name, cf.fit.reason, "–", "–", "–", str(len(cf.p)), *("–" for _ in MULTIPLES)]
     predictions = [predicted_cell(cf, cf.p.max() * m) for m in MULTIPLES]
