@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..model import ladder
 from ..model.errors import SweepError, did_you_mean
 from ..model.paths import SCHEMA_PATH, folder_problem
 from ..model.point import SAFE_SEGMENT, Point, Sweep, program_of
@@ -61,15 +62,18 @@ def schema() -> dict[str, Any]:
 
 @functools.cache
 def defaults() -> dict[str, Any]:
-    """The schema's defaults: top-level keys by name, and a study's under "study"."""
+    """The schema's defaults: top-level keys by name, a study's under "study", a figure's under
+    "figure" and a node ladder's under "ladder"."""
     properties = schema()["properties"]
     study = properties["studies"]["additionalProperties"]["properties"]
     top = {key: spec["default"] for key, spec in properties.items() if "default" in spec}
     figure = schema()["definitions"]["figure"]["properties"]
+    rungs = schema()["definitions"]["ladder"]["properties"]
     return {
         **top,
         "study": {key: spec["default"] for key, spec in study.items() if "default" in spec},
         "figure": {key: spec["default"] for key, spec in figure.items() if "default" in spec},
+        "ladder": {key: spec["default"] for key, spec in rungs.items() if "default" in spec},
     }
 
 
@@ -235,6 +239,8 @@ def with_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
             continue
         for key, value in study_defaults.items():
             study.setdefault(key, copy.deepcopy(value))
+        if ladder.is_ladder(study.get("nodes")):
+            study["nodes"] = {**defaults()["ladder"], **study["nodes"]}
         figures = study.get("figures")
         if isinstance(figures, Mapping):
             study["figures"] = {
@@ -265,8 +271,11 @@ def set_problems(config: Mapping[str, Any]) -> list[str]:
             if len(set(study[key])) != len(study[key]):
                 problems.append(f"{where}.{key}: a set is listed twice")
         problems += repeat_problems(study["repeats"], where)
+        problems += ladder.problems(study, where)
         for axis_key in ("nodes", "ranks_per_node", "gpus_per_node"):
             values = study.get(axis_key, [])
+            if ladder.is_ladder(values):
+                continue
             if len(set(values)) != len(values):
                 problems.append(f"{where}.{axis_key}: a value is listed twice: {values}")
         for param, value in study["params"].items():
@@ -408,7 +417,7 @@ def expand_study(name: str, study: Mapping[str, Any], config: Mapping[str, Any])
     per_node_axis = "gpus_per_node" if gpus else "ranks_per_node"
     points = []
     for combo, nodes, per_node, mpi_set, nccl_set, (hyperthreads, binding, mapping) in itertools.product(
-        resolved_params, study["nodes"], per_node_values, study["mpi_flags"], study["nccl_env"], placements
+        resolved_params, ladder.node_values(study["nodes"]), per_node_values, study["mpi_flags"], study["nccl_env"], placements
     ):
         values = {"nodes": nodes, per_node_axis: per_node, "mpi_flags": mpi_set, "nccl_env": nccl_set,
                   "hyperthreads": hyperthreads, "binding": binding, "mapping": mapping,
@@ -455,6 +464,7 @@ def study_settings(name: str, study: Mapping[str, Any]) -> StudySettings:
         estimator=study["estimator"],
         efficiency_threshold=study["efficiency_threshold"],
         predict_up_to=study["predict_up_to"],
+        ladder=ladder.of(study["nodes"], study["efficiency_threshold"]),
     )
 
 
