@@ -356,8 +356,11 @@ def load(
     too_tall = {
         name: line
         for name, study in checked["studies"].items()
-        if (line := ladder.cluster_problem(study["nodes"], f"studies.{name}", cluster.name, cluster.nodes,
-                                           cluster_file(cluster.name)))  # fmt: skip
+        if (
+            line := ladder.cluster_problem(
+                study["nodes"], f"studies.{name}", cluster.name, cluster.nodes, cluster_file(cluster.name)
+            )
+        )  # fmt: skip
     }
     problems += list(too_tall.values())
     points = [point for point in points if point.study not in too_tall]

@@ -416,8 +416,9 @@ def expand_study(name: str, study: Mapping[str, Any], config: Mapping[str, Any])
     kept = kept_combination(study, study_axes(study))
     per_node_axis = "gpus_per_node" if gpus else "ranks_per_node"
     points = []
+    node_values = ladder.node_values(study["nodes"])
     for combo, nodes, per_node, mpi_set, nccl_set, (hyperthreads, binding, mapping) in itertools.product(
-        resolved_params, ladder.node_values(study["nodes"]), per_node_values, study["mpi_flags"], study["nccl_env"], placements
+        resolved_params, node_values, per_node_values, study["mpi_flags"], study["nccl_env"], placements
     ):
         values = {"nodes": nodes, per_node_axis: per_node, "mpi_flags": mpi_set, "nccl_env": nccl_set,
                   "hyperthreads": hyperthreads, "binding": binding, "mapping": mapping,

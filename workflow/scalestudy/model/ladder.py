@@ -18,7 +18,7 @@ records on disk choose the rungs in play (results.ladder). Pure Python, standard
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,10 @@ class Ladder:
 
     def text(self) -> str:
         return f"{', '.join(map(str, self.rungs()))} nodes, stops below efficiency {self.threshold:g}"
+
+    def __post_init__(self) -> None:
+        if self.start < 1:
+            raise ValueError(f"a ladder starts at 1 node or more, not {self.start}")
 
 
 def is_ladder(nodes: Any) -> bool:
@@ -78,7 +82,9 @@ def problems(study: Mapping[str, Any], where: str) -> list[str]:
     start, up_to = int(nodes[FROM]), int(nodes[UP_TO])
     at = f"{where}.nodes"
     if start > up_to:
-        return [f"{at}.from: {start} is above up_to {up_to}; the ladder climbs from `from` up to `up_to`: use from <= up_to"]
+        return [
+            f"{at}.from: {start} is above up_to {up_to}; the ladder climbs from `from` to `up_to`: use from <= up_to"
+        ]
     found = []
     rungs = Ladder(start, up_to, 1.0).rungs()
     if rungs[-1] != up_to:
@@ -126,6 +132,20 @@ def cluster_problem(nodes: Any, where: str, cluster: str, cluster_nodes: int | N
     )
 
 
+def nodes_text(nodes: int) -> str:
+    return f"{nodes} node{'s' if nodes != 1 else ''}"
+
+
+@dataclass(frozen=True)
+class RungRuns:
+    """What a finished rung measured, as the judge (analysis.ladder.judge) is given it: the primary
+    figure of each successful repeat."""
+
+    nodes: int
+    ranks: int
+    values: tuple[float, ...]
+
+
 @dataclass(frozen=True)
 class Rung:
     """A finished rung as the ladder judges it: its efficiency against `from`, with its 95%
@@ -139,9 +159,9 @@ class Rung:
 
     def text(self) -> str:
         if not self.ok:
-            return f"{self.nodes} nodes: no successful run"
+            return f"{nodes_text(self.nodes)}: no successful run"
         interval = f" [{self.low:.2f}–{self.high:.2f}]" if math.isfinite(self.low) and math.isfinite(self.high) else ""
-        return f"{self.nodes} nodes: efficiency {self.efficiency:.2f}{interval}"
+        return f"{nodes_text(self.nodes)}: efficiency {self.efficiency:.2f}{interval}"
 
 
 @dataclass(frozen=True)
@@ -180,20 +200,26 @@ def step(rungs: Sequence[int], measured: Sequence[Rung], threshold: float, predi
     below `threshold` with 95% confidence, when it is the last rung, or when `predicted` (the next
     rung's calibrated efficiency) lies wholly below the threshold; otherwise climb one rung."""
     last = measured[-1]
+    at = nodes_text(last.nodes)
     above = [nodes for nodes in rungs if nodes > last.nodes]
     if not last.ok:
-        return Step(NO_RESULT, last.nodes, None,
-                    f"no successful run at {last.nodes} nodes: nothing to judge, the ladder does not climb past it "
-                    "(retry_failed=true measures it again)")  # fmt: skip
+        why = f"no successful run at {at}: nothing to judge (retry_failed=true measures it again)"
+        return Step(NO_RESULT, last.nodes, None, why)
     if judge(last.low, last.high, threshold) == BELOW:
-        return Step(MEASURED, last.nodes, None,
-                    f"efficiency at {last.nodes} nodes {last.efficiency:.2f} [{last.low:.2f}–{last.high:.2f}] is "
-                    f"below {threshold:g} with 95% confidence")  # fmt: skip
+        why = f"efficiency at {at} {last.efficiency:.2f} [{last.low:.2f}–{last.high:.2f}] is below {threshold:g}"
+        return Step(MEASURED, last.nodes, None, f"{why} with 95% confidence")
     if not above:
-        return Step(TOP, last.nodes, None, f"reached up_to ({last.nodes} nodes) with efficiency {last.efficiency:.2f}")
+        return Step(TOP, last.nodes, None, f"reached up_to ({at}) with efficiency {last.efficiency:.2f}")
+    following = nodes_text(above[0])
     if predicted is not None and predicted.given and judge(predicted.low, predicted.high, threshold) == BELOW:
-        return Step(PREDICTED, last.nodes, None,
-                    f"the calibrated prediction at {above[0]} nodes is efficiency {predicted.efficiency:.2f} "
-                    f"[{predicted.low:.2f}–{predicted.high:.2f}], below {threshold:g} with 95% confidence")  # fmt: skip
-    return Step(CLIMB, last.nodes, above[0], f"{last.text()} holds or cannot be told from {threshold:g}: climbs to "
-                f"{above[0]} nodes")  # fmt: skip
+        band = f"{predicted.efficiency:.2f} [{predicted.low:.2f}–{predicted.high:.2f}]"
+        why = f"the calibrated prediction at {following} is efficiency {band}, below {threshold:g} with 95% confidence"
+        return Step(PREDICTED, last.nodes, None, why)
+    return Step(CLIMB, last.nodes, above[0], f"{last.text()}, not below {threshold:g}: climbs to {following}")
+
+
+# How a ladder's finished rungs are judged: (the ladder, the primary figure's kind 'rate' or
+# 'time', the study's estimator, the finished rungs in order) -> the next step. The analysis
+# computes it (analysis.ladder.judge: ratio intervals, calibrated predictions); the planning and
+# the results are handed it from above both (the Snakefile, `python -m scalestudy plan`).
+Judge = Callable[["Ladder", str, str, Sequence[RungRuns]], Step]

@@ -16,8 +16,9 @@ from typing import Any
 from ..model.errors import SweepError
 from ..model.point import Point
 from ..model.repeats import stopped_at_max
-from ..results import repeats
+from ..results import history, ladder, repeats
 from .plan import Plan, round_points
+from .summary import climb_words
 
 
 def run_metrics(plan: Plan, study: str) -> list[str]:
@@ -31,8 +32,10 @@ def all_points_of(plan: Plan, study: str) -> list[Point]:
 
 def points_now(plan: Plan, study: str) -> list[Point]:
     """The points of `study` as the records on disk leave it: every point, or for repeats
-    until clear those needed so far (results.repeats.in_play), after the last round too."""
-    return repeats.in_play(all_points_of(plan, study), {study: plan.study.settings.studies[study]}, plan.layout)
+    until clear those needed so far, for a node ladder the rungs it has climbed
+    (results.ladder.in_play), after the last round too."""
+    settings = {study: plan.study.settings.studies[study]}
+    return ladder.in_play(all_points_of(plan, study), settings, plan.layout, plan.judge)
 
 
 def expected_runs(plan: Plan, study: str) -> list[tuple[dict[str, Any], str]]:
@@ -86,9 +89,10 @@ def write_next_round(plan: Plan, study: str, round_number: int, path: str, log: 
 
 def decide_next_round(plan: Plan, study: str, round_number: int, path: str) -> list[str]:
     """write_next_round's decision, written to `path`; returns the line that says it."""
-    chosen, why = repeats.next_round(
-        all_points_of(plan, study), {study: plan.study.settings.studies[study]}, plan.layout
-    )
+    settings = {study: plan.study.settings.studies[study]}
+    if settings[study].ladder is not None:
+        return decide_next_rung(plan, study, round_number, path)
+    chosen, why = repeats.next_round(all_points_of(plan, study), settings, plan.layout)
     ids = [p.id for p in chosen]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps({"study": study, "round": round_number, "next": ids, "why": why}, indent=1))
@@ -98,6 +102,27 @@ def decide_next_round(plan: Plan, study: str, round_number: int, path: str) -> l
         return [f"{done}; round {round_number + 1} runs {more} (CI still wider than the target)"]
     at_max = sum(map(stopped_at_max, why.values()))
     return [f"{done}; every point has stopped ({len(why) - at_max} at their CI target, {at_max} at max)"]
+
+
+def decide_next_rung(plan: Plan, study: str, round_number: int, path: str) -> list[str]:
+    """A laddered study's round: the points in play without a record (the repeats a rung still
+    needs, or the next rung where a ladder climbs), and each ladder's step in words."""
+    settings = {study: plan.study.settings.studies[study]}
+    planned, found = ladder.decide(all_points_of(plan, study), settings, plan.layout, plan.judge)
+    chosen = [p for p in planned if read_record(plan, p) is None]
+    why = {name: climb_words(climb) for (_study, name), climb in found.items()}
+    ids = [p.id for p in chosen]
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps({"study": study, "round": round_number, "next": ids, "why": why}, indent=1))
+    done = f"{study}: round {round_number} done"
+    lines = [f"{study}: ladder {name}: {words}" for name, words in why.items()]
+    if ids:
+        return [*lines, f"{done}; round {round_number + 1} runs {len(ids)} more point{'s' if len(ids) > 1 else ''}"]
+    return [*lines, f"{done}; every ladder has stopped"]
+
+
+def read_record(plan: Plan, point: Point) -> dict | None:
+    return history.read(plan.layout.metrics(point.study, point.id))[0]
 
 
 def finished_fingerprint(plan: Plan, study: str, report_only: bool) -> str | list[str]:
