@@ -22,6 +22,14 @@ from . import intervals
 from .scaling import ratio_intervals
 from .statistics import summarize
 
+DEFINITIONS = {
+    "node ladder": "nodes: {from, up_to, stop_below_efficiency}: rungs from, 2·from, 4·from, ... up to up_to, run"
+    " round by round; a rung is run only after the one below it, and the ladder stops at a rung whose"
+    " parallel efficiency (against `from`) is below the threshold with 95% confidence (its whole ratio"
+    " interval), before a rung whose calibrated predicted efficiency lies wholly below it, or at a rung"
+    " without a successful run; the SU not spent: the rungs not run, priced as the cost forecast prices them",
+}
+
 
 def rung_table(measured: Sequence[RungRuns], estimator: str) -> pd.DataFrame:
     """One row per rung: the statistics of its repeats (analysis.statistics.summarize) and its ranks."""

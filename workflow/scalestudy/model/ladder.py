@@ -17,6 +17,7 @@ records on disk choose the rungs in play (results.ladder). Pure Python, standard
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -188,6 +189,9 @@ class Step:
     top: int
     next_nodes: int | None
     why: str
+    # What the decision was made on: the finished rungs as judged, the next rung's prediction.
+    rungs: tuple[Rung, ...] = ()
+    predicted: Prediction | None = None
 
     @property
     def climbs(self) -> bool:
@@ -195,6 +199,14 @@ class Step:
 
 
 def step(rungs: Sequence[int], measured: Sequence[Rung], threshold: float, predicted: Prediction | None = None) -> Step:
+    """`decide`, holding what it was decided on (the rungs as judged, the prediction)."""
+    decision = decide(rungs, measured, threshold, predicted)
+    return dataclasses.replace(decision, rungs=tuple(measured), predicted=predicted)
+
+
+def decide(
+    rungs: Sequence[int], measured: Sequence[Rung], threshold: float, predicted: Prediction | None = None
+) -> Step:
     """The decision after the rungs `measured` (every one finished, in order from the first of
     `rungs`): stop at the last measured rung when it has no successful run, when its efficiency is
     below `threshold` with 95% confidence, when it is the last rung, or when `predicted` (the next
