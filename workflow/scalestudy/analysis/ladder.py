@@ -42,7 +42,7 @@ def rungs_judged(measured: Sequence[RungRuns], kind: str, estimator: str) -> lis
     """Each finished rung's efficiency against the first, with its 95% interval."""
     table = rung_table(measured, estimator)
     if table["n"].iloc[0] == 0:
-        return [Rung(int(row.nodes), math.nan, ok=int(row.n) > 0) for row in table.itertuples()]
+        return [Rung(int(row.nodes), math.nan, runs=int(row.n)) for row in table.itertuples()]
     low, high, _why = ratio_intervals(table, 0, kind)
     base = table.iloc[0]
     out = []
@@ -51,7 +51,7 @@ def rungs_judged(measured: Sequence[RungRuns], kind: str, estimator: str) -> lis
         efficiency = figures.parallel_efficiency(figures.speedup(base["mean"], row["mean"], kind), q)
         out.append(
             Rung(int(row["nodes"]), float(efficiency), float(figures.parallel_efficiency(low[index], q)),
-                 float(figures.parallel_efficiency(high[index], q)), ok=int(row["n"]) > 0)
+                 float(figures.parallel_efficiency(high[index], q)), runs=int(row["n"]))
         )  # fmt: skip
     return out
 

@@ -9,7 +9,8 @@ planned only once the rung below it has finished (every repeat it needs) and the
   confidence (the whole ratio interval below it: model.scaling_figures.judge, BELOW);
 - it stops before the next rung when the calibrated prediction of that rung's efficiency lies
   wholly below the threshold (its optimistic edge is below it);
-- it stops at a rung with no successful run (nothing to judge), and at up_to.
+- it stops at a rung with fewer than 2 successful runs (an interrupted or failed repeat: no
+  interval to judge; `retry_failed=true` measures them again and the ladder goes on), and at up_to.
 
 `step` is that decision, on numbers others compute (the analysis: analysis.ladder.judge); the
 records on disk choose the rungs in play (results.ladder). Pure Python, standard library only.
@@ -25,6 +26,8 @@ from typing import Any
 
 from .scaling_figures import BELOW, judge
 
+# A rung is judged from at least this many successful runs (a ratio interval needs 2 at each end).
+MIN_RUNS = 2
 # The keys of a ladder as the schema spells them.
 FROM, UP_TO, STOP_BELOW = "from", "up_to", "stop_below_efficiency"
 # Why a ladder stops (Step.reason); CLIMB: it goes on.
@@ -156,7 +159,11 @@ class Rung:
     efficiency: float
     low: float = math.nan
     high: float = math.nan
-    ok: bool = True  # at least one successful run
+    runs: int = 2  # successful runs
+
+    @property
+    def ok(self) -> bool:
+        return self.runs > 0
 
     def text(self) -> str:
         if not self.ok:
@@ -214,8 +221,9 @@ def decide(
     last = measured[-1]
     at = nodes_text(last.nodes)
     above = [nodes for nodes in rungs if nodes > last.nodes]
-    if not last.ok:
-        why = f"no successful run at {at}: nothing to judge (retry_failed=true measures it again)"
+    if last.runs < MIN_RUNS:
+        runs = "no successful run" if not last.ok else f"{last.runs} successful run"
+        why = f"{runs} at {at}: its efficiency has no interval to judge (retry_failed=true measures it again)"
         return Step(NO_RESULT, last.nodes, None, why)
     if judge(last.low, last.high, threshold) == BELOW:
         why = f"efficiency at {at} {last.efficiency:.2f} [{last.low:.2f}–{last.high:.2f}] is below {threshold:g}"

@@ -158,7 +158,6 @@ def ladder_state(plan: Plan, study: str) -> dict[str, Any]:
                 "stopped": climb.waiting_on is None,
                 "waiting_on": climb.waiting_on,
                 "step": dataclasses.asdict(climb.step) if climb.step is not None else None,
-                "runs": {str(r.nodes): len(r.values) for r in climb.measured},
                 "not_run": sorted({p.nodes for p in skipped}),
                 "node_hours": {"full": full_hours, "not_spent": saved_hours},
                 "su": {"full": full_su, "not_spent": saved_su},

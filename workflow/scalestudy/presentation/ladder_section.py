@@ -53,8 +53,8 @@ def ladder_blocks(state: Mapping[str, Any]) -> list:
         rows = []
         for rung in step.get("rungs", []):
             interval = f"[{number(rung['low'])}–{number(rung['high'])}]" if rung["low"] is not None else "none"
-            rows.append([str(rung["nodes"]), str(entry["runs"].get(str(rung["nodes"]), 0)),
-                         number(rung["efficiency"]) if rung["ok"] else "no successful run", interval])  # fmt: skip
+            efficiency = number(rung["efficiency"]) if rung["runs"] else "no successful run"
+            rows.append([str(rung["nodes"]), str(rung["runs"]), efficiency, interval])
         predicted = step.get("predicted")
         if predicted and predicted.get("high") is not None:
             band = f"[{number(predicted['low'])}–{number(predicted['high'])}]"
