@@ -56,9 +56,17 @@ def rungs_judged(measured: Sequence[RungRuns], kind: str, estimator: str) -> lis
     return out
 
 
-def predicted(measured: Sequence[RungRuns], kind: str, estimator: str, nodes: int, ranks: int) -> Prediction:
-    """The calibrated interval (analysis.intervals.interval) of the figure at the next rung, as an
-    efficiency against the first rung; none (with why) where the rungs support no model."""
+def predicted(
+    measured: Sequence[RungRuns],
+    kind: str,
+    estimator: str,
+    nodes: int,
+    ranks: int,
+    calibrated: intervals.Calibration | None = None,
+) -> Prediction:
+    """The calibrated interval (analysis.intervals.interval; `calibrated`: the shipped calibration
+    unless given) of the figure at the next rung, as an efficiency against the first rung; none
+    (with why) where the rungs support no model."""
     table = rung_table(measured, estimator)
     table = table[table["n"] > 0]
     if table.empty or kind not in intervals.KINDS:
@@ -67,6 +75,7 @@ def predicted(measured: Sequence[RungRuns], kind: str, estimator: str, nodes: in
     found = intervals.interval(
         table["ranks"].to_numpy(float), table["mean"].to_numpy(float), [float(ranks)], kind,
         se=(table["std"] / np.sqrt(n)).fillna(0).to_numpy(float), spread=(table["std"] / table["mean"]).to_numpy(float),
+        calibrated=calibrated,
     )  # fmt: skip
     value, low, high = float(found.value[0]), float(found.low[0]), float(found.high[0])
     if not (value > 0 and low > 0 and math.isfinite(high)):
@@ -79,12 +88,20 @@ def predicted(measured: Sequence[RungRuns], kind: str, estimator: str, nodes: in
     return Prediction(nodes, edges[1], edges[0], edges[2], found.reasons[0])
 
 
-def judge(ladder: Ladder, kind: str, estimator: str, measured: Sequence[RungRuns]) -> Step:
-    """model.ladder.Judge: the next step after the finished rungs `measured`."""
+def judge(
+    ladder: Ladder,
+    kind: str,
+    estimator: str,
+    measured: Sequence[RungRuns],
+    calibrated: intervals.Calibration | None = None,
+    predict: bool = True,
+) -> Step:
+    """model.ladder.Judge: the next step after the finished rungs `measured` (`predict`: False
+    judges the measured rungs alone, as benchmarks/ladder_replay.py compares)."""
     rungs = rungs_judged(measured, kind, estimator)
     above = [nodes for nodes in ladder.rungs() if nodes > measured[-1].nodes]
     forecast = None
-    if above and rungs[-1].ok:
+    if above and rungs[-1].ok and predict:
         ranks_per_node = measured[-1].ranks // measured[-1].nodes
-        forecast = predicted(measured, kind, estimator, above[0], above[0] * ranks_per_node)
+        forecast = predicted(measured, kind, estimator, above[0], above[0] * ranks_per_node, calibrated)
     return step(ladder.rungs(), rungs, ladder.threshold, forecast)

@@ -271,7 +271,8 @@ def set_problems(config: Mapping[str, Any]) -> list[str]:
             if len(set(study[key])) != len(study[key]):
                 problems.append(f"{where}.{key}: a set is listed twice")
         problems += repeat_problems(study["repeats"], where)
-        problems += ladder.problems(study, where)
+        laddered = ladder.problems(study, where)
+        problems += laddered
         for axis_key in ("nodes", "ranks_per_node", "gpus_per_node"):
             values = study.get(axis_key, [])
             if ladder.is_ladder(values):
@@ -288,7 +289,8 @@ def set_problems(config: Mapping[str, Any]) -> list[str]:
                         )
                 if len(set(map(str, value))) != len(value):
                     problems.append(f"{where}.params.{param}: a value is listed twice: {value}")
-        problems += combination_problems(where, study)
+        # A ladder's own line says what of exclude or zip it cannot take: no second line about it.
+        problems += [] if laddered else combination_problems(where, study)
     return problems
 
 

@@ -86,9 +86,7 @@ def problems(study: Mapping[str, Any], where: str) -> list[str]:
     start, up_to = int(nodes[FROM]), int(nodes[UP_TO])
     at = f"{where}.nodes"
     if start > up_to:
-        return [
-            f"{at}.from: {start} is above up_to {up_to}; the ladder climbs from `from` to `up_to`: use from <= up_to"
-        ]
+        return [f"{at}.from: {start} is above up_to {up_to}; use from <= up_to"]
     found = []
     rungs = Ladder(start, up_to, 1.0).rungs()
     if rungs[-1] != up_to:
