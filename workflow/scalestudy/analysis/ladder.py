@@ -98,10 +98,23 @@ def judge(
 ) -> Step:
     """model.ladder.Judge: the next step after the finished rungs `measured` (`predict`: False
     judges the measured rungs alone, as benchmarks/ladder_replay.py compares)."""
-    rungs = rungs_judged(measured, kind, estimator)
-    above = [nodes for nodes in ladder.rungs() if nodes > measured[-1].nodes]
+    return judge_rungs(ladder.rungs(), ladder.threshold, kind, estimator, measured, calibrated, predict)
+
+
+def judge_rungs(
+    rungs: Sequence[int],
+    threshold: float,
+    kind: str,
+    estimator: str,
+    measured: Sequence[RungRuns],
+    calibrated: intervals.Calibration | None = None,
+    predict: bool = True,
+) -> Step:
+    """`judge` on any rungs (a published series' scales, benchmarks/ladder_replay.py)."""
+    judged = rungs_judged(measured, kind, estimator)
+    above = [nodes for nodes in rungs if nodes > measured[-1].nodes]
     forecast = None
-    if above and rungs[-1].ok and predict:
+    if above and judged[-1].ok and predict:
         ranks_per_node = measured[-1].ranks // measured[-1].nodes
         forecast = predicted(measured, kind, estimator, above[0], above[0] * ranks_per_node, calibrated)
-    return step(ladder.rungs(), rungs, ladder.threshold, forecast)
+    return step(rungs, judged, threshold, forecast)
