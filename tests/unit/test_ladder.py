@@ -205,3 +205,20 @@ def test_a_ladder_plans_its_first_rung_climbs_round_by_round_and_never_submits_t
     # Node-hours: 8 nodes x 2 repeats x (30 min + margin), against 15 node-runs x 2 of the full ladder.
     assert entry["node_hours"]["not_spent"] / entry["node_hours"]["full"] == pytest.approx(8 / 15)
     assert entry["su"]["not_spent"] == pytest.approx(entry["su"]["full"] * 8 / 15)
+
+
+@pytest.mark.parametrize("cluster", ["gadi", "aspire2a", "slurm"])
+def test_every_batch_site_plans_the_first_rung_and_prices_the_whole_ladder(tmp_path, repo, monkeypatch, cluster):
+    # PBS Pro in both dialects (Gadi's totals, ASPIRE 2A's select chunks) and Slurm: the same plan.
+    monkeypatch.setenv("PROJECT", "ab12")
+    plan = ladder_plan(tmp_path, repo, up_to=32, cluster=cluster)
+    assert {p.nodes for p in plan.to_submit} == {1} and {p.nodes for p in plan.later_rungs} == {2, 4, 8, 16, 32}
+    hours, units = summary.forecast.ladder_cost(list(plan.all_points.values()), plan.cluster)
+    # 63 node-runs x 2 repeats x (30 min + the site's margin)
+    assert hours == pytest.approx(63 * 2 * (1800 + plan.cluster.walltime_margin_s) / 3600)
+    line = next(line for line in summary.summary_lines(plan) if "node ladder" in line)
+    assert f"worst case, every rung: {hours:,.2f} node-hours" in line
+    assert (units is None) == (cluster == "slurm")  # the shipped Slurm file charges no rate
+    if units is not None:
+        half = ladder_plan(tmp_path, repo, up_to=32, cluster=cluster, budget_su_total=units / 2)
+        assert summary.budget_problems(half)  # the first rung fits; the worst case does not
