@@ -222,3 +222,30 @@ def test_every_batch_site_plans_the_first_rung_and_prices_the_whole_ladder(tmp_p
     if units is not None:
         half = ladder_plan(tmp_path, repo, up_to=32, cluster=cluster, budget_su_total=units / 2)
         assert summary.budget_problems(half)  # the first rung fits; the worst case does not
+
+
+def test_variants_climb_ladders_of_their_own_and_adaptive_repeats_finish_a_rung_before_it_is_judged(
+    tmp_path, repo, monkeypatch
+):
+    monkeypatch.setenv("PROJECT", "ab12")
+    shipped = yaml.safe_load((repo / "config/sweep.yaml").read_text())
+    config = {**shipped, "cluster": "gadi", "results_dir": str(tmp_path / "results")}
+    study = {**shipped["studies"]["hoomd-wca"], "nodes": {"up_to": 4}, "mpi_flags": ["default", "no-ucx-hcoll"],
+             "repeats": {"min": 2, "max": 3, "ci": "5%"}, "pack": "scale"}  # fmt: skip
+    config["studies"] = {"hoomd-wca": study}
+    plan = load_plan(config, judge=judge)
+    assert {(p.nodes, p.repeat) for p in plan.to_submit} == {(1, 1), (1, 2)} and len(plan.to_submit) == 4
+    assert len(plan.packs) == 1 and len(plan.packs[0].points) == 4  # pack: scale packs the rung
+    default = "mpi-default"
+    for point in plan.to_submit:  # the default's repeats agree; the other's are 20% apart
+        record(plan, point, 100.0 if default in point.id else 100.0 + 20 * (point.repeat - 1))
+    path = plan.layout.round_file("hoomd-wca", 1)
+    lines = tables.write_next_round(plan, "hoomd-wca", 1, path)
+    chosen = json.loads(Path(path).read_text())["next"]
+    # The default's rung is finished and judged (climbs to 2 nodes); the other's needs a 3rd repeat first.
+    assert sorted(chosen) == [
+        "nodes1-rpn48/mpi-no-ucx-hcoll/nccl-default/rep3",
+        "nodes2-rpn48/mpi-default/nccl-default/rep1",
+        "nodes2-rpn48/mpi-default/nccl-default/rep2",
+    ], lines
+    assert any("ladder rpn48/mpi-no-ucx-hcoll/nccl-default: runs at 1 node" in line for line in lines)
