@@ -205,6 +205,11 @@ def test_a_ladder_plans_its_first_rung_climbs_round_by_round_and_never_submits_t
     # Node-hours: 8 nodes x 2 repeats x (30 min + margin), against 15 node-runs x 2 of the full ladder.
     assert entry["node_hours"]["not_spent"] / entry["node_hours"]["full"] == pytest.approx(8 / 15)
     assert entry["su"]["not_spent"] == pytest.approx(entry["su"]["full"] * 8 / 15)
+    # A rung above the stop that has a record (run before, as a list of nodes) is kept, not rerun.
+    for point in [p for p in plan.all_points.values() if p.nodes == 8]:
+        record(plan, point, 300.0)
+    kept = ladder_plan(tmp_path, repo)
+    assert kept.to_submit == [] and {p.nodes for p in tables.points_now(kept, "hoomd-wca")} == {1, 2, 4, 8}
 
 
 @pytest.mark.parametrize("cluster", ["gadi", "aspire2a", "slurm"])
