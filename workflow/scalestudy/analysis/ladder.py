@@ -26,8 +26,9 @@ DEFINITIONS = {
     "node ladder": "nodes: {from, up_to, stop_below_efficiency}: rungs from, 2·from, 4·from, ... up to up_to, run"
     " round by round; a rung is run only after the one below it, and the ladder stops at a rung whose"
     " parallel efficiency (against `from`) is below the threshold with 95% confidence (its whole ratio"
-    " interval), before a rung whose calibrated predicted efficiency lies wholly below it, or at a rung"
-    " without a successful run; the SU not spent: the rungs not run, priced as the cost forecast prices them",
+    " interval), before a rung whose calibrated predicted efficiency lies wholly below it, at a rung with"
+    " fewer than 2 successful runs (no interval), or at up_to; the SU not spent: the rungs not run, every"
+    " repeat at its requested walltime + margin, priced as the cost forecast prices them",
 }
 
 
