@@ -239,6 +239,22 @@ def test_prediction_intervals_run_and_print_their_coverage_beside_extrap():
     assert ("Extra-P columns: skipped" in run.stdout) or ("Extra-P   " in run.stdout)
 
 
+def test_ladder_replay_stops_published_series_and_prints_the_node_hours_not_spent(capsys):
+    run = benchmark("ladder_replay.py", "--series", "gadi_hoomd_wca_2024", "ramses_sedov_amr_meluxina")
+    assert run.returncode == 0, run.stderr[-3000:]
+    # Gadi's table climbs to 32 nodes (0.48 there, 0.82 at 16 nodes); RAMSES' Sedov AMR run falls
+    # to 0.46 at 4 nodes: the ladder stops there, 92% of its node-hours not spent.
+    assert "gadi_hoomd_wca_2024" in run.stdout and "stops at      32 of      32 (measured below ) E 0.48" in run.stdout
+    assert "stops at       4 of      32 (measured below ) E 0.46 next      8 E 0.22  agrees" in run.stdout
+    assert "(ii) judged by the measured rungs and the calibrated prediction" in run.stdout
+    assert "total: 2 series; stopped before the last rung 1; agrees 2, late 0, early 0" in run.stdout
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import ladder_replay  # in this process: a second start would cost as much as the run above
+
+    assert ladder_replay.main(["--series", "nosuch"]) == 2
+    assert capsys.readouterr().err.startswith("--series: unknown nosuch; known: ramses_")
+
+
 def test_ratio_intervals_run_and_print_their_coverage_of_a_known_speedup():
     run = benchmark("ratio_intervals.py", "--small")
     assert run.returncode == 0, run.stderr[-3000:]

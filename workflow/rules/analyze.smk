@@ -67,3 +67,22 @@ rule scaling:
             estimator=params.estimator, repeats=params.repeats,
             efficiency_threshold=params.efficiency_threshold, predict_up_to=params.predict_up_to,
         )  # fmt: skip
+
+
+rule ladder:
+    # What a study's node ladders did (`nodes: {from, up_to, ...}`): each rung as judged, why the
+    # ladder stopped, the SU it did not spend (planning.tables.ladder_state); after every round.
+    input:
+        metrics=aggregate_inputs,
+    output:
+        LAYOUT.ladder_file("{study}"),
+    params:
+        finished=finished_fingerprint,
+        points=lambda wildcards: tables.points_digest(PLAN, wildcards.study),
+    log:
+        LAYOUT.study_log("{study}", "ladder"),
+    localrule: True
+    resources:
+        **LOCAL_STEP,
+    run:
+        tables.write_ladder(PLAN, wildcards.study, output[0], log[0])

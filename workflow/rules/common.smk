@@ -48,8 +48,16 @@ if RUN.main_process:
     RUN.end_executor_wait_at_exit()
     RUN.end_status_wait_at_shutdown()  # exit when the last job has ended, not a polling interval later
 
+def ladder_judge(*args):
+    """A node ladder's judge (scalestudy/analysis/ladder.py): numpy and pandas only where a
+    study has a ladder."""
+    from scalestudy.analysis.ladder import judge
+
+    return judge(*args)
+
+
 try:
-    PLAN = load_plan(config, files=RUN.configfiles, main_process=RUN.main_process)
+    PLAN = load_plan(config, files=RUN.configfiles, main_process=RUN.main_process, judge=ladder_judge)
 except SweepError as error:
     stop_on(error.problems)
 STUDY, SWEEP, CLUSTER, LAYOUT, STUDIES = PLAN.study, PLAN.sweep, PLAN.cluster, PLAN.layout, PLAN.studies

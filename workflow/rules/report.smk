@@ -37,6 +37,7 @@ rule report:
         scaling=[LAYOUT.table(study, "scaling") for study in STUDIES],
         variants=[LAYOUT.table(study, "variants") for study in STUDIES],
         plots=[LAYOUT.plot(study, kind) for study in STUDIES for kind in PLOT_KINDS],
+        ladders=[LAYOUT.ladder_file(study) for study in STUDIES if SETTINGS_OF[study].ladder],
     output:
         html=LAYOUT.report_html,
         markdown=LAYOUT.report_markdown,
@@ -62,6 +63,7 @@ rule report:
             params.budgets,
             log[0],
             output.provenance,
+            input.ladders,
         )
 
 

@@ -119,13 +119,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def plan_command(profile: Path, configfiles: list[str], config: list[str], predict_from: Path | None = None) -> int:
+    from .analysis.ladder import judge
     from .planning.dry_plan import plan
     from .presentation.planned_predictions import predictions
 
     if predict_from is not None and not predict_from.exists():
         return refuse("plan", [f"--predict-from {predict_from}: no such results directory or record"])
     try:
-        lines = plan(profile, configfiles, config, predictions(predict_from) if predict_from else None)
+        lines = plan(profile, configfiles, config, predictions(predict_from) if predict_from else None, judge)
     except SweepError as error:
         return refuse("sweep error", error.problems)  # as the Snakefile says it
     try:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..model.errors import did_you_mean
+from ..model.ladder import is_ladder, node_values
 
 # The axes a study varies besides its list-valued params (the per-node one is ranks_per_node
 # or gpus_per_node, whichever the study gives).
@@ -25,8 +26,11 @@ BUILTIN_AXES = (
 
 
 def study_axes(study: Mapping[str, Any]) -> dict[str, list[Any]]:
-    """Every axis of a study and its values: the built-in ones and its list-valued params."""
+    """Every axis of a study and its values: the built-in ones (a node ladder's every rung) and
+    its list-valued params."""
     axes = {key: list(study[key]) for key in BUILTIN_AXES if isinstance(study.get(key), list)}
+    if is_ladder(study.get("nodes")):
+        axes = {"nodes": node_values(study["nodes"]), **axes}
     axes.update({key: value for key, value in study.get("params", {}).items() if isinstance(value, list)})
     return axes
 

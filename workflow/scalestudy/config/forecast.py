@@ -99,6 +99,20 @@ def forecast(
     return result
 
 
+def node_hours(points: Iterable[Point], cluster: Cluster) -> float:
+    """The node-hours the points' batch jobs ask for (nodes x (walltime + margin)): what an
+    allocation is held for at most, whatever the site charges for it."""
+    return sum(job_request(p, cluster).nodes * job_request(p, cluster).walltime_s for p in points) / 3600
+
+
+def ladder_cost(points: Iterable[Point], cluster: Cluster) -> tuple[float, float | None]:
+    """(node-hours, SU or None where the queue has no charge rate) of a ladder's points, each
+    its own job at its requested walltime: the worst case of the rungs, as `forecast` prices it."""
+    points = list(points)
+    result = forecast(points, cluster)
+    return node_hours(points, cluster), None if result.unpriced else result.total
+
+
 def to_submit_words(jobs: int) -> str:
     """What a forecast of one invocation prices, in the lines it prints."""
     return f"the {jobs} run jobs to submit"

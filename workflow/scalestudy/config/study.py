@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from ..apps.registry import APPS, app_for
+from ..model import ladder
 from ..model.errors import SweepError
 from ..model.memory import BF16_PRECISIONS, DOES_NOT_FIT, MAY_NOT_FIT, PRECISIONS, Prediction, TooLarge, verdict
-from ..model.paths import Layout
+from ..model.paths import Layout, cluster_file
 from ..model.point import PROGRAM_KEYS, Point, Sweep, first_repeats, program_of
 from ..model.settings import Settings
 from ..model.units import GB
@@ -351,6 +352,18 @@ def load(
     # project) stops here, before anything is submitted. A partial report submits nothing.
     submits = submits and not settings.partial
     problems = clusters.project_problems(cluster) if submits else []
+    # A ladder reaching past the cluster's nodes is one line about its up_to, not one per rung.
+    too_tall = {
+        name: line
+        for name, study in checked["studies"].items()
+        if (
+            line := ladder.cluster_problem(
+                study["nodes"], f"studies.{name}", cluster.name, cluster.nodes, cluster_file(cluster.name)
+            )
+        )  # fmt: skip
+    }
+    problems += list(too_tall.values())
+    points = [point for point in points if point.study not in too_tall]
     problems += sweep_problems(points, cluster, site_rules(cluster) if site_rules else ())
     problems += precision_problems(points, cluster)
     warnings: list[str] = []

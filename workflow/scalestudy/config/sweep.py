@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..apps.registry import APPS
+from ..model import ladder
 from ..model.errors import SweepError, did_you_mean
 from ..model.paths import SCHEMA_PATH, folder_problem
 from ..model.point import SAFE_SEGMENT, Point, Sweep, program_of
@@ -70,15 +71,18 @@ def schema() -> dict[str, Any]:
 
 @functools.cache
 def defaults() -> dict[str, Any]:
-    """The schema's defaults: top-level keys by name, and a study's under "study"."""
+    """The schema's defaults: top-level keys by name, a study's under "study", a figure's under
+    "figure" and a node ladder's under "ladder"."""
     properties = schema()["properties"]
     study = properties["studies"]["additionalProperties"]["properties"]
     top = {key: spec["default"] for key, spec in properties.items() if "default" in spec}
     figure = schema()["definitions"]["figure"]["properties"]
+    rungs = schema()["definitions"]["ladder"]["properties"]
     return {
         **top,
         "study": {key: spec["default"] for key, spec in study.items() if "default" in spec},
         "figure": {key: spec["default"] for key, spec in figure.items() if "default" in spec},
+        "ladder": {key: spec["default"] for key, spec in rungs.items() if "default" in spec},
     }
 
 
@@ -244,6 +248,8 @@ def with_defaults(config: Mapping[str, Any]) -> dict[str, Any]:
             continue
         for key, value in study_defaults.items():
             study.setdefault(key, copy.deepcopy(value))
+        if ladder.is_ladder(study.get("nodes")):
+            study["nodes"] = {**defaults()["ladder"], **study["nodes"]}
         figures = study.get("figures")
         if isinstance(figures, Mapping):
             study["figures"] = {
@@ -274,8 +280,12 @@ def set_problems(config: Mapping[str, Any]) -> list[str]:
             if len(set(study[key])) != len(study[key]):
                 problems.append(f"{where}.{key}: a set is listed twice")
         problems += repeat_problems(study["repeats"], where)
+        laddered = ladder.problems(study, where)
+        problems += laddered
         for axis_key in ("nodes", "ranks_per_node", "gpus_per_node"):
             values = study.get(axis_key, [])
+            if ladder.is_ladder(values):
+                continue
             if len(set(values)) != len(values):
                 problems.append(f"{where}.{axis_key}: a value is listed twice: {values}")
         for param, value in study["params"].items():
@@ -288,7 +298,8 @@ def set_problems(config: Mapping[str, Any]) -> list[str]:
                         )
                 if len(set(map(str, value))) != len(value):
                     problems.append(f"{where}.params.{param}: a value is listed twice: {value}")
-        problems += combination_problems(where, study)
+        # A ladder's own line says what of exclude or zip it cannot take: no second line about it.
+        problems += [] if laddered else combination_problems(where, study)
     return problems
 
 
@@ -416,8 +427,9 @@ def expand_study(name: str, study: Mapping[str, Any], config: Mapping[str, Any])
     kept = kept_combination(study, study_axes(study))
     per_node_axis = "gpus_per_node" if gpus else "ranks_per_node"
     points = []
+    node_values = ladder.node_values(study["nodes"])
     for combo, nodes, per_node, mpi_set, nccl_set, (hyperthreads, binding, mapping) in itertools.product(
-        resolved_params, study["nodes"], per_node_values, study["mpi_flags"], study["nccl_env"], placements
+        resolved_params, node_values, per_node_values, study["mpi_flags"], study["nccl_env"], placements
     ):
         values = {"nodes": nodes, per_node_axis: per_node, "mpi_flags": mpi_set, "nccl_env": nccl_set,
                   "hyperthreads": hyperthreads, "binding": binding, "mapping": mapping,
@@ -464,6 +476,7 @@ def study_settings(name: str, study: Mapping[str, Any]) -> StudySettings:
         estimator=study["estimator"],
         efficiency_threshold=study["efficiency_threshold"],
         predict_up_to=study["predict_up_to"],
+        ladder=ladder.of(study["nodes"], study["efficiency_threshold"]),
     )
 
 

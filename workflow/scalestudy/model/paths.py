@@ -123,6 +123,10 @@ class Layout:
     def study_log(self, study: str, step: str) -> str:
         return f"{self.results}/{study}/logs/{step}.log"
 
+    def ladder_file(self, study: str) -> str:
+        """What a study's node ladders did (planning.tables.ladder_state): the report's section."""
+        return f"{self.results}/{study}/ladder.json"
+
     def round_file(self, study: str, round_number: str | int) -> str:
         """What a round of a study's repeats-until-clear decided (bookkeeping.repeats.next_round):
         the points of the next round, none when every point has stopped."""

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .ladder import Ladder
 from .repeats import Repeats, limits
 
 
@@ -33,6 +34,8 @@ class StudySettings:
     estimator: str
     efficiency_threshold: float
     predict_up_to: float
+    # A node ladder (`nodes: {from, up_to, ...}`, model.ladder); None: a list of node counts.
+    ladder: Ladder | None = None
 
     @property
     def repeat_limits(self) -> Repeats:

@@ -23,11 +23,12 @@ from ..config.files import load_files, read_yaml, with_overrides
 from ..config.forecast import forecast, forecast_lines
 from ..config.requests import job_request
 from ..model.errors import SweepError
+from ..model.ladder import Judge
 from ..model.paths import BATCH_LOG, DEFAULT_SWEEP
 from ..scheduler import scheduler_for
 from ..scheduler.site import load_study, pack_problems
 from .plan import build_plan
-from .summary import budget_problems
+from .summary import budget_problems, ladder_lines
 
 PROFILE_FILE = "config.v8+.yaml"
 
@@ -52,6 +53,7 @@ def plan(
     configfiles: list[str] | None = None,
     config: list[str] | None = None,
     notes: Callable[[Any], list[str]] | None = None,
+    judge: Judge | None = None,
 ) -> list[str]:
     """The qsub line of every point, in the order of the study, after the sweep's cost
     forecast (`# ` lines: the output stays a shell script). Raises SweepError with the lines
@@ -74,7 +76,7 @@ def plan(
     if problems:
         raise SweepError(problems)
     # What a run would submit now, and whether the budget allows it: the Snakefile's plan.
-    planned = build_plan(study)
+    planned = build_plan(study, judge=judge)
     problems = budget_problems(planned)
     if problems:
         raise SweepError(problems)
@@ -83,6 +85,8 @@ def plan(
     )
     packed = {(point.study, point.id) for pack in packs for point in pack.points}
     lines = [f"# {line}" for line in cost] + [f"# scalestudy: {line}" for line in pack_counts(study, packs)]
+    # A ladder's rungs above the first are listed too: they are submitted only as it climbs.
+    lines += [f"# {line}" for line in ladder_lines(planned)]
     lines += [f"# scalestudy: {line}" for line in (notes(study) if notes else [])]
 
     def qsub(point, name=None):

@@ -29,12 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..bookkeeping import history, repeats
+from ..bookkeeping import history, ladder, repeats
 from ..config import packing
 from ..config.clusters import Cluster
 from ..config.study import Study, inputs_by_key, inputs_key, made_here, under_assets
 from ..model import order
 from ..model.errors import SweepError
+from ..model.ladder import Judge
 from ..model.paths import Layout
 from ..model.point import Point, Sweep
 from ..scheduler import site
@@ -132,8 +133,16 @@ class Plan:
     # The run order (model.order: round by round, seeded shuffle within): Snakemake starts
     # the ready job of highest priority first.
     priority_of: Mapping[tuple[str, str], int]
-    # The studies whose repeats go on round by round in this invocation (rule repeats_round).
+    # The studies whose repeats (or node ladders) go on round by round in this invocation (rule
+    # repeats_round).
     rounds: frozenset[str]
+    # The rungs of node ladders not planned now (model.ladder): priced by the forecast (the worst
+    # case), submitted only once the ladder climbs to them.
+    later_rungs: list[Point] = dataclasses.field(default_factory=list)
+    # Each ladder's state at load (bookkeeping.ladder.Climb), by (study, ladder).
+    climbs: Mapping[tuple[str, str], ladder.Climb] = dataclasses.field(default_factory=dict)
+    # How a ladder's finished rungs are judged (analysis.ladder.judge, handed down from above).
+    judge: Judge | None = None
 
     @property
     def sweep(self) -> Sweep:
@@ -162,18 +171,29 @@ class Plan:
 # ---------------------------------------------------------------------- the builders
 
 
-def planned_now(study: Study, main_process: bool) -> tuple[Study, list[Point]]:
-    """(the study with only the repeats needed now, the later repeats): repeats until the answer
-    is clear plan those the records call for (bookkeeping.repeats.in_play: round 1); the others up
-    to max come in later rounds. A batch job's own Snakemake plans every point."""
+def planned_now(
+    study: Study, main_process: bool, judge: Judge | None = None
+) -> tuple[Study, list[Point], list[Point], dict[tuple[str, str], ladder.Climb]]:
+    """(the study with only the points needed now, the later repeats, the later rungs, each
+    ladder's climb): repeats until the answer is clear plan those the records call for, node
+    ladders the rungs their records have climbed to (bookkeeping.ladder.decide: round 1); the others
+    come in later rounds. A batch job's own Snakemake plans every point."""
     if not main_process:
-        return study, []
-    planned = repeats.in_play(study.points, study.settings.studies, study.layout)
+        return study, [], [], {}
+    planned, climbs = ladder.decide(study.points, study.settings.studies, study.layout, judge)
     if len(planned) == len(study.points):
-        return study, []
+        return study, [], [], climbs
     kept = {(p.study, p.id) for p in planned}
-    later = [p for p in study.points if (p.study, p.id) not in kept]
-    return dataclasses.replace(study, sweep=dataclasses.replace(study.sweep, points=tuple(planned))), later
+    rungs_in_play = {(p.study, p.nodes, ladder.ladder_of(p)) for p in planned}
+    later, later_rungs = [], []
+    for p in study.points:
+        if (p.study, p.id) in kept:
+            continue
+        laddered = study.settings.studies[p.study].ladder is not None
+        is_rung = laddered and (p.study, p.nodes, ladder.ladder_of(p)) not in rungs_in_play
+        (later_rungs if is_rung else later).append(p)
+    sweep = dataclasses.replace(study.sweep, points=tuple(planned))
+    return dataclasses.replace(study, sweep=sweep), later, later_rungs, climbs
 
 
 def made_inputs(point: Point, inputs: Mapping[str, str], layout: Layout) -> list[str]:
@@ -212,16 +232,17 @@ def packs_of(study: Study, to_submit: Sequence[Point]) -> list[packing.Pack]:
 
 
 def round_studies(study: Study, to_submit: Iterable[Point]) -> frozenset[str]:
-    """The studies whose repeats go on round by round in this invocation (a checkpoint per
-    round): an adaptive study with a point to run now. A study whose every point has stopped
-    has no rounds, so a finished study plans nothing."""
-    adaptive = repeats.adaptive_studies(study.settings.studies)
-    return frozenset(p.study for p in to_submit if p.study in adaptive)
+    """The studies whose repeats or node ladders go on round by round in this invocation (a
+    checkpoint per round): an adaptive or laddered study with a point to run now. A study whose
+    every point has stopped has no rounds, so a finished study plans nothing."""
+    by_rounds = repeats.adaptive_studies(study.settings.studies) | ladder.ladder_studies(study.settings.studies)
+    return frozenset(p.study for p in to_submit if p.study in by_rounds)
 
 
-def build_plan(loaded: Study, main_process: bool = True) -> Plan:
-    """The plan of `loaded` (a study as scheduler.site.load_study returns it)."""
-    study, later = planned_now(loaded, main_process)
+def build_plan(loaded: Study, main_process: bool = True, judge: Judge | None = None) -> Plan:
+    """The plan of `loaded` (a study as scheduler.site.load_study returns it); `judge`: how a
+    node ladder's rungs are judged (analysis.ladder.judge; needed where a study has a ladder)."""
+    study, later, later_rungs, climbs = planned_now(loaded, main_process, judge)
     made = made_inputs_of(loaded.points, loaded.layout)
     survey = surveyed(study, main_process, lambda p: made[inputs_key(p)])
     to_submit = points_to_submit(study, survey, main_process)
@@ -240,15 +261,21 @@ def build_plan(loaded: Study, main_process: bool = True) -> Plan:
         later_in_pack=frozenset((point.study, point.id) for pack in packs for point in pack.points[1:]),
         priority_of=order.priorities(to_submit, study.settings.order_seed),
         rounds=round_studies(study, to_submit),
+        later_rungs=later_rungs,
+        climbs=climbs,
+        judge=judge,
     )
 
 
 def load_plan(
-    config: Mapping[str, Any], files: Iterable[str | os.PathLike[str]] = (), main_process: bool = True
+    config: Mapping[str, Any],
+    files: Iterable[str | os.PathLike[str]] = (),
+    main_process: bool = True,
+    judge: Judge | None = None,
 ) -> Plan:
     """The study as the site takes it (the same loader as `python -m scalestudy plan`), planned;
     raises SweepError, every problem one line. Inside a batch job (not the main process)
     nothing is submitted: no project is needed there, and the memory check (which may load
     torch to count a model) was done where the job was submitted."""
     study = site.load_study(config, files=files, submits=main_process, check_memory=main_process)
-    return build_plan(study, main_process)
+    return build_plan(study, main_process, judge)

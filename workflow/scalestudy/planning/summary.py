@@ -12,8 +12,9 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from ..bookkeeping import history
+from ..bookkeeping import history, ladder
 from ..config import forecast, packing
+from ..model.ladder import nodes_text
 from ..model.paths import RUNS_SEGMENT
 from ..model.point import Point
 from .plan import REPORT_TARGETS, Forcing, Plan, run_rule
@@ -93,13 +94,14 @@ def narrowed(
     """(the survey, the points to submit, the later repeats, the packs) of what the given
     targets need: what the opening line, the forecast and the budget count."""
     keep = asked(plan, forcing)
+    later = [*plan.later_repeats, *plan.later_rungs]
     if keep is None:
-        return plan.survey, plan.to_submit, plan.later_repeats, plan.packs
+        return plan.survey, plan.to_submit, later, plan.packs
     packs = [pack for pack in plan.packs if any(keep(point) for point in pack.points)]
     return (
         plan.survey.only(p for p in plan.study.points if keep(p)),
         [p for p in plan.to_submit if keep(p)],
-        [p for p in plan.later_repeats if keep(p)],
+        [p for p in later if keep(p)],
         packs,
     )
 
@@ -114,6 +116,7 @@ def summary_lines(plan: Plan, forcing: Forcing | None = None) -> list[str]:
     survey, _, later, packs = narrowed(plan, forcing)
     excluded = sum(n for study, n in plan.sweep.excluded.items() if study in survey.points)
     lines = [history.summary_line(survey, only_report, len(forced), excluded)]
+    lines += ladder_lines(plan)
     if packs and not only_report:
         packed = sum(len(pack.points) for pack in packs)
         names = ", ".join(pack.name for pack in packs)
@@ -127,11 +130,41 @@ def summary_lines(plan: Plan, forcing: Forcing | None = None) -> list[str]:
     if plan.cluster.scheduler != "none" and not only_report and to_run:
         lines += forecast.forecast_lines(submit_forecast(plan, forced, forcing), submit_words(plan, to_run, forcing))
     elif to_run and not only_report and later:
+        rungs = {(p.study, p.id) for p in plan.later_rungs}
+        repeats = sum((p.study, p.id) not in rungs for p in later)
+        if repeats:
+            lines.append(
+                f"scalestudy: later rounds may add up to {repeats} repeats (up to max), "
+                "while a point's CI is wider than its target"
+            )
+    return lines
+
+
+def ladder_lines(plan: Plan) -> list[str]:
+    """Each laddered study's ladder, where it stands and its worst case (every rung, priced by
+    the cost forecast: config.forecast.ladder_cost), before the first job."""
+    lines = []
+    for name, settings in plan.study.settings.studies.items():
+        if settings.ladder is None:
+            continue
+        rungs = [p for p in plan.all_points.values() if p.study == name]
+        hours, units = forecast.ladder_cost(rungs, plan.cluster)
+        cost = f"{hours:,.2f} node-hours" + (f", {forecast.su(units)}" if units is not None else "")
+        states = sorted({climb_words(climb) for (study, _), climb in plan.climbs.items() if study == name})
         lines.append(
-            f"scalestudy: later rounds may add up to {len(later)} repeats (up to max), "
-            "while a point's CI is wider than its target"
+            f"scalestudy: {name}: node ladder {settings.ladder.text()} (with 95% confidence, or as the "
+            f"calibrated prediction of the next rung says); worst case, every rung: {cost}"
+            + (f"; now: {'; '.join(states)}" if states else "")
         )
     return lines
+
+
+def climb_words(climb: ladder.Climb) -> str:
+    """A ladder's state in words: waiting on a rung's runs, climbing, or stopped and why."""
+    if climb.waiting_on is not None:
+        return f"runs at {nodes_text(climb.waiting_on)}" + (f" ({climb.step.why})" if climb.step else "")
+    assert climb.step is not None
+    return f"stopped at {nodes_text(climb.step.top)} ({climb.step.why})"
 
 
 def submit_forecast(plan: Plan, forced: Sequence[Point] = (), forcing: Forcing | None = None) -> forecast.Forecast:
@@ -147,8 +180,12 @@ def submit_words(plan: Plan, to_run: int, forcing: Forcing | None = None) -> str
     """What a forecast of this invocation prices, in words."""
     words = forecast.to_submit_words(to_run)
     later = narrowed(plan, forcing)[2]
-    if later:
-        words += f" and the {len(later)} repeats up to max that later rounds may add"
+    rungs = {(p.study, p.id) for p in plan.later_rungs}
+    repeats = sum((p.study, p.id) not in rungs for p in later)
+    if repeats:
+        words += f" and the {repeats} repeats up to max that later rounds may add"
+    if len(later) - repeats:
+        words += f" and the {len(later) - repeats} runs of the ladder rungs above (the worst case: every rung)"
     return words
 
 

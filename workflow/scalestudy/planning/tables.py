@@ -5,19 +5,23 @@ read from its typed value (model.settings.StudySettings: `plan.study.settings.st
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..bookkeeping import repeats
+from ..bookkeeping import history, ladder, repeats
+from ..config import forecast
 from ..model.errors import SweepError
 from ..model.point import Point
 from ..model.repeats import stopped_at_max
 from .plan import Plan, round_points
+from .summary import climb_words
 
 
 def run_metrics(plan: Plan, study: str) -> list[str]:
@@ -31,8 +35,10 @@ def all_points_of(plan: Plan, study: str) -> list[Point]:
 
 def points_now(plan: Plan, study: str) -> list[Point]:
     """The points of `study` as the records on disk leave it: every point, or for repeats
-    until clear those needed so far (bookkeeping.repeats.in_play), after the last round too."""
-    return repeats.in_play(all_points_of(plan, study), {study: plan.study.settings.studies[study]}, plan.layout)
+    until clear those needed so far, for a node ladder the rungs it has climbed
+    (bookkeeping.ladder.in_play), after the last round too."""
+    settings = {study: plan.study.settings.studies[study]}
+    return ladder.in_play(all_points_of(plan, study), settings, plan.layout, plan.judge)
 
 
 def expected_runs(plan: Plan, study: str) -> list[tuple[dict[str, Any], str]]:
@@ -86,9 +92,10 @@ def write_next_round(plan: Plan, study: str, round_number: int, path: str, log: 
 
 def decide_next_round(plan: Plan, study: str, round_number: int, path: str) -> list[str]:
     """write_next_round's decision, written to `path`; returns the line that says it."""
-    chosen, why = repeats.next_round(
-        all_points_of(plan, study), {study: plan.study.settings.studies[study]}, plan.layout
-    )
+    settings = {study: plan.study.settings.studies[study]}
+    if settings[study].ladder is not None:
+        return decide_next_rung(plan, study, round_number, path)
+    chosen, why = repeats.next_round(all_points_of(plan, study), settings, plan.layout)
     ids = [p.id for p in chosen]
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps({"study": study, "round": round_number, "next": ids, "why": why}, indent=1))
@@ -98,6 +105,80 @@ def decide_next_round(plan: Plan, study: str, round_number: int, path: str) -> l
         return [f"{done}; round {round_number + 1} runs {more} (CI still wider than the target)"]
     at_max = sum(map(stopped_at_max, why.values()))
     return [f"{done}; every point has stopped ({len(why) - at_max} at their CI target, {at_max} at max)"]
+
+
+def decide_next_rung(plan: Plan, study: str, round_number: int, path: str) -> list[str]:
+    """A laddered study's round: the points in play without a record (the repeats a rung still
+    needs, or the next rung where a ladder climbs), and each ladder's step in words."""
+    settings = {study: plan.study.settings.studies[study]}
+    planned, found = ladder.decide(all_points_of(plan, study), settings, plan.layout, plan.judge)
+    chosen = [p for p in planned if read_record(plan, p) is None]
+    why = {name: climb_words(climb) for (_study, name), climb in found.items()}
+    ids = [p.id for p in chosen]
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps({"study": study, "round": round_number, "next": ids, "why": why}, indent=1))
+    done = f"{study}: round {round_number} done"
+    lines = [f"{study}: ladder {name}: {words}" for name, words in why.items()]
+    if ids:
+        return [*lines, f"{done}; round {round_number + 1} runs {len(ids)} more point{'s' if len(ids) > 1 else ''}"]
+    return [*lines, f"{done}; every ladder has stopped"]
+
+
+def plain(value: Any) -> Any:
+    """A dataclass tree as JSON values, nan as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    return value
+
+
+def ladder_state(plan: Plan, study: str) -> dict[str, Any]:
+    """What a laddered study's ladders did, for the report: each ladder's rungs as judged, why it
+    stopped (or where it stands), and the node-hours and SU of the rungs it did not run against
+    the full ladder's (every rung at every repeat, as the cost forecast prices them:
+    config.forecast.ladder_cost)."""
+    settings = plan.study.settings.studies[study]
+    assert settings.ladder is not None
+    points = all_points_of(plan, study)
+    _planned, found = ladder.decide(points, {study: settings}, plan.layout, plan.judge)
+    out: dict[str, Any] = {"study": study, "rungs": list(settings.ladder.rungs()),
+                           "threshold": settings.ladder.threshold, "ladders": []}  # fmt: skip
+    for (_study, name), climb in found.items():
+        members = [p for p in points if ladder.ladder_of(p) == name]
+        climbed = {p.nodes for p in climb.in_play}
+        skipped = [p for p in members if p.nodes not in climbed]
+        full_hours, full_su = forecast.ladder_cost(members, plan.cluster)
+        saved_hours, saved_su = forecast.ladder_cost(skipped, plan.cluster)
+        out["ladders"].append(
+            {
+                "ladder": name,
+                "stopped": climb.waiting_on is None,
+                "waiting_on": climb.waiting_on,
+                "step": dataclasses.asdict(climb.step) if climb.step is not None else None,
+                "not_run": sorted({p.nodes for p in skipped}),
+                "node_hours": {"full": full_hours, "not_spent": saved_hours},
+                "su": {"full": full_su, "not_spent": saved_su},
+                "cluster": plan.cluster.name,
+            }
+        )
+    return plain(out)
+
+
+def write_ladder(plan: Plan, study: str, path: str, log: str | None = None) -> None:
+    """The ladder rule: ladder_state as JSON (the report's section reads it)."""
+    state = ladder_state(plan, study)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(state, indent=1))
+    if log is not None:
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
+        Path(log).write_text(f"{path}: {len(state['ladders'])} ladders\n")
+
+
+def read_record(plan: Plan, point: Point) -> dict | None:
+    return history.read(plan.layout.metrics(point.study, point.id))[0]
 
 
 def finished_fingerprint(plan: Plan, study: str, report_only: bool) -> str | list[str]:

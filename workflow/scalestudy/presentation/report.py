@@ -22,6 +22,7 @@ from ..bookkeeping.retry import RETRY_FAILED
 from ..model.paths import PLOT_KINDS
 from ..model.steplog import step_log
 from .glossary import DEFINITIONS
+from .ladder_section import ladder_blocks, read_ladder
 from .page import Bullets, Details, Heading, Image, Link, Para, Table, scale_text, write_page
 from .plots import NO_SIZE_CURVE, missing_plots, primary_table
 from .runs_section import contended_line, provenance_link_blocks, remeasured_runs, run_blocks, write_provenance
@@ -48,6 +49,7 @@ def study_blocks(
     plots: Sequence[Path],
     budget_su: float | None = None,
     provenance_link: str | None = None,
+    ladder: Mapping | None = None,
 ) -> list:
     why = one_reason(runs)
     if why is not None:
@@ -71,6 +73,7 @@ def study_blocks(
         blocks += [Para(line) for line in amdahl_lines(table)]
         blocks += breakdown_blocks(scaling, study, table)
         blocks += model_blocks(scaling, study, table)
+        blocks += ladder_blocks(ladder or {})
         blocks += variant_blocks(variants, table)
         used = set(table["estimator"].dropna()) - {MEAN} if "estimator" in table.columns else set()
         blocks += size_blocks(runs, min(used, default=MEAN))
@@ -230,6 +233,7 @@ def build(
     out_md: Path | None = None,
     budgets: Mapping[str, float | None] | None = None,
     provenance: Mapping[str, Path] | None = None,
+    ladders: Mapping[str, Mapping] | None = None,
 ) -> None:
     """The page: the overview, then each study's section. `provenance`: study -> the side file
     its runs' provenance is written to (the page links to it)."""
@@ -247,6 +251,7 @@ def build(
             plots.get(study, []),
             (budgets or {}).get(study),
             link,
+            (ladders or {}).get(study),
         )
     write_page(blocks + definition_blocks(), "scalestudy report", out_html, out_md)
 
@@ -262,6 +267,7 @@ def build_from_files(
     budgets: Mapping[str, float | None] | None = None,
     log: str | Path | None = None,
     provenance: list[str] | None = None,
+    ladder_json: list[str] | None = None,
 ) -> None:
     """The report rule's entry: files in, one page (and its Markdown twin) out; the
     table inputs (and the provenance side files) are ordered as `studies`."""
@@ -274,6 +280,8 @@ def build_from_files(
             for study in studies
         }
         sides = dict(zip(studies, map(Path, provenance), strict=True)) if provenance else None
-        build(runs, scaling, variants, plots, Path(out_html), Path(out_md) if out_md else None, budgets, sides)
+        # A laddered study's ladder.json lies in its own folder (model.paths.Layout.ladder_file).
+        ladders = {Path(path).parent.name: read_ladder(path) for path in ladder_json or []}
+        build(runs, scaling, variants, plots, Path(out_html), Path(out_md) if out_md else None, budgets, sides, ladders)
         total = sum(len(table) for table in runs.values())
         note(f"{out_html}: {len(studies)} studies, {total} runs")

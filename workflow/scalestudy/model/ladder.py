@@ -1,0 +1,243 @@
+"""A node ladder: node counts chosen round by round instead of fixed in advance.
+
+`nodes: {from: 1, up_to: 64, stop_below_efficiency: 0.7}` makes the rungs from, 2·from,
+4·from, ... up to up_to (doublings; up_to must be one). Every rung is a point of the sweep (its
+id never changes, the forecast and the budget count every rung: the worst case), but a rung is
+planned only once the rung below it has finished (every repeat it needs) and the ladder climbs:
+
+- it stops at a rung whose measured parallel efficiency is below the threshold with 95%
+  confidence (the whole ratio interval below it: model.scaling_figures.judge, BELOW);
+- it stops before the next rung when the calibrated prediction of that rung's efficiency lies
+  wholly below the threshold (its optimistic edge is below it);
+- it stops at a rung with fewer than 2 successful runs (an interrupted or failed repeat: no
+  interval to judge; `retry_failed=true` measures them again and the ladder goes on), and at up_to.
+
+`step` is that decision, on numbers others compute (the analysis: analysis.ladder.judge); the
+records on disk choose the rungs in play (bookkeeping.ladder). Pure Python, standard library only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .scaling_figures import BELOW, judge
+
+# A rung is judged from at least this many successful runs (a ratio interval needs 2 at each end).
+MIN_RUNS = 2
+# The keys of a ladder as the schema spells them.
+FROM, UP_TO, STOP_BELOW = "from", "up_to", "stop_below_efficiency"
+# Why a ladder stops (Step.reason); CLIMB: it goes on.
+CLIMB, MEASURED, PREDICTED, TOP, NO_RESULT = "climb", "measured below", "predicted below", "up_to reached", "no result"
+
+
+@dataclass(frozen=True)
+class Ladder:
+    start: int  # `from`
+    up_to: int
+    threshold: float  # stop_below_efficiency, else the study's efficiency_threshold
+
+    def rungs(self) -> tuple[int, ...]:
+        """from, 2·from, 4·from, ... not above up_to."""
+        out, nodes = [], self.start
+        while nodes <= self.up_to:
+            out.append(nodes)
+            nodes *= 2
+        return tuple(out)
+
+    def text(self) -> str:
+        return f"{', '.join(map(str, self.rungs()))} nodes, stops below efficiency {self.threshold:g}"
+
+    def __post_init__(self) -> None:
+        if self.start < 1:
+            raise ValueError(f"a ladder starts at 1 node or more, not {self.start}")
+
+
+def is_ladder(nodes: Any) -> bool:
+    """Is a study's `nodes` a ladder (a mapping), not a list of node counts?"""
+    return isinstance(nodes, Mapping)
+
+
+def of(nodes: Any, efficiency_threshold: float) -> Ladder | None:
+    """A study's `nodes` (the schema's defaults filled in) as a ladder; None for a list."""
+    if not is_ladder(nodes):
+        return None
+    threshold = nodes.get(STOP_BELOW)
+    return Ladder(int(nodes[FROM]), int(nodes[UP_TO]),
+                  float(efficiency_threshold if threshold is None else threshold))  # fmt: skip
+
+
+def node_values(nodes: Any) -> list[int]:
+    """The node counts a study's `nodes` expands into: the list, or every rung of the ladder."""
+    if not is_ladder(nodes):
+        return list(nodes)
+    return list(Ladder(int(nodes[FROM]), int(nodes[UP_TO]), 1.0).rungs())
+
+
+def problems(study: Mapping[str, Any], where: str) -> list[str]:
+    """What the schema cannot say of a study's ladder, one line each: from above up_to, an up_to
+    that is no doubling of from, a weak-scaling study, one repeat, nodes zipped or excluded."""
+    nodes = study.get("nodes")
+    if not is_ladder(nodes):
+        return []
+    start, up_to = int(nodes[FROM]), int(nodes[UP_TO])
+    at = f"{where}.nodes"
+    if start > up_to:
+        return [f"{at}.from: {start} is above up_to {up_to}; use from <= up_to"]
+    found = []
+    rungs = Ladder(start, up_to, 1.0).rungs()
+    if rungs[-1] != up_to:
+        found.append(
+            f"{at}.up_to: {up_to} is not a doubling of from {start} (rungs {', '.join(map(str, rungs))}, ...); "
+            f"allowed: {rungs[-1]} or {rungs[-1] * 2}"
+        )
+    if study.get("scaling") == "weak":
+        found.append(
+            f"{at}: a ladder stops on strong-scaling (parallel) efficiency S(p)·p0/p, and this study is "
+            "scaling: weak, whose efficiency is T(p0)/T(p) (weak efficiency), which the ladder does not judge "
+            "(its prediction intervals are calibrated on strong-scaling series); allowed: a list of nodes, "
+            "or scaling: strong"
+        )
+    repeats = study.get("repeats")
+    if isinstance(repeats, int) and repeats < 2:
+        found.append(
+            f"{where}.repeats: {repeats} with a node ladder: a rung's efficiency has a 95% interval only from at "
+            "least 2 repeats at it and at `from`; allowed: repeats >= 2, or {min: 2, max: ..., ci: ...}"
+        )
+    for i, group in enumerate(study.get("zip") or []):
+        if "nodes" in group:
+            found.append(
+                f"{where}.zip[{i}]: nodes is a ladder, whose rungs are chosen round by round; allowed: zip other "
+                "axes, or a list of nodes"
+            )
+    for i, entry in enumerate(study.get("exclude") or []):
+        if isinstance(entry, Mapping) and "nodes" in entry:
+            found.append(
+                f"{where}.exclude[{i}].nodes: a ladder climbs every rung in turn and cannot skip one; allowed: "
+                "exclude other axes, or a smaller up_to"
+            )
+    return found
+
+
+def cluster_problem(nodes: Any, where: str, cluster: str, cluster_nodes: int | None, file: str) -> str | None:
+    """A ladder whose up_to is more nodes than the cluster file has (one line), else None."""
+    if not is_ladder(nodes) or cluster_nodes is None or int(nodes[UP_TO]) <= cluster_nodes:
+        return None
+    rungs = Ladder(int(nodes[FROM]), cluster_nodes, 1.0).rungs() if int(nodes[FROM]) <= cluster_nodes else ()
+    allowed = f"up_to: {rungs[-1]}" if rungs else f"a ladder from at most {cluster_nodes}"
+    return (
+        f"{where}.nodes.up_to: {nodes[UP_TO]} nodes, but {cluster} has {cluster_nodes} "
+        f"({file} nodes: {cluster_nodes}); allowed: {allowed}"
+    )
+
+
+def nodes_text(nodes: int) -> str:
+    return f"{nodes} node{'s' if nodes != 1 else ''}"
+
+
+@dataclass(frozen=True)
+class RungRuns:
+    """What a finished rung measured, as the judge (analysis.ladder.judge) is given it: the primary
+    figure of each successful repeat."""
+
+    nodes: int
+    ranks: int
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Rung:
+    """A finished rung as the ladder judges it: its efficiency against `from`, with its 95%
+    interval (nan: none, e.g. no successful run, or one repeat)."""
+
+    nodes: int
+    efficiency: float
+    low: float = math.nan
+    high: float = math.nan
+    runs: int = 2  # successful runs
+
+    @property
+    def ok(self) -> bool:
+        return self.runs > 0
+
+    def text(self) -> str:
+        if not self.ok:
+            return f"{nodes_text(self.nodes)}: no successful run"
+        interval = f" [{self.low:.2f}–{self.high:.2f}]" if math.isfinite(self.low) and math.isfinite(self.high) else ""
+        return f"{nodes_text(self.nodes)}: efficiency {self.efficiency:.2f}{interval}"
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The calibrated prediction of the next rung's efficiency (nan where there is none)."""
+
+    nodes: int
+    efficiency: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
+    note: str = ""  # why there is none
+
+    @property
+    def given(self) -> bool:
+        return math.isfinite(self.high)
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the ladder does after its highest finished rung: climb to `next_nodes` or stop at
+    `top` (the highest rung measured), and why, in words."""
+
+    reason: str  # CLIMB or why it stops
+    top: int
+    next_nodes: int | None
+    why: str
+    # What the decision was made on: the finished rungs as judged, the next rung's prediction.
+    rungs: tuple[Rung, ...] = ()
+    predicted: Prediction | None = None
+
+    @property
+    def climbs(self) -> bool:
+        return self.reason == CLIMB
+
+
+def step(rungs: Sequence[int], measured: Sequence[Rung], threshold: float, predicted: Prediction | None = None) -> Step:
+    """`decide`, holding what it was decided on (the rungs as judged, the prediction)."""
+    decision = decide(rungs, measured, threshold, predicted)
+    return dataclasses.replace(decision, rungs=tuple(measured), predicted=predicted)
+
+
+def decide(
+    rungs: Sequence[int], measured: Sequence[Rung], threshold: float, predicted: Prediction | None = None
+) -> Step:
+    """The decision after the rungs `measured` (every one finished, in order from the first of
+    `rungs`): stop at the last measured rung when it has no successful run, when its efficiency is
+    below `threshold` with 95% confidence, when it is the last rung, or when `predicted` (the next
+    rung's calibrated efficiency) lies wholly below the threshold; otherwise climb one rung."""
+    last = measured[-1]
+    at = nodes_text(last.nodes)
+    above = [nodes for nodes in rungs if nodes > last.nodes]
+    if last.runs < MIN_RUNS:
+        runs = "no successful run" if not last.ok else f"{last.runs} successful run"
+        why = f"{runs} at {at}: its efficiency has no interval to judge (retry_failed=true measures it again)"
+        return Step(NO_RESULT, last.nodes, None, why)
+    if judge(last.low, last.high, threshold) == BELOW:
+        why = f"efficiency at {at} {last.efficiency:.2f} [{last.low:.2f}–{last.high:.2f}] is below {threshold:g}"
+        return Step(MEASURED, last.nodes, None, f"{why} with 95% confidence")
+    if not above:
+        return Step(TOP, last.nodes, None, f"reached up_to ({at}) with efficiency {last.efficiency:.2f}")
+    following = nodes_text(above[0])
+    if predicted is not None and predicted.given and judge(predicted.low, predicted.high, threshold) == BELOW:
+        band = f"{predicted.efficiency:.2f} [{predicted.low:.2f}–{predicted.high:.2f}]"
+        why = f"the calibrated prediction at {following} is efficiency {band}, below {threshold:g} with 95% confidence"
+        return Step(PREDICTED, last.nodes, None, why)
+    return Step(CLIMB, last.nodes, above[0], f"{last.text()}, not below {threshold:g}: climbs to {following}")
+
+
+# How a ladder's finished rungs are judged: (the ladder, the primary figure's kind 'rate' or
+# 'time', the study's estimator, the finished rungs in order) -> the next step. The analysis
+# computes it (analysis.ladder.judge: ratio intervals, calibrated predictions); the planning and
+# the results are handed it from above both (the Snakefile, `python -m scalestudy plan`).
+Judge = Callable[["Ladder", str, str, Sequence[RungRuns]], Step]
