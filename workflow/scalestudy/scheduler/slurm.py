@@ -143,6 +143,7 @@ class Slurm(Scheduler):
         return {"mpi": mpi_launcher, "slurm_extra": lambda point: hardware_threads(point, self.cluster)}
 
     def submit_line(self, request: Any, *, log_path: str, jobscript: str) -> list[str]:
+        """The sbatch line the plugin's submission amounts to (`sbatch_command`)."""
         return sbatch_command(request, log_path=log_path, jobscript=jobscript, cluster=self.cluster)
 
     def cost(self, job_id: str) -> float | None:

@@ -40,8 +40,8 @@ class Gadi(PbsPro):
         return items
 
     def problems(self, point: Point, request: JobRequest) -> list[str]:
-        # Totals cannot say how the cores spread over the nodes: past one node Gadi gives
-        # whole nodes only.
+        """Totals cannot say how the cores spread over the nodes: past one node Gadi gives
+        whole nodes only."""
         # (A multiple of the node's cores spread thinner, e.g. 2 x 24, would be given 1 node.)
         queue = request.queue
         if request.nodes == 1 or request.ncpus_per_node >= queue.cores_per_node:
