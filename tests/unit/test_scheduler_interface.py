@@ -68,7 +68,9 @@ def test_backends_are_found_and_scheduler_for_picks_each_cluster_files():
     unknown = clusters.from_mapping({"name": "x", "scheduler": "lsf", "cores_per_node": 4, "mem_per_node_gib": 8})
     with pytest.raises(SweepError) as raised:
         scheduler_for(unknown)
-    assert raised.value.problems == ["config/clusters/x.yaml: scheduler 'lsf' is not known; allowed: none, pbspro, slurm"]
+    assert raised.value.problems == [
+        "config/clusters/x.yaml: scheduler 'lsf' is not known; allowed: none, pbspro, slurm"
+    ]
 
 
 @pytest.mark.parametrize("backend", [*dialects.DIALECTS.values(), slurm.Slurm], ids=lambda cls: cls.__name__)
