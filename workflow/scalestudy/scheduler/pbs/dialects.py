@@ -77,6 +77,7 @@ def dialect_of(cluster: Cluster) -> PbsPro:
 
 
 def site_rules(cluster: Cluster) -> tuple[RequestRule, ...]:
-    """What the cluster's dialect adds to the refusals of config.requests (every cluster
-    names a dialect, `select` by default, so an unknown name stops any study)."""
+    """What a PBS Pro cluster's dialect adds to the refusals of config.requests (its file
+    names a dialect, `select` by default; an unknown name stops the study): PbsPro.problems
+    as scheduler_for(cluster) gives it."""
     return (dialect_of(cluster).problems,)
