@@ -363,3 +363,21 @@ def test_slurm_repeats_until_clear_go_round_by_round_in_one_invocation(slurm, tm
     assert "pingpong-rounds: round 2 done; every point has stopped (0 at their CI target, 1 at max)" in run.stderr
     again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr, again.stderr[-3000:]
+
+
+def test_slurm_hardware_threads_are_asked_of_slurm_which_refuses_them_in_its_own_words(slurm, tmp_path, repo):
+    """`hyperthreads: [true]` on a Slurm cluster file with 2 threads per core: the plugin's
+    sbatch asks Slurm for them (`--threads-per-core=2`, scheduler.slurm), where before the PBS
+    dialect's rule refused them at load (issue 48). This machine's cores have 1 thread each, and
+    so have the test Slurm's nodes: Slurm itself refuses the job, and says why."""
+    node = slurm.run("scontrol", "-o", "show", "node", "n1").stdout
+    assert "ThreadsPerCore=1" in node, node
+    cluster = {"name": "slurm-test", "scheduler": "slurm", **CLUSTER, "threads_per_core": 2}
+    study = {**PINGPONG, "nodes": [1], "ranks_per_node": [2], "hyperthreads": [True], "params": QUICK}
+    command, env = slurm_workflow(slurm, tmp_path, repo, cluster, {"pingpong-slurm": study})
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    said = run.stdout + run.stderr
+    assert run.returncode != 0 and "PBS dialect" not in said
+    [sbatch] = [line for line in said.splitlines() if line.strip().startswith("sbatch --parsable")]
+    assert " --ntasks=2 --cpus-per-task=1 --threads-per-core=2 " in sbatch, sbatch
+    assert "sbatch: error: Batch job submission failed: Requested node configuration is not available" in said

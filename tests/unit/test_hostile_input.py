@@ -332,7 +332,7 @@ def test_run_point_answers_a_point_that_is_not_json_in_one_line(tmp_path, capsys
     assert not (tmp_path / "metrics.json").exists()
 
 
-def test_the_pbs_plan_refuses_garbage_config_and_a_profile_without_pbs(capsys, repo, monkeypatch):
+def test_the_plan_refuses_garbage_config_and_a_profile_without_a_batch_scheduler(capsys, repo, monkeypatch):
     from scalestudy.__main__ import main
 
     monkeypatch.chdir(repo)
@@ -343,8 +343,8 @@ def test_the_pbs_plan_refuses_garbage_config_and_a_profile_without_pbs(capsys, r
     ]
     assert main(["plan", "--profile", "profiles/local"]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        "sweep error: --profile profiles/local: its cluster 'local' has no PBS scheduler (scheduler: none), so "
-        "nothing is submitted with qsub; give the profile of a PBS cluster, e.g. profiles/gadi"
+        "sweep error: --profile profiles/local: its cluster 'local' has no batch scheduler (scheduler: none), so "
+        "nothing is submitted; give the profile of a cluster, e.g. profiles/gadi"
     ]
 
 

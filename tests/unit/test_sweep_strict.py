@@ -10,6 +10,8 @@ import yaml
 from scalestudy.apps.registry import APPS
 from scalestudy.config import clusters, files, study, sweep
 from scalestudy.model.errors import SweepError
+from scalestudy.scheduler import scheduler_for
+from scalestudy.scheduler.site import load_study
 
 
 def pingpong(**study_keys):
@@ -257,18 +259,19 @@ def test_gpus_are_counted_from_the_driver_and_narrowed_by_cuda_visible_devices(t
 
 
 def test_a_pbs_cluster_without_a_project_stops_at_load(monkeypatch):
+    """The project is PBS Pro's to ask for (its backend's cluster_problems, scheduler.site.load_study)."""
     monkeypatch.delenv("PROJECT", raising=False)
     config = {**pingpong(), "cluster": "gadi"}
-    assert problems_of(config) == [
+    assert problems_of(config, site=scheduler_for) == [
         "config/clusters/gadi.yaml project: not set and $PROJECT is empty; gadi charges every job to a project "
         "(qsub -P): export PROJECT=<your project code> or set project: in that file"
     ]
-    assert study.load({**config, "partial": "true"}).points  # a partial report submits nothing
-    assert study.load(config, submits=False).points  # nor does a batch job, whose environment may lack it
+    assert load_study({**config, "partial": "true"}).points  # a partial report submits nothing
+    assert load_study(config, submits=False).points  # nor does a batch job, whose environment may lack it
     monkeypatch.setenv("PROJECT", "ab12")
-    assert study.load(config).points
+    assert load_study(config).points
     monkeypatch.delenv("PROJECT")
-    assert study.load({**config, "cluster": "slurm"}).points  # Slurm charges the user's default account
+    assert load_study({**config, "cluster": "slurm"}).points  # Slurm charges the user's default account
 
 
 # ---------------------------------------------------------------- messages that tell the truth

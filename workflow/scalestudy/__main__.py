@@ -10,7 +10,7 @@
 `memory` runs nothing: it prints the memory model's prediction for every point of the apps
 that train (study, point, each term, total, its range within the model's uncertainty, what a
 rank has, fits: yes / MAY NOT / NO) and exits 1 if any point does not fit.
-`plan` submits nothing either: the exact qsub line of every point a PBS profile would run,
+`plan` submits nothing either: the exact submit line (qsub, sbatch) of every point a profile would run,
 after the sweep's cost forecast (dry_plan); a sweep the Snakefile refuses is refused with the
 Snakefile's `sweep error:` lines.
 
@@ -71,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         help="sweep files, merged in order (default: config/sweep.yaml)",
     )
     memory.add_argument("--study", action="append", help="only this study (may be given again)")
-    dry = commands.add_parser("plan", help="print the qsub line of every point a PBS profile runs (nothing submitted)")
-    dry.add_argument("--profile", type=Path, required=True, help="a PBS profile folder, e.g. profiles/gadi")
+    dry = commands.add_parser("plan", help="print each point's qsub or sbatch line (nothing submitted)")
+    dry.add_argument("--profile", type=Path, required=True, help="a cluster's profile folder, e.g. profiles/gadi")
     dry.add_argument("--configfile", nargs="*", default=[], help="replace the profile's configfiles, as snakemake")
     dry.add_argument("--config", nargs="*", default=[], help="k=v: replace the profile's config entries")
     dry.add_argument(

@@ -23,7 +23,6 @@ from ..model.units import GIB, gib_in_gb
 from .files import read_yaml
 from .sweep import MPI_FLAVOURS
 
-SCHEDULERS = ("none", "pbspro", "slurm")
 CHARGE_UNITS = ("core_hour", "gpu_hour")
 # NVIDIA's driver lists one folder per GPU here (no subprocess, no CUDA needed to count).
 NVIDIA_GPUS_DIR = "/proc/driver/nvidia/gpus"
@@ -104,6 +103,8 @@ class Queue:
 @dataclass(frozen=True)
 class Cluster:
     name: str
+    # The backend that submits its jobs: the `scheduler` name of one of scalestudy.scheduler's
+    # backends (checked when a study loads, by scalestudy.scheduler.scheduler_for).
     scheduler: str
     cores_per_node: int
     gpus_per_node: int
@@ -187,17 +188,6 @@ class Cluster:
 
     def project_name(self, environ: Mapping[str, str] = os.environ) -> str | None:
         return self.project or environ.get("PROJECT") or None
-
-
-def project_problems(cluster: Cluster, environ: Mapping[str, str] = os.environ) -> list[str]:
-    """PBS Pro sites charge every job to a project (qsub -P): without one each submission
-    would be refused, once per job; say so when the study loads, dry runs included."""
-    if cluster.scheduler != "pbspro" or cluster.project_name(environ):
-        return []
-    return [
-        f"{cluster_file(cluster.name)} project: not set and $PROJECT is empty; {cluster.name} charges "
-        f"every job to a project (qsub -P): export PROJECT=<your project code> or set project: in that file"
-    ]
 
 
 def physical_memory_gib() -> float:
@@ -306,8 +296,6 @@ def from_mapping(data: Mapping[str, Any]) -> Cluster:
 def problems_of(cluster: Cluster) -> list[str]:
     where = cluster_file(cluster.name)
     problems = []
-    if cluster.scheduler not in SCHEDULERS:
-        problems.append(f"{where}: scheduler {cluster.scheduler!r} is not known; allowed: {', '.join(SCHEDULERS)}")
     if cluster.threads_per_core < 1:
         problems.append(f"{where}: threads_per_core {cluster.threads_per_core}; use 1 (no SMT) or more, or auto")
     for key in ("default_queue", "default_gpu_queue"):

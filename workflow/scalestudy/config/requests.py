@@ -1,11 +1,11 @@
 """What a point asks of a batch scheduler, and what a site would refuse.
 
 One request per point, computed from the point and the cluster file; each scheduler
-backend (scalestudy.scheduler.pbs; Slurm goes through Snakemake's own plugin) writes it
-in its dialect, and the runner estimates a run's cost from it. The checks here run when
-the workflow loads, so a study the site would reject stops before anything is submitted;
-what only a backend's way of writing the request refuses (Gadi's whole nodes) comes from
-that backend as a RequestRule (scalestudy.scheduler.pbs.dialects).
+backend (scalestudy.scheduler: PBS Pro's qsub, Slurm's plugin) writes it in its own words,
+and the runner estimates a run's cost from it. The checks here run when the workflow loads,
+so a study the site would reject stops before anything is submitted; what only a backend's
+way of writing the request refuses (Gadi's whole nodes) comes from that backend as a
+RequestRule (SiteRules.problems).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..model.errors import did_you_mean
 from ..model.paths import cluster_file
@@ -117,6 +118,16 @@ def job_request(point: Point, cluster: Cluster) -> JobRequest:
 # A scheduler backend's own refusal of a point's request (e.g. a PBS dialect's): one line
 # per problem, naming the study's keys.
 RequestRule = Callable[[Point, JobRequest], list[str]]
+
+
+class SiteRules(Protocol):
+    """What loading a study asks of the cluster's scheduler backend (scheduler.interface.
+    Scheduler; this layer cannot import one): what the cluster file lacks to submit anything,
+    and its RequestRule."""
+
+    def cluster_problems(self) -> list[str]: ...
+
+    def problems(self, point: Point, request: JobRequest) -> list[str]: ...
 
 
 def scale_of(point: Point) -> str:

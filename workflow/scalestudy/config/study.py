@@ -35,7 +35,7 @@ from ..model.settings import Settings
 from ..model.units import GB
 from . import clusters, placement
 from .files import file_problems
-from .requests import RequestRule, sweep_problems
+from .requests import SiteRules, sweep_problems
 from .sweep import Findings, expand, fitting_sets, flag_set_flavour, settings_of, validated
 
 
@@ -312,7 +312,7 @@ def load(
     config: Mapping[str, Any],
     files: Iterable[str | os.PathLike[str]] = (),
     submits: bool = True,
-    site_rules: Callable[[clusters.Cluster], Iterable[RequestRule]] | None = None,
+    site: Callable[[clusters.Cluster], SiteRules] | None = None,
     check_memory: bool = True,
 ) -> Study:
     """Everything about the study that can be known before a job runs; raises SweepError.
@@ -320,8 +320,8 @@ def load(
     read again strictly (a key given twice, which Snakemake keeps silently, is refused).
     `submits`: False where nothing is submitted (inside a batch job, whose environment may
     lack $PROJECT): the project a PBS site charges is checked where jobs are submitted.
-    `site_rules(cluster)`: the refusals a scheduler backend adds for that cluster (layers
-    above pass them; this one cannot import a backend). `check_memory`: refuse a point whose
+    `site(cluster)`: the cluster's scheduler backend, its refusals added (layers above pass
+    it; this one cannot import a backend; scheduler.site.load_study). `check_memory`: refuse a point whose
     predicted memory per rank (App.memory, model.memory) exceeds a rank's; False where the
     predictions are shown instead (`python -m scalestudy memory`)."""
     problems = file_problems(files)
@@ -351,7 +351,8 @@ def load(
     # What the site would reject (queue limits, whole nodes, GPUs per node, a job without a
     # project) stops here, before anything is submitted. A partial report submits nothing.
     submits = submits and not settings.partial
-    problems = clusters.project_problems(cluster) if submits else []
+    rules = site(cluster) if site else None
+    problems = rules.cluster_problems() if submits and rules else []
     # A ladder reaching past the cluster's nodes is one line about its up_to, not one per rung.
     too_tall = {
         name: line
@@ -364,7 +365,7 @@ def load(
     }
     problems += list(too_tall.values())
     points = [point for point in points if point.study not in too_tall]
-    problems += sweep_problems(points, cluster, site_rules(cluster) if site_rules else ())
+    problems += sweep_problems(points, cluster, (rules.problems,) if rules else ())
     problems += precision_problems(points, cluster)
     warnings: list[str] = []
     if check_memory:

@@ -23,8 +23,8 @@ from ..model.point import Point
 
 def allocated_hosts(environ: Mapping[str, str] = os.environ) -> list[str]:
     """Hosts the scheduler gave this job, in order, once each: PBS's node file, else Slurm's
-    host list. The runner's way (it runs below the scheduler backends, and inside the job
-    the environment says which scheduler gave it); the backends' `hosts` read the same."""
+    host list. The runner's way: it runs inside the job, below the scheduler backends, and
+    the environment says which scheduler gave it (mpirun reads the same allocation)."""
     nodefile = environ.get("PBS_NODEFILE")
     return nodefile_hosts(environ) if nodefile and Path(nodefile).is_file() else nodelist_hosts(environ)
 
@@ -178,7 +178,7 @@ def hydra_command(
     variable with -genv so that launch.sh shows them. Hydra needs no root or oversubscribe switch.
     A 1-node point's proxy is forked (`-launcher fork`): inside a Slurm job Hydra would start
     it with an `srun` of its own, which waits for ever for the CPUs that the `srun -n1` step
-    running a 1-rank point holds (plan.slurm_mpi)."""
+    running a 1-rank point holds (scheduler.slurm.mpi_launcher)."""
     argv = [mpi.launcher, "-n", str(point.ranks), "-ppn", str(point.ranks_per_node)]
     if point.nodes == 1:
         argv += ["-launcher", "fork"]

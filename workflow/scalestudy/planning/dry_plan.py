@@ -1,5 +1,5 @@
-"""Dry mode: the exact qsub line of every point of the study a profile would run; nothing
-is submitted.
+"""Dry mode: the exact submit line (PBS Pro's qsub, Slurm's sbatch: the cluster's scheduler's
+`submit_line`) of every point of the study a profile would run; nothing is submitted.
 
     python -m scalestudy plan --profile profiles/gadi [--configfile F ...] [--config k=v ...]
 
@@ -26,7 +26,7 @@ from ..model.errors import SweepError
 from ..model.ladder import Judge
 from ..model.paths import BATCH_LOG, DEFAULT_SWEEP
 from ..scheduler import scheduler_for
-from ..scheduler.site import load_study, pack_problems
+from ..scheduler.site import load_study
 from .plan import build_plan
 from .summary import budget_problems, ladder_lines
 
@@ -55,7 +55,7 @@ def plan(
     notes: Callable[[Any], list[str]] | None = None,
     judge: Judge | None = None,
 ) -> list[str]:
-    """The qsub line of every point, in the order of the study, after the sweep's cost
+    """The submit line of every point, in the order of the study, after the sweep's cost
     forecast (`# ` lines: the output stays a shell script). Raises SweepError with the lines
     the Snakefile would print (the files read strictly, as the Snakefile reads them).
     `notes(study)`: more `# ` lines after the forecast (the command line's predictions of
@@ -63,16 +63,14 @@ def plan(
     study = load_study(workflow_config(profile, configfiles, config), files=config_files(profile, configfiles))
     cluster = study.cluster
     scheduler = scheduler_for(cluster)
-    if scheduler is None or scheduler.scheduler != "pbspro":
+    if not scheduler.batch:
         raise SweepError(
-            [f"--profile {profile}: its cluster {cluster.name!r} has no PBS scheduler (scheduler: "
-             f"{cluster.scheduler}), so nothing is submitted with qsub; give the profile of a PBS cluster, "
-             "e.g. profiles/gadi"]
+            [f"--profile {profile}: its cluster {cluster.name!r} has no batch scheduler (scheduler: "
+             f"{cluster.scheduler}), so nothing is submitted; give the profile of a cluster, e.g. profiles/gadi"]
         )  # fmt: skip
-    project = cluster.project_name() or "$PROJECT"
-    # Every point's qsub line, packed as a run of the whole sweep would pack it.
+    # Every point's submit line, packed as a run of the whole sweep would pack it.
     packs = packing.packs(study.points, cluster, study.settings.studies, study.settings.order_seed)
-    problems = pack_problems(packs, cluster)
+    problems = scheduler.pack_problems(packs)
     if problems:
         raise SweepError(problems)
     # What a run would submit now, and whether the budget allows it: the Snakefile's plan.
@@ -89,20 +87,20 @@ def plan(
     lines += [f"# {line}" for line in ladder_lines(planned)]
     lines += [f"# scalestudy: {line}" for line in (notes(study) if notes else [])]
 
-    def qsub(point, name=None):
+    def submit_line(point, name=None):
         request = job_request(point, cluster)
         if name:
             request = dataclasses.replace(request, name=name)
         log = f"{study.layout.run_dir(point.study, point.id)}/{BATCH_LOG}"
-        return shlex.join(scheduler.qsub_command(request, project=project, log_path=log, jobscript="<jobscript>"))
+        return shlex.join(scheduler.submit_line(request, log_path=log, jobscript="<jobscript>"))
 
     first_of = {(pack.points[0].study, pack.points[0].id): pack for pack in packs}
     for point in study.points:
         pack = first_of.get((point.study, point.id))
         if pack is not None:
-            lines.append(qsub(pack.request_point(), pack.name))
+            lines.append(submit_line(pack.request_point(), pack.name))
         elif (point.study, point.id) not in packed:
-            lines.append(qsub(point))
+            lines.append(submit_line(point))
     return lines
 
 

@@ -38,7 +38,7 @@ from ..model.errors import SweepError
 from ..model.ladder import Judge
 from ..model.paths import Layout
 from ..model.point import Point, Sweep
-from ..scheduler import site
+from ..scheduler import scheduler_for, site
 
 # The targets that build from what has finished and run no point.
 REPORT_TARGETS = frozenset({"report", "compare"})
@@ -224,10 +224,9 @@ def points_to_submit(study: Study, survey: history.Survey, main_process: bool) -
 def packs_of(study: Study, to_submit: Sequence[Point]) -> list[packing.Pack]:
     """The packs of the points to submit (config.packing); a site that cannot run one raises."""
     packs = packing.packs(to_submit, study.cluster, study.settings.studies, study.settings.order_seed)
-    if study.cluster.scheduler != "none":
-        problems = site.pack_problems(packs, study.cluster)
-        if problems:
-            raise SweepError(problems)
+    problems = scheduler_for(study.cluster).pack_problems(packs)
+    if problems:
+        raise SweepError(problems)
     return packs
 
 

@@ -24,18 +24,11 @@ from ..config.requests import job_request
 from ..config.study import inputs_key
 from ..model.point import Point, first_repeats
 from ..model.units import GIB, MIB
+from ..scheduler import scheduler_for
 from .plan import LOCAL_STEP, Plan
 
 # A value of a run rule's directive that depends on the point: a function of (study, point id).
 OfPoint = Callable[[str, str], Any]
-
-
-def slurm_mpi(point: Point) -> str | None:
-    """Slurm plugin: a multi-rank point runs mpirun itself in the allocation (no srun -n1
-    wrapper, which would hold the CPUs mpirun's daemons need). The plugin refuses `mpi` with
-    one task, so a 1-rank point runs inside `srun -n1`: its launcher then starts no srun of
-    its own (MPICH's Hydra forks a 1-node point's proxy, launch.command.hydra_command)."""
-    return "mpirun" if point.ranks > 1 else None
 
 
 def minutes(seconds: int) -> int:
@@ -114,8 +107,9 @@ def batch_walltime_s(plan: Plan, point: Point) -> int:
 
 
 def point_resources(plan: Plan) -> dict[str, Callable[[Point], Any]]:
-    """What every app's run job asks of a batch system, as functions of its point; the PBS
-    submit command and the Slurm plugin size each batch job from them."""
+    """What every app's run job asks of a batch system, as functions of its point, then what
+    only the cluster's scheduler's executor reads (its `job_resources`); the PBS submit
+    command and the Slurm plugin size each batch job from them."""
     cluster = plan.cluster
     return {
         "nodes": lambda point: point.nodes,
@@ -123,7 +117,7 @@ def point_resources(plan: Plan) -> dict[str, Callable[[Point], Any]]:
         "gpus_per_node": lambda point: point.gpus_per_node,
         "tasks": lambda point: point.ranks,
         "cpus_per_task": lambda point: point.threads_per_rank,
-        "mpi": slurm_mpi,
+        **scheduler_for(cluster).job_resources(),
         "queue": lambda point: cluster.queue_name(point.gpus_per_node, point.queue),
         # The batch job's time limit: the point's walltime and the cluster's margin
         # (config.requests.job_request), so that the runner's own timer stops the point and
@@ -156,10 +150,11 @@ def run_resources(plan: Plan, app: App) -> dict[str, Any]:
 
 
 def prices_ended_batch_jobs(plan: Plan) -> bool:
-    """Does the workflow price each ended batch job at what the scheduler charges? Under
-    Slurm (its executor reports each job done or failed: record_ended_batch_job); the PBS
-    profiles' status command prices theirs itself (scheduler.pbs.status)."""
-    return plan.cluster.scheduler == "slurm"
+    """Does the workflow price each ended batch job at what the scheduler charges? Where the
+    executor reports each job done or failed and the scheduler says so (its
+    `prices_ended_jobs`: Slurm's plugin; record_ended_batch_job); the PBS profiles' status
+    command prices theirs itself (scheduler.pbs.status)."""
+    return scheduler_for(plan.cluster).prices_ended_jobs
 
 
 def record_ended_batch_job(
@@ -167,13 +162,12 @@ def record_ended_batch_job(
 ) -> bool:
     """The records of a batch job of `points` ((study, point id): one, or a pack's) that the
     executor reports ended, done or failed (Slurm: COMPLETED; TIMEOUT, CANCELLED, ...):
-    kept, or written as failed, and priced at the job's Elapsed (the scheduler's `cost`, scheduler.slurm; where
-    `priced` and prices_ended_batch_jobs), as the PBS status command does
+    kept, or written as failed, and priced at what the scheduler charges (its `cost`: Slurm's
+    Elapsed; where `priced` and prices_ended_batch_jobs), as the PBS status command does
     (launch.ended.ended_batch_job). True when the job's points have their records
     (Snakemake then takes a failed job as done and keeps them), False when none of them
     started after `since` (this run's start)."""
     from ..launch.ended import ended_batch_job
-    from ..scheduler import scheduler_for
 
     of_point = point_resources(plan)
     entries = []

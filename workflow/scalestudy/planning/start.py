@@ -9,8 +9,8 @@ function of the plan and of what Snakemake's DAG holds, each done by one owner:
     take_lock               bookkeeping.locking.hold: one running workflow per results directory
     archive_retries         bookkeeping.retry.archive: the failed records to retry
     keep_before_rerun       bookkeeping.history.keep_before_rerun: finished records about to rerun
-    resubmit_never_ran      scheduler.pbs.resume.never_ran (PBS only): resumed jobs deleted unrun
-    save_packs              scheduler.pbs.cache.save_packs (PBS only): the packs for qsub
+    resubmit_never_ran      the scheduler's never_ran (PBS Pro's: one qstat): resumed jobs deleted unrun
+    save_packs              the scheduler's save_packs (PBS Pro's: for qsub): the packs' points
 
 `start` runs them in that order and returns the held lock (keep it while the workflow runs).
 """
@@ -25,8 +25,7 @@ from ..apps.registry import app_for
 from ..bookkeeping import history, locking, retry
 from ..launch import modules, site_mpi
 from ..model.errors import SweepError
-from ..scheduler.pbs import cache as pbs_cache
-from ..scheduler.pbs import resume as pbs_resume
+from ..scheduler import scheduler_for
 from .plan import Forcing, Plan
 from .summary import rerun_line
 
@@ -35,7 +34,8 @@ from .summary import rerun_line
 class Start:
     """What Snakemake holds at the start of a run (the adapter reads it): whether its lock is
     asked for; the run jobs it runs (metrics.json -> why); the batch jobs it would resume
-    (`resumed()`: metrics.json -> job id, asked only on a PBS cluster) and how to forget one;
+    (`resumed()`: metrics.json -> job id, asked only by a scheduler that can tell one that never
+    ran) and how to forget one;
     what it was told (`forcing`)."""
 
     lock: bool
@@ -102,16 +102,14 @@ def keep_before_rerun(plan: Plan, run: Start, held: list) -> None:
 
 
 def resubmit_never_ran(plan: Plan, run: Start, held: list) -> None:
-    if plan.cluster.scheduler != "pbspro":
-        return
-    for metrics in pbs_resume.never_ran(run.resumed()):
+    for metrics in scheduler_for(plan.cluster).never_ran(run.resumed):
         run.say(f"scalestudy: {metrics}: its batch job was deleted before it ran; submitted again")
         run.forget(metrics)
 
 
 def save_packs(plan: Plan, run: Start, held: list) -> None:
-    if plan.cluster.scheduler == "pbspro" and plan.packs:
-        pbs_cache.save_packs(pbs_cache.cache_dir(), packs_for_submit(plan))
+    if plan.packs:
+        scheduler_for(plan.cluster).save_packs(packs_for_submit(plan))
 
 
 STEPS = (
@@ -136,7 +134,7 @@ def start(plan: Plan, run: Start) -> list:
 
 
 def packs_for_submit(plan: Plan) -> dict[str, list[dict[str, Any]]]:
-    """For the PBS submit command: which points each group job runs (scheduler/pbs/cache.py)."""
+    """For a scheduler's submit command: which points each group job runs, in order."""
     return {
         pack.name: [
             {"metrics": plan.layout.metrics(p.study, p.id), "point": p.to_json(), "walltime_s": p.walltime_seconds,

@@ -17,6 +17,7 @@ from ..config import forecast, packing
 from ..model.ladder import nodes_text
 from ..model.paths import RUNS_SEGMENT
 from ..model.point import Point
+from ..scheduler import scheduler_for
 from .plan import REPORT_TARGETS, Forcing, Plan, run_rule
 
 
@@ -127,7 +128,7 @@ def summary_lines(plan: Plan, forcing: Forcing | None = None) -> list[str]:
             "the count is given when the run starts"
         )
     to_run = survey.to_run + len(forced)
-    if plan.cluster.scheduler != "none" and not only_report and to_run:
+    if scheduler_for(plan.cluster).batch and not only_report and to_run:
         lines += forecast.forecast_lines(submit_forecast(plan, forced, forcing), submit_words(plan, to_run, forcing))
     elif to_run and not only_report and later:
         rungs = {(p.study, p.id) for p in plan.later_rungs}

@@ -1,7 +1,6 @@
 """python -m scalestudy.scheduler.pbs submit|status|cancel|sidecar (profiles/pbs/scalestudy-pbs), and plan
-(handed over to `python -m scalestudy plan`). submit, status and cancel are the operations of
-the cluster's scheduler (scheduler.scheduler_for; status and cancel: PbsPro's, which need
-no cluster file).
+(handed over to `python -m scalestudy plan`). submit, status and cancel are PBS Pro's commands
+(pbspro.PbsPro in the cluster's dialect; status and cancel need no cluster file).
 
 Each command imports its module only when chosen. The status command runs once per job
 per polling round and the cancel command within Snakemake's 2 s: called the way Snakemake
@@ -39,19 +38,21 @@ def sidecar_command() -> int:
 
 def submit_command(jobscript, cluster: str) -> int:
     from ...config.clusters import load
-    from .. import scheduler_for
+    from ...model.errors import SweepError
     from ..jobscript import SubmitRefused
+    from .pbspro import PbsPro
 
     loaded = load(cluster)
-    scheduler = scheduler_for(loaded)
-    if scheduler is None or scheduler.scheduler != "pbspro":
+    if loaded.scheduler != PbsPro.scheduler:
         return refused(
             [f"--cluster {cluster}: its scheduler is {loaded.scheduler!r}; the PBS commands submit only to a "
-             "cluster with scheduler: pbspro"],
+             f"cluster with scheduler: {PbsPro.scheduler}"],
             "scalestudy: refused before submission",
         )  # fmt: skip
     try:
-        print(scheduler.submit(jobscript))
+        print(PbsPro.for_cluster(loaded).submit(jobscript))
+    except SweepError as error:
+        return refused(error.problems, "scalestudy: refused before submission")
     except SubmitRefused as refusal:
         return refused(refusal.problems, "scalestudy: refused before submission")
     return 0

@@ -40,8 +40,8 @@ class Gadi(PbsPro):
         return items
 
     def problems(self, point: Point, request: JobRequest) -> list[str]:
-        # Totals cannot say how the cores spread over the nodes: past one node Gadi gives
-        # whole nodes only.
+        """Totals cannot say how the cores spread over the nodes: past one node Gadi gives
+        whole nodes only."""
         # (A multiple of the node's cores spread thinner, e.g. 2 x 24, would be given 1 node.)
         queue = request.queue
         if request.nodes == 1 or request.ncpus_per_node >= queue.cores_per_node:
@@ -77,6 +77,7 @@ def dialect_of(cluster: Cluster) -> PbsPro:
 
 
 def site_rules(cluster: Cluster) -> tuple[RequestRule, ...]:
-    """What the cluster's dialect adds to the refusals of config.requests (every cluster
-    names a dialect, `select` by default, so an unknown name stops any study)."""
+    """What a PBS Pro cluster's dialect adds to the refusals of config.requests (its file
+    names a dialect, `select` by default; an unknown name stops the study): PbsPro.problems
+    as scheduler_for(cluster) gives it."""
     return (dialect_of(cluster).problems,)

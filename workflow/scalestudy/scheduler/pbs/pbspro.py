@@ -1,21 +1,24 @@
 """PBS Pro as a scalestudy scheduler (interface.Scheduler), writing a request as OpenPBS
 documents it: `select` chunks, one per node (NSCC ASPIRE 2A speaks it unchanged). A site
 with its own spelling is a subclass that overrides only what differs (dialects.py: Gadi),
-as ReFrame's Torque scheduler is its PBS one with what differs overridden.
+as ReFrame's Torque scheduler is its PBS one with what differs overridden; the cluster
+file's `pbs_dialect:` picks it (`for_cluster`).
 
-The five operations are done by the commands' modules (submit, status, cancel: one module
-per command, each imported inside its method): the status and cancel commands call this
-class on every call, so its top imports only the standard library and the interface.
+Snakemake's cluster-generic executor runs this backend's commands (profiles/pbs/scalestudy-pbs:
+submit, status, cancel, sidecar; one module each), which follow the jobs and price each
+ended one themselves (status.py): the workflow asks no `cost`. Before the first job it asks
+`never_ran` (resume.py) and `save_packs` (cache.py). The status and cancel commands call
+this class on every call, so its top imports only the standard library and the interface.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..interface import Scheduler
+from ..interface import Job, Scheduler
 
 
 class PbsPro(Scheduler):
@@ -85,7 +88,7 @@ class PbsPro(Scheduler):
 
         return f"walltime={hms(request.walltime_s)}"
 
-    # ------------------------------------------------------------------ the five operations
+    # ------------------------------------------------------------------ the commands
 
     def cache(self) -> Path:
         """The directory the PBS commands share (cache.py)."""
@@ -117,31 +120,42 @@ class PbsPro(Scheduler):
 
         cancel(list(job_ids), self.cache(), qdel_command(self.environ))
 
-    def cost(self, job_id: str) -> float | None:
-        """The ended job's resources_used.walltime in seconds: from the status command's last
-        qstat answer (the cache), else one qstat of its own. The status command prices a
-        point with the same figure (status.answer)."""
-        from .cache import load_states
-        from .status import FINISHED_STATES, query
+    # ------------------------------------------------------------------ what the workflow asks
 
-        try:
-            cached = load_states(self.cache())
-            entry = cached["jobs"].get(job_id)
-            if entry is None or "walltime_used" not in entry:
-                states, _unknown, _form = query([job_id], self.qstat, cached.get("form") or "json")
-                state = states.get(job_id)
-                entry = state and {"state": state.state, "walltime_used": state.resources_used.get("walltime")}
-        except Exception:  # never raises: a qstat that fails says nothing of the cost
-            return None
-        if not entry or entry.get("state") not in FINISHED_STATES:
-            return None
-        from ...launch.ended import ran_s
+    @classmethod
+    def for_cluster(cls, cluster: Any) -> PbsPro:
+        """The class of the cluster file's `pbs_dialect:` (dialects.DIALECTS); SweepError for
+        a name none is registered under."""
+        from .dialects import dialect_of
 
-        return ran_s(entry.get("walltime_used"))
+        return dialect_of(cluster)
 
-    def hosts(self, environ: Mapping[str, str] = os.environ) -> list[str]:
-        """The hosts of $PBS_NODEFILE (a host once per mpiproc, or per CPU at Gadi), each once,
-        in its order (launch.command.nodefile_hosts: the runner reads the same)."""
-        from ...launch.command import nodefile_hosts
+    def cluster_problems(self) -> list[str]:
+        """PBS Pro sites charge every job to a project (qsub -P): without one each submission
+        would be refused, once per job; said when the study loads, dry runs included."""
+        if self.cluster.project_name(self.environ):
+            return []
+        from ...model.paths import cluster_file
 
-        return nodefile_hosts(environ)
+        name = self.cluster.name
+        return [
+            f"{cluster_file(name)} project: not set and $PROJECT is empty; {name} charges every job to a "
+            "project (qsub -P): export PROJECT=<your project code> or set project: in that file"
+        ]
+
+    def submit_line(self, request: Any, *, log_path: str, jobscript: str) -> list[str]:
+        """The qsub line, charged to the cluster's project ($PROJECT where none is set yet)."""
+        project = self.cluster.project_name(self.environ) or "$PROJECT"
+        return self.qsub_command(request, project=project, log_path=log_path, jobscript=jobscript)
+
+    def never_ran(self, resumed: Callable[[], Mapping[Job, str]]) -> list[Job]:
+        """resume.never_ran: one qstat of the ids Snakemake would resume after an interrupt."""
+        from .resume import never_ran
+
+        return never_ran(resumed())
+
+    def save_packs(self, packs: Mapping[str, list[dict]]) -> None:
+        """cache.save_packs, read by the submit command (submit.py) for each group job."""
+        from .cache import save_packs
+
+        save_packs(self.cache(), packs)
