@@ -101,6 +101,9 @@ LONGEST_FIRST = (
     "tests/integration/test_many_nodes.py",
     "tests/integration/test_site_mpi.py",
     "tests/integration/test_compare_studies.py",
+    "tests/integration/test_workflow_checks.py",
+    "tests/integration/test_ladder_runs.py",
+    "tests/integration/test_new_scheduler.py",
     "OpenPBS",
 )
 
