@@ -16,6 +16,7 @@ import pytest
 import yaml
 from scalestudy.apps.registry import APPS, app_packages
 from scalestudy.config.files import drop_nulls
+from sweeps import merge
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -26,22 +27,12 @@ BIN = Path(sys.executable).parent
 not_copied = shutil.ignore_patterns(".git", ".venv*", ".snakemake", "__pycache__", "*.egg-info", "results", "data")
 
 
-def merged(into: dict, over: dict) -> dict:
-    """`over` into `into` key by key, as Snakemake merges config files (null removes a key)."""
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(into.get(key), dict):
-            merged(into[key], value)
-        else:
-            into[key] = value
-    return into
-
-
 def sweep_without(app_name: str, overlays: list[str]) -> tuple[dict, list[str]]:
     """The shipped sweep (merged with `overlays`) less the studies of `app_name` and its assets;
     and the names of the studies left out."""
     config: dict = {}
     for name in ["config/sweep.yaml", *overlays]:
-        merged(config, yaml.safe_load((REPO / name).read_text()))
+        merge(config, yaml.safe_load((REPO / name).read_text()))
     config = drop_nulls(config)
     left_out = [name for name, study in config["studies"].items() if study.get("app") == app_name]
     config["studies"] = {name: study for name, study in config["studies"].items() if name not in left_out}

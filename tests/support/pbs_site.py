@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
+from sweeps import merge
 
 REPO = Path(__file__).resolve().parents[2]
 # Where OpenPBS is installed (its INSTALL's prefix; the default of SETUP).
@@ -86,15 +87,6 @@ def setup(
     return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
             "--profile", str(workdir / "profile"), "--configfile", str(workdir / "sweep.yaml"),
             "--config", f"cluster={cluster}", f"results_dir={workdir / 'results'}"]  # fmt: skip
-
-
-def merge(into: dict, over: dict) -> None:
-    """`over` into `into`, key by key at every depth."""
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(into.get(key), dict):
-            merge(into[key], value)
-        else:
-            into[key] = value
 
 
 def environment(workdir: Path, pbs_bin: list[Path]) -> dict[str, str]:

@@ -18,6 +18,16 @@ def sweep(*names: str, **settings) -> dict:
     return {**merged, **settings}
 
 
+def merge(into: dict, over: dict) -> dict:
+    """`over` into `into` key by key at every depth, as Snakemake merges config files; `into`."""
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            merge(into[key], value)
+        else:
+            into[key] = value
+    return into
+
+
 def write(config: dict, path: Path) -> Path:
     path.write_text(yaml.safe_dump(config))
     return path

@@ -129,34 +129,12 @@ def bootstrap_halfwidth(found: pmnf.Fit, at: np.ndarray, se: np.ndarray | None, 
     return np.where(value > 0, np.fmax(up, down), np.inf)
 
 
-def score(published: float, predicted: float, halfwidth: float, doublings: float) -> float:
-    """What the distance term must be per doubling for the interval to hold this point (inf where
-    the model predicts no positive figure: no term holds it)."""
-    if not published > 0 or doublings <= 0:
-        return math.nan
-    if not predicted > 0:
-        return math.inf
-    return (abs(math.log(published / predicted)) - halfwidth) / doublings
-
-
 def backtest(p, rate, se=None, level: float = pmnf.CONFIDENCE) -> list[tuple[float, float]]:
     """Leave-future-out on measured scales (a figure as a rate: `orient`): for each k from
     MIN_SCALES to n − 1, the model of the first k scales predicts each later one: (doublings,
-    score) per prediction."""
-    p, rate = np.asarray(p, dtype=float), np.asarray(rate, dtype=float)
-    se = None if se is None else np.asarray(se, dtype=float)
-    out = []
-    for k in range(pmnf.MIN_SCALES, len(p)):
-        found = pmnf.fit(p[:k], rate[:k])
-        if found.best is None:
-            continue
-        later = p[k:]
-        w = bootstrap_halfwidth(found, later, None if se is None else se[:k], level)
-        predicted = found.best(later)
-        for j, at in enumerate(later):
-            d = float(distance(at, p[k - 1]))
-            out.append((d, score(float(rate[k + j]), float(predicted[j]), float(w[j]), d)))
-    return out
+    what the symmetric distance term must be per doubling to hold it; inf where the model
+    predicts no positive figure) per prediction, from `misses`."""
+    return [(m.doublings, (abs(m.error) - m.halfwidth) / m.doublings) for m in misses(p, rate, se, level)]
 
 
 @dataclass(frozen=True)
