@@ -237,13 +237,20 @@ def site_sweep(results: Path, studies: dict, cluster: str = "site") -> dict:
 
 
 def snakemake(
-    python: Path, tmp_path: Path, sweep: dict, env: dict, *args: str, profile: str = "profiles/local"
-) -> subprocess.CompletedProcess:
+    python: Path, tmp_path: Path, sweep: dict, env: dict, *args: str, profile: str = "profiles/local",
+    timeout: float = 900,
+) -> subprocess.CompletedProcess:  # fmt: skip
+    """`timeout`: a run that should stop before any job gets minutes, not a whole study's time; past
+    it, what Snakemake said is the failure's message."""
     config = tmp_path / "sweep.yaml"
     config.write_text(yaml.safe_dump(sweep))
     command = [str(python), "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
                "--profile", str(REPO / profile), "--configfile", str(config), *args]  # fmt: skip
-    return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    try:
+        return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as expired:
+        said = expired.stderr.decode(errors="replace") if isinstance(expired.stderr, bytes) else expired.stderr or ""
+        raise AssertionError(f"snakemake still running after {timeout:.0f} s; it said: {said[-4000:]}") from None
 
 
 def test_every_mpi4py_app_runs_on_the_site_module_through_snakemake(tree, tmp_path, site_python):
@@ -459,7 +466,7 @@ def test_pips_venv_under_the_site_module_is_refused_before_anything_is_submitted
     env = {**module_shell(tree, load=[tree["openmpi"]]), **slurm.env, "SCALESTUDY_CLUSTERS_DIR": str(clusters)}
     env["PATH"] = f"{PIP_PYTHON.parent}:{env['PATH']}"  # activated after the module: pip's mpirun first
     sweep = site_sweep(results, {"pp": SNAKEFILE_STUDIES["pp"]})
-    run = snakemake(PIP_PYTHON, tmp_path, sweep, env, "--config", "cluster=site", profile="profiles/slurm")
+    run = snakemake(PIP_PYTHON, tmp_path, sweep, env, "--config", "cluster=site", profile="profiles/slurm", timeout=300)
     version = tree["openmpi"].split("/")[1]
     refused_before_any_job(run, results, "site.yaml mpi.source: site:", "Open MPI v5", f"(Open MPI) {version}")
     queue = subprocess.run(["squeue", "-h", "-o", "%j"], env=env, capture_output=True, text=True, check=True).stdout
