@@ -62,7 +62,13 @@ fi
 # 6. Site resources, node, queues. Gadi: jobfs (size, host-level), storage (string);
 #    ngpus for ASPIRE 2A's GPU chunks. Queues as at the sites: normal, express (Gadi),
 #    ai (ASPIRE 2A). Job history on, so `qstat -x` reports finished jobs (F, Exit_status).
-q() { "$PREFIX/bin/qmgr" -c "$1" 2>&1 | grep -v -e 'Duplicate entry' -e 'already exists' || true; }
+# A rerun meets what it made before: qmgr then says "already exists" / "Duplicate entry" and its
+# "qmgr: Error (...)" line; both are quiet, any other answer is printed.
+q() {
+    local said
+    said=$("$PREFIX/bin/qmgr" -c "$1" 2>&1) || true
+    grep -q -e 'Duplicate entry' -e 'already exists' <<<"$said" || { [ -z "$said" ] || echo "$said"; }
+}
 q "create resource jobfs type=size, flag=h"
 q "create resource storage type=string"
 q "create resource ngpus type=long, flag=nh"
