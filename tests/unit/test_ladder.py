@@ -20,6 +20,7 @@ from scalestudy.model.errors import SweepError
 from scalestudy.model.ladder import CLIMB, MEASURED, NO_RESULT, PREDICTED, TOP, Ladder, Prediction, Rung, RungRuns
 from scalestudy.planning import summary, tables
 from scalestudy.planning.plan import load_plan
+from scalestudy.presentation import ladder_section, page
 
 
 def command_study(**changes) -> dict:
@@ -368,3 +369,62 @@ def test_the_judge_measures_an_intermediate_rung_first_only_where_the_prediction
     assert noisy.between.decides < with_between.between.decides
     # Fewer than 4 rungs: no prediction, no intermediate (there is none below the 4th rung either).
     assert judge(Ladder(1, 16, 0.7, True), "rate", "mean", steep[:3]).between is None
+
+
+def test_an_intermediate_rung_is_planned_priced_chosen_resumed_and_reported(tmp_path, repo, monkeypatch):
+    monkeypatch.setenv("PROJECT", "ab12")
+    plan = ladder_plan(tmp_path, repo, up_to=16, nodes_extra={"intermediate": True})
+    assert {p.nodes for p in plan.to_submit} == {1} and {p.nodes for p in plan.later_rungs} == {2, 4, 8, 12, 16}
+    # The worst case counts the intermediate rung: 1 + 2 + 4 + 8 + 12 + 16 node-runs, each repeat.
+    hours, _units = summary.forecast.ladder_cost(list(plan.all_points.values()), plan.cluster)
+    assert hours == pytest.approx(43 * 2 * (1800 + plan.cluster.walltime_margin_s) / 3600)
+    line = next(line for line in summary.summary_lines(plan) if "node ladder" in line)
+    assert "node ladder 1, 2, 4, 8, 16 nodes (12 between, each measured first where cheaper)" in line
+    assert f"worst case, every rung and intermediate rung: {hours:,.2f} node-hours" in line
+    assert "and the 10 runs of the ladder rungs above" in next(x for x in summary.summary_lines(plan) if "cost" in x)
+    rate = {n: 1000 * 48 / (0.06 + 0.94 / n) for n in (1, 2, 4, 8, 12, 16)}  # Amdahl, serial fraction 0.06
+
+    def round_decision(n: int, nodes: int, values=None, repeats=(1, 2)) -> list[str]:
+        for point in plan.all_points.values():
+            if point.nodes == nodes and point.repeat in repeats:
+                value = rate[nodes] if values is None else values
+                record(plan, point, value * (1 + 0.002 * (-1) ** point.repeat))
+        return tables.write_next_round(plan, "hoomd-wca", n, plan.layout.round_file("hoomd-wca", n))
+
+    for n, nodes in enumerate((1, 2, 4), 1):
+        assert f"climbs to {2 * nodes} nodes" in round_decision(n, nodes)[0]
+    chose = round_decision(4, 8)
+    assert "climbs to 12 nodes before 16 nodes" in chose[0], chose
+    assert {p.split("/")[0] for p in json.loads(Path(plan.layout.round_file("hoomd-wca", 4)).read_text())["next"]} == {
+        "nodes12-rpn48"
+    }
+    # Interrupted after one repeat at 12 nodes: resumed, only the other repeat runs; nothing else reruns.
+    round_decision(5, 12, repeats=(1,))
+    resumed = ladder_plan(tmp_path, repo, up_to=16, nodes_extra={"intermediate": True})
+    assert [(p.nodes, p.repeat) for p in resumed.to_submit] == [(12, 2)]
+    assert {p.nodes for p in resumed.later_rungs} == {16}
+    stopped = round_decision(6, 12)
+    assert "stopped at 12 nodes (efficiency at 12 nodes 0.60" in stopped[0]
+    assert "every ladder has stopped" in stopped[-1]
+    again = ladder_plan(tmp_path, repo, up_to=16, nodes_extra={"intermediate": True})
+    assert again.to_submit == [] and {p.nodes for p in again.later_rungs} == {16}  # 16 nodes: never
+    state = tables.ladder_state(again, "hoomd-wca")
+    [entry] = state["ladders"]
+    assert state["intermediate"] == [12] and entry["run"] == [1, 2, 4, 8, 12] and entry["not_run"] == [16]
+    assert [(s["after"], s["next"]) for s in entry["steps"]] == [(1, 2), (2, 4), (4, 8), (8, 12), (12, None)]
+    assert entry["steps"][3]["between"]["nodes"] == 12 and entry["steps"][3]["between"]["decides"] > 0.9
+    hours = entry["node_hours"]
+    assert hours["not_spent"] / hours["full"] == pytest.approx(16 / 43)  # every rung and intermediate rung
+    assert hours["spent"] / hours["full"] == pytest.approx(27 / 43)
+    assert hours["doublings"] / hours["full"] == pytest.approx(31 / 43)
+    blocks = ladder_section.ladder_blocks(state)
+    text = page.to_markdown(blocks, tmp_path)
+    assert "(intermediate rungs 12, each measured before the doubling above it where that is cheaper" in text
+    assert "Not run: 16 nodes" in text and "run: 1, 2, 4, 8, 12 nodes" in text
+    assert "for every doubling rung alone" in text
+    assert "| 8 | 12 | 8 nodes: efficiency 0.70" in text and "| 12 | stops | efficiency at 12 nodes 0.60" in text
+    # Measured under another decision before (16 nodes has a record): read first, it costs nothing.
+    for point in [p for p in plan.all_points.values() if p.nodes == 16]:
+        record(plan, point, rate[16])
+    kept = ladder_plan(tmp_path, repo, up_to=16, nodes_extra={"intermediate": True})
+    assert kept.to_submit == [] and {p.nodes for p in tables.points_now(kept, "hoomd-wca")} == {1, 2, 4, 8, 12, 16}
