@@ -4,6 +4,7 @@ repeats (analysis.ladder: scaling.csv's ratio interval, the calibrated predictio
 round by round (bookkeeping.ladder, planning): later rungs never submitted, priced as the worst case,
 resumed from the records."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 from scalestudy.analysis import intervals, pmnf
+from scalestudy.analysis import ladder as analysis_ladder
 from scalestudy.analysis.ladder import chance_below, judge, predicted, rungs_judged
 from scalestudy.analysis.scaling import scaling
 from scalestudy.config.study import load
@@ -353,26 +355,42 @@ def amdahl_rungs(serial: float, noise: float, scales=(1, 2, 4, 8)) -> list[RungR
     return [RungRuns(n, n, (rate[n] * (1 - noise), rate[n] * (1 + noise))) for n in scales]
 
 
-def test_the_judge_measures_an_intermediate_rung_first_only_where_the_prediction_makes_it_likely_to_decide():
-    # Amdahl with a serial fraction of 0.06: efficiency 0.70 at 8 nodes (just held), 0.60 at 12, 0.53 at 16.
-    steep = amdahl_rungs(0.06, 0.002)
-    with_between = judge(Ladder(1, 16, 0.7, True), "rate", "mean", steep)
-    assert (with_between.reason, with_between.next_nodes) == (CLIMB, 12)
-    assert with_between.between.decides > ladder.cost_share(with_between.between, 16, with_between.predicted)
-    assert with_between.between.low <= 0.6 <= with_between.between.high  # the truth at 12 nodes inside
-    assert judge(Ladder(1, 16, 0.7), "rate", "mean", steep).next_nodes == 16  # doublings only: as before
-    # A gentler fall (0.04: 0.78 at 8, 0.69 at 12) leaves 12 nodes unlikely to decide: on to 16 as before.
-    gentle = judge(Ladder(1, 16, 0.7, True), "rate", "mean", amdahl_rungs(0.04, 0.002))
-    assert gentle.next_nodes == 16 and 0 <= gentle.between.decides < 0.75
-    # Noisier repeats widen the interval a measurement at 12 nodes would have: less likely to decide.
-    noisy = judge(Ladder(1, 16, 0.7, True), "rate", "mean", amdahl_rungs(0.06, 0.01))
-    assert noisy.between.decides < with_between.between.decides
+def test_the_judge_measures_an_intermediate_rung_first_exactly_where_its_chance_to_decide_beats_its_price():
+    # Amdahl with a serial fraction of 0.06: efficiency 0.70 at 8 nodes (just held), 0.60 at 12, 0.53 at 16;
+    # 0.04: 0.78, 0.69, 0.62. The chance that 12 nodes decides and its price are the calibration's, which
+    # may change (issue 47 tunes its centre): the judge is held to the rule on them, not to one outcome.
+    steep, gentle = amdahl_rungs(0.06, 0.002), amdahl_rungs(0.04, 0.002)
+    for measured in (steep, gentle, amdahl_rungs(0.06, 0.01)):
+        step = judge(Ladder(1, 16, 0.7, True), "rate", "mean", measured)
+        assert step.reason == CLIMB and step.between.nodes == 12 and step.predicted.nodes == 16
+        first = ladder.measure_between_first(step.between.decides, ladder.cost_share(step.between, 16, step.predicted))
+        assert step.next_nodes == (12 if first else 16)
+        assert judge(Ladder(1, 16, 0.7), "rate", "mean", measured).next_nodes == 16  # doublings only: as before
+    # The chance: from the calibrated 95% and 80% intervals at 12 nodes and their centre, the measured
+    # interval as wide as 8 nodes' (its upper edge over its value).
+    quiet = judge(Ladder(1, 16, 0.7, True), "rate", "mean", steep).between
+    wide, narrow = (predicted(steep, "rate", "mean", 12, 12, level=level) for level in (0.95, 0.8))
+    last = rungs_judged(steep, "rate", "mean")[-1]
+    knots = [(0.025, wide.low), (0.1, narrow.low), (0.5, wide.efficiency), (0.9, narrow.high), (0.975, wide.high)]
+    assert quiet.decides == pytest.approx(chance_below(knots, 0.7 * last.efficiency / last.high))
+    assert (quiet.low, quiet.efficiency, quiet.high) == (wide.low, wide.efficiency, wide.high)
+    assert quiet.low <= 0.6 <= quiet.high  # the truth at 12 nodes inside its 95% interval
+    # A steeper fall is likelier to decide than a gentler one; noisier repeats (a wider measured
+    # interval at 12 nodes) less likely than quiet ones.
+    assert quiet.decides > 0.75 > judge(Ladder(1, 16, 0.7, True), "rate", "mean", gentle).between.decides
+    assert judge(Ladder(1, 16, 0.7, True), "rate", "mean", amdahl_rungs(0.06, 0.01)).between.decides < quiet.decides
     # Fewer than 4 rungs: no prediction, no intermediate (there is none below the 4th rung either).
     assert judge(Ladder(1, 16, 0.7, True), "rate", "mean", steep[:3]).between is None
 
 
 def test_an_intermediate_rung_is_planned_priced_chosen_resumed_and_reported(tmp_path, repo, monkeypatch):
     monkeypatch.setenv("PROJECT", "ab12")
+    # The walk, the plan and the report, whatever the calibration: the chance that 12 nodes decides is
+    # held at 0.97 (the judge's own is tested above); everything else is the judge's.
+    real = analysis_ladder.intermediate
+    monkeypatch.setattr(
+        analysis_ladder, "intermediate", lambda *a, **k: dataclasses.replace(real(*a, **k), decides=0.97)
+    )
     plan = ladder_plan(tmp_path, repo, up_to=16, nodes_extra={"intermediate": True})
     assert {p.nodes for p in plan.to_submit} == {1} and {p.nodes for p in plan.later_rungs} == {2, 4, 8, 12, 16}
     # The worst case counts the intermediate rung: 1 + 2 + 4 + 8 + 12 + 16 node-runs, each repeat.
@@ -382,7 +400,8 @@ def test_an_intermediate_rung_is_planned_priced_chosen_resumed_and_reported(tmp_
     assert "node ladder 1, 2, 4, 8, 16 nodes (12 between, each measured first where cheaper)" in line
     assert f"worst case, every rung and intermediate rung: {hours:,.2f} node-hours" in line
     assert "and the 10 runs of the ladder rungs above" in next(x for x in summary.summary_lines(plan) if "cost" in x)
-    rate = {n: 1000 * 48 / (0.06 + 0.94 / n) for n in (1, 2, 4, 8, 12, 16)}  # Amdahl, serial fraction 0.06
+    # Amdahl, serial fraction 0.05: efficiency 0.74 at 8 nodes, 0.65 at 12, 0.56 at 16 (predicted to straddle 0.7).
+    rate = {n: 1000 * 48 / (0.05 + 0.95 / n) for n in (1, 2, 4, 8, 12, 16)}
 
     def round_decision(n: int, nodes: int, values=None, repeats=(1, 2)) -> list[str]:
         for point in plan.all_points.values():
@@ -404,7 +423,7 @@ def test_an_intermediate_rung_is_planned_priced_chosen_resumed_and_reported(tmp_
     assert [(p.nodes, p.repeat) for p in resumed.to_submit] == [(12, 2)]
     assert {p.nodes for p in resumed.later_rungs} == {16}
     stopped = round_decision(6, 12)
-    assert "stopped at 12 nodes (efficiency at 12 nodes 0.60" in stopped[0]
+    assert "stopped at 12 nodes (efficiency at 12 nodes 0.65" in stopped[0]
     assert "every ladder has stopped" in stopped[-1]
     again = ladder_plan(tmp_path, repo, up_to=16, nodes_extra={"intermediate": True})
     assert again.to_submit == [] and {p.nodes for p in again.later_rungs} == {16}  # 16 nodes: never
@@ -412,7 +431,7 @@ def test_an_intermediate_rung_is_planned_priced_chosen_resumed_and_reported(tmp_
     [entry] = state["ladders"]
     assert state["intermediate"] == [12] and entry["run"] == [1, 2, 4, 8, 12] and entry["not_run"] == [16]
     assert [(s["after"], s["next"]) for s in entry["steps"]] == [(1, 2), (2, 4), (4, 8), (8, 12), (12, None)]
-    assert entry["steps"][3]["between"]["nodes"] == 12 and entry["steps"][3]["between"]["decides"] > 0.9
+    assert entry["steps"][3]["between"]["nodes"] == 12 and entry["steps"][3]["between"]["decides"] == 0.97
     hours = entry["node_hours"]
     assert hours["not_spent"] / hours["full"] == pytest.approx(16 / 43)  # every rung and intermediate rung
     assert hours["spent"] / hours["full"] == pytest.approx(27 / 43)
@@ -422,7 +441,7 @@ def test_an_intermediate_rung_is_planned_priced_chosen_resumed_and_reported(tmp_
     assert "(intermediate rungs 12, each measured before the doubling above it where that is cheaper" in text
     assert "Not run: 16 nodes" in text and "run: 1, 2, 4, 8, 12 nodes" in text
     assert "for every doubling rung alone" in text
-    assert "| 8 | 12 | 8 nodes: efficiency 0.70" in text and "| 12 | stops | efficiency at 12 nodes 0.60" in text
+    assert "| 8 | 12 | 8 nodes: efficiency 0.74" in text and "| 12 | stops | efficiency at 12 nodes 0.65" in text
     # Measured under another decision before (16 nodes has a record): read first, it costs nothing.
     for point in [p for p in plan.all_points.values() if p.nodes == 16]:
         record(plan, point, rate[16])
