@@ -253,3 +253,12 @@ def test_a_node_ladder_dry_runs_on_every_batch_profile_with_its_first_rung_and_i
     refused = profile_dry_run(tmp_path, "gadi", str(tmp_path / "ladder.yaml"), str(budget))
     assert refused.returncode != 0
     assert "budget_su_total: the 2 run jobs to submit and the 6 runs of the ladder rungs above" in refused.stderr
+    # Intermediate rungs (`intermediate: true`): 12 nodes is a point too, listed and priced in the worst case.
+    between = {**study, "nodes": {"from": 1, "up_to": 16, "intermediate": True}}
+    (tmp_path / "between.yaml").write_text(yaml.safe_dump({"studies": {"pp": between}}))
+    dry = profile_dry_run(tmp_path, "gadi", str(tmp_path / "between.yaml"))
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    assert re.search(r"^run_pingpong\s+2$", dry.stdout, re.M), dry.stdout[-2000:]
+    assert "node ladder 1, 2, 4, 8, 16 nodes (12 between, each measured first where cheaper)" in dry.stdout
+    assert "worst case, every rung and intermediate rung: " in dry.stdout
+    assert "and the 10 runs of the ladder rungs above (the worst case: every rung)" in dry.stdout
