@@ -240,7 +240,7 @@ def test_prediction_intervals_run_and_print_their_coverage_beside_extrap():
 
 
 def test_ladder_replay_stops_published_series_and_prints_the_node_hours_not_spent(capsys):
-    run = benchmark("ladder_replay.py", "--series", "gadi_hoomd_wca_2024", "ramses_sedov_amr_meluxina")
+    run = benchmark("ladder_replay.py", "--series", "gadi_hoomd_wca_2024", "ramses_sedov_amr_meluxina", "amdahl_f0.07")
     assert run.returncode == 0, run.stderr[-3000:]
     # Gadi's table climbs to 32 nodes (0.48 there, 0.82 at 16 nodes); RAMSES' Sedov AMR run falls
     # to 0.46 at 4 nodes: the ladder stops there, 92% of its node-hours not spent.
@@ -248,6 +248,15 @@ def test_ladder_replay_stops_published_series_and_prints_the_node_hours_not_spen
     assert "stops at       4 of      32 (measured below ) E 0.46 next      8 E 0.22  agrees" in run.stdout
     assert "(ii) judged by the measured rungs and the calibrated prediction" in run.stdout
     assert "total: 2 series; stopped before the last rung 1; agrees 2, late 0, early 0" in run.stdout
+    # The prediction-chosen rungs against the doubling ladder: neither published series has a scale at
+    # 1.5x a rung past its 4th, so nothing differs there; the synthetic series has every one.
+    assert "(iii) the doubling ladder" in run.stdout and "(iv) the same with intermediate rungs" in run.stdout
+    offered = "series offered a measurable intermediate rung 0, intermediate rungs run 0, of which stopped the ladder 0"
+    assert offered in run.stdout
+    assert "node-hours differ in 0 series" in run.stdout and "(v) synthetic Amdahl series" in run.stdout
+    [plain, chosen] = [line for line in run.stdout.splitlines() if line.startswith("  amdahl_f0.07 ")]
+    assert "rungs  7 stops at" in plain and "vs (iii))  measurable between: " in chosen and " closest: P " in chosen
+    assert "decisions with an intermediate candidate (the ladder climbing past its 4th rung): " in run.stdout
     sys.path.insert(0, str(REPO / "benchmarks"))
     import ladder_replay  # in this process: a second start would cost as much as the run above
 

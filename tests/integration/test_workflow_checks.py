@@ -240,14 +240,22 @@ def test_mistakes_in_three_studies_are_reported_in_one_pass_before_any_job(tmp_p
 def test_a_node_ladder_dry_runs_on_every_batch_profile_with_its_first_rung_and_its_worst_case(tmp_path):
     # PBS Pro in both dialects (Gadi, ASPIRE 2A) and Slurm: one rung's jobs listed, the ladder and
     # its worst case (every rung) printed, and a budget under that worst case refused before anything.
+    # Slurm's ladder has intermediate rungs (`intermediate: true`): 12 nodes is a point too, priced.
     study = {"app": "pingpong", "nodes": {"from": 1, "up_to": 8}, "ranks_per_node": [48], "repeats": 2}
     (tmp_path / "ladder.yaml").write_text(yaml.safe_dump({"studies": {"pp": study}}))
-    for profile in ("gadi", "aspire2a", "slurm"):
-        dry = profile_dry_run(tmp_path, profile, str(tmp_path / "ladder.yaml"))
+    between = {**study, "nodes": {"from": 1, "up_to": 16, "intermediate": True}}
+    (tmp_path / "between.yaml").write_text(yaml.safe_dump({"studies": {"pp": between}}))
+    for profile, sweep_file in (("gadi", "ladder.yaml"), ("aspire2a", "ladder.yaml"), ("slurm", "between.yaml")):
+        dry = profile_dry_run(tmp_path, profile, str(tmp_path / sweep_file))
         assert dry.returncode == 0, dry.stderr[-2000:]
         assert re.search(r"^run_pingpong\s+2$", dry.stdout, re.M), dry.stdout[-2000:]
-        assert "scalestudy: pp: node ladder 1, 2, 4, 8 nodes, stops below efficiency 0.7" in dry.stdout
-        assert "and the 6 runs of the ladder rungs above (the worst case: every rung)" in dry.stdout
+        if sweep_file == "ladder.yaml":
+            assert "scalestudy: pp: node ladder 1, 2, 4, 8 nodes, stops below efficiency 0.7" in dry.stdout
+            assert "and the 6 runs of the ladder rungs above (the worst case: every rung)" in dry.stdout
+        else:
+            assert "node ladder 1, 2, 4, 8, 16 nodes (12 between, each measured first where cheaper)" in dry.stdout
+            assert "worst case, every rung and intermediate rung: " in dry.stdout
+            assert "the 10 runs of the ladder rungs above (the worst case: every rung)" in dry.stdout
     budget = tmp_path / "budget.yaml"
     budget.write_text(yaml.safe_dump({"budget_su_total": 1000}))  # the first rung (208 SU) fits, every rung (3,120) not
     refused = profile_dry_run(tmp_path, "gadi", str(tmp_path / "ladder.yaml"), str(budget))

@@ -1,14 +1,15 @@
 """Which rungs of a node ladder (model.ladder) are in play, from the records on disk.
 
 Every rung is a point of the sweep (ids never change; the forecast and the budget count every
-rung). A ladder is one curve of its study: the points that differ only in nodes and repeat. Its
-rungs are walked from the bottom: a rung is in play; once every repeat it needs has a record
-(bookkeeping.repeats for repeats until clear) the judge (model.ladder.Judge, handed down by the
-caller) decides from the finished rungs whether the next rung comes into play or the ladder
-stops. A rung above the stop that has a record is kept (nothing finished is lost); the others
-are left out of the plan: never submitted. The same walk makes the plan at load (resume goes on
-where the records stop) and each round's decision (rule repeats_round): one mechanism for rounds
-of repeats and rungs. Studies without a ladder read no record here.
+rung and intermediate rung). A ladder is one curve of its study: the points that differ only in
+nodes and repeat. Its rungs are walked from the bottom: a rung is in play; once every repeat it
+needs has a record (bookkeeping.repeats for repeats until clear) the judge (model.ladder.Judge,
+handed down by the caller) decides from the finished rungs which rung comes into play next (the
+next doubling, or an intermediate rung) or that the ladder stops. A scale not climbed that has a
+record is kept (nothing finished is lost); the others are left out of the plan: never
+submitted. The same walk makes the plan at load (resume goes on where the records stop) and each
+round's decision (rule repeats_round): one mechanism for rounds of repeats and rungs. Studies
+without a ladder read no record here.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..apps.registry import app_for
-from ..model.ladder import Judge, RungRuns, Step
+from ..model.ladder import Judge, RungRuns, Step, settle
 from ..model.paths import Layout
 from ..model.point import Point
 from ..model.settings import StudySettings
@@ -35,13 +36,14 @@ def ladder_of(point: Point) -> str:
 @dataclass(frozen=True)
 class Climb:
     """One ladder's state: the points in play, the last step decided (None before the first rung
-    has finished), the finished rungs' figures and the rung whose runs are still to come (None
-    once the ladder has stopped)."""
+    has finished), the finished rungs' figures, the rung whose runs are still to come (None once
+    the ladder has stopped) and every step decided so far, in order (which rung came next, why)."""
 
     in_play: list[Point]
     step: Step | None
     measured: list[RungRuns]
     waiting_on: int | None
+    steps: tuple[Step, ...] = ()
 
 
 def primary_values(records: Iterable[dict | None], primary: str) -> tuple[float, ...]:
@@ -53,7 +55,9 @@ def primary_values(records: Iterable[dict | None], primary: str) -> tuple[float,
 
 
 def climb(members: list[Point], settings: StudySettings, layout: Layout, judge: Judge) -> Climb:
-    """Walk one ladder's rungs (`members`: every point of it, every rung and repeat)."""
+    """Walk one ladder (`members`: every point of it, every rung, intermediate rung and repeat)
+    from its first rung to the rung each step chooses (model.ladder.step; a candidate measured
+    already is read first: model.ladder.settle)."""
     ladder = settings.ladder
     assert ladder is not None
     by_rung: dict[int, list[Point]] = {}
@@ -62,25 +66,44 @@ def climb(members: list[Point], settings: StudySettings, layout: Layout, judge: 
     app = app_for(members[0])
     primary = app.primary_metric
     kind = app.metric(primary).kind
+    settings_of = {settings.name: settings}
+
+    def needed(nodes: int) -> list[Point]:
+        return repeats.in_play(by_rung[nodes], settings_of, layout)
+
+    def records(nodes: int) -> dict[str, dict | None]:
+        return {p.id: read(layout.metrics(p.study, p.id))[0] for p in by_rung[nodes]}
+
+    def finished(nodes: int) -> bool:
+        found = records(nodes)
+        return all(found[p.id] is not None for p in needed(nodes))
+
     planned: list[Point] = []
     measured: list[RungRuns] = []
+    steps: list[Step] = []
     step: Step | None = None
-    rungs = [nodes for nodes in ladder.rungs() if nodes in by_rung]
-    for k, nodes in enumerate(rungs):
-        needed = repeats.in_play(by_rung[nodes], {settings.name: settings}, layout)
-        planned += needed
-        records = {p.id: read(layout.metrics(p.study, p.id))[0] for p in by_rung[nodes]}
-        if any(records[p.id] is None for p in needed):
-            return Climb(planned, step, measured, nodes)
-        ranks = by_rung[nodes][0].ranks
-        measured.append(RungRuns(nodes, ranks, primary_values(records.values(), primary)))
+    scales = [nodes for nodes in ladder.scales() if nodes in by_rung]
+    nodes = scales[0]
+    while True:
+        now = needed(nodes)
+        planned += now
+        found = records(nodes)
+        if any(found[p.id] is None for p in now):
+            return Climb(planned, step, measured, nodes, tuple(steps))
+        measured.append(RungRuns(nodes, by_rung[nodes][0].ranks, primary_values(found.values(), primary)))
         step = judge(ladder, kind, settings.estimator, measured)
+        if step.climbs:
+            step = settle(step, ladder, {n for n in ladder.candidates(step.top) if n in by_rung and finished(n)})
+        steps.append(step)
         if not step.climbs:
-            # Rungs above the stop with a record (run before, e.g. as a list of nodes) stay.
-            for above in rungs[k + 1 :]:
-                planned += [p for p in by_rung[above] if read(layout.metrics(p.study, p.id))[0] is not None]
-            return Climb(planned, step, measured, None)
-    raise AssertionError("a ladder's last rung stops it")  # model.ladder.step: TOP
+            # Scales not climbed that have a record (run before, e.g. as a list of nodes) stay.
+            walked = {rung.nodes for rung in measured}
+            for other in scales:
+                if other not in walked:
+                    planned += [p for p in by_rung[other] if read(layout.metrics(p.study, p.id))[0] is not None]
+            return Climb(planned, step, measured, None, tuple(steps))
+        assert step.next_nodes in by_rung, f"a ladder's next rung {step.next_nodes} is a point of its study"
+        nodes = step.next_nodes
 
 
 def ladder_studies(studies: Mapping[str, StudySettings]) -> set[str]:

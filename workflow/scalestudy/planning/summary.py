@@ -142,8 +142,8 @@ def summary_lines(plan: Plan, forcing: Forcing | None = None) -> list[str]:
 
 
 def ladder_lines(plan: Plan) -> list[str]:
-    """Each laddered study's ladder, where it stands and its worst case (every rung, priced by
-    the cost forecast: config.forecast.ladder_cost), before the first job."""
+    """Each laddered study's ladder, where it stands and its worst case (every rung and
+    intermediate rung, priced by the cost forecast: config.forecast.ladder_cost), before the first job."""
     lines = []
     for name, settings in plan.study.settings.studies.items():
         if settings.ladder is None:
@@ -152,9 +152,10 @@ def ladder_lines(plan: Plan) -> list[str]:
         hours, units = forecast.ladder_cost(rungs, plan.cluster)
         cost = f"{hours:,.2f} node-hours" + (f", {forecast.su(units)}" if units is not None else "")
         states = sorted({climb_words(climb) for (study, _), climb in plan.climbs.items() if study == name})
+        every = "every rung and intermediate rung" if settings.ladder.between() else "every rung"
         lines.append(
             f"scalestudy: {name}: node ladder {settings.ladder.text()} (with 95% confidence, or as the "
-            f"calibrated prediction of the next rung says); worst case, every rung: {cost}"
+            f"calibrated prediction of the next rung says); worst case, {every}: {cost}"
             + (f"; now: {'; '.join(states)}" if states else "")
         )
     return lines

@@ -135,35 +135,51 @@ def plain(value: Any) -> Any:
     return value
 
 
+def step_entry(step) -> dict[str, Any]:
+    """One decision of a ladder for ladder.json: after which rung, what came next (None: it
+    stopped) and why, and the intermediate rung's prediction where it had one."""
+    between = dataclasses.asdict(step.between) if step.between is not None else None
+    return {"after": step.top, "next": step.next_nodes, "reason": step.reason, "why": step.why, "between": between}
+
+
 def ladder_state(plan: Plan, study: str) -> dict[str, Any]:
-    """What a laddered study's ladders did, for the report: each ladder's rungs as judged, why it
-    stopped (or where it stands), and the node-hours and SU of the rungs it did not run against
-    the full ladder's (every rung at every repeat, as the cost forecast prices them:
-    config.forecast.ladder_cost)."""
+    """What a laddered study's ladders did, for the report: each ladder's rungs as judged, each
+    step (which rung came next and why), why it stopped (or where it stands), and the node-hours
+    and SU of the scales it ran and did not run against the full ladder's (every rung and
+    intermediate rung at every repeat, as the cost forecast prices them: config.forecast.ladder_cost;
+    `doublings`: the doubling rungs alone, the ladder without intermediate rungs)."""
     settings = plan.study.settings.studies[study]
     assert settings.ladder is not None
     points = all_points_of(plan, study)
     _planned, found = ladder.decide(points, {study: settings}, plan.layout, plan.judge)
+    doublings = set(settings.ladder.rungs())
     out: dict[str, Any] = {"study": study, "rungs": list(settings.ladder.rungs()),
+                           "intermediate": list(settings.ladder.between()),
                            "threshold": settings.ladder.threshold, "ladders": []}  # fmt: skip
     for (_study, name), climb in found.items():
         members = [p for p in points if ladder.ladder_of(p) == name]
         climbed = {p.nodes for p in climb.in_play}
         skipped = [p for p in members if p.nodes not in climbed]
+        run = [p for p in members if p.nodes in climbed]
         full_hours, full_su = forecast.ladder_cost(members, plan.cluster)
         saved_hours, saved_su = forecast.ladder_cost(skipped, plan.cluster)
+        run_hours, run_su = forecast.ladder_cost(run, plan.cluster)
+        rung_hours, rung_su = forecast.ladder_cost([p for p in members if p.nodes in doublings], plan.cluster)
         out["ladders"].append(
             {
                 "ladder": name,
                 "stopped": climb.waiting_on is None,
                 "waiting_on": climb.waiting_on,
                 "step": dataclasses.asdict(climb.step) if climb.step is not None else None,
+                "steps": [step_entry(step) for step in climb.steps],
+                "run": sorted(climbed & {p.nodes for p in members}),
                 "not_run": sorted({p.nodes for p in skipped}),
-                "node_hours": {"full": full_hours, "not_spent": saved_hours},
-                "su": {"full": full_su, "not_spent": saved_su},
+                "node_hours": {"full": full_hours, "not_spent": saved_hours, "spent": run_hours,
+                               "doublings": rung_hours},
+                "su": {"full": full_su, "not_spent": saved_su, "spent": run_su, "doublings": rung_su},
                 "cluster": plan.cluster.name,
             }
-        )
+        )  # fmt: skip
     return plain(out)
 
 

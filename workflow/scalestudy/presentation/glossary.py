@@ -13,6 +13,7 @@ ORDER = (
     "karp_flatt", "amdahl_fit", "weak_efficiency", "scaled_speedup", "speedup and efficiency CI", "ratio CI",
     "variant_ratio", "median", "run_order",
     "not_interleaved", "conditions_differed", "contended", "few_repeats", "repeats_until_clear", "node ladder",
+    "intermediate rung",
     "memory_ratio",
     "service_units", "su_per_million", "size_bands", "band_figure", "busbw",
 )  # fmt: skip
