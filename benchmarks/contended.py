@@ -59,8 +59,12 @@ BASELINE, NO_OP = "default", "allreduce-recursive-doubling"
 NO_OP_FLAGS = {"coll_tuned_use_dynamic_rules": "1", "coll_tuned_allreduce_algorithm": "recursive_doubling"}
 FALSE_TARGET = 0.05
 BUSY_COUNTS = (0, 1, 2, 4)
-BUSY_LOOP = "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end: pass\n"
-# No busy loop outlives the benchmark by more than this, whatever happens to it.
+# A busy loop ends with the benchmark that started it (its parent gone: a killed pytest worker
+# once left three running for 30 min) and after BUSY_LIMIT_S whatever happens.
+BUSY_LOOP = (
+    "import os, sys, time\nend, parent = time.monotonic() + float(sys.argv[1]), int(sys.argv[2])\n"
+    "while time.monotonic() < end and os.getppid() == parent: pass\n"
+)
 BUSY_LIMIT_S = 3600
 
 
@@ -96,7 +100,7 @@ class Busy:
         self.loops: list[subprocess.Popen] = []
 
     def __enter__(self):
-        code = [sys.executable, "-c", BUSY_LOOP, str(BUSY_LIMIT_S)]
+        code = [sys.executable, "-c", BUSY_LOOP, str(BUSY_LIMIT_S), str(os.getpid())]
         self.loops = [subprocess.Popen(code) for _ in range(self.count)]
         time.sleep(0.5 if self.count else 0)
         return self
