@@ -60,7 +60,7 @@ def run_inputs(plan: Plan, app: App) -> list[str] | OfPoint:
     every function Snakemake calls per job, so when all points of the app read the same
     made files and none has a kept record (the usual case) this is a plain list, else a
     function of the point."""
-    keys = {inputs_key(point) for point in plan.study.points if point.app == app.name}
+    keys = {inputs_key(point) for point in plan.all_points.values() if point.app == app.name}
     shared = {tuple(plan.made_inputs_by_key[key]) for key in keys}
     kept = {
         key: state.kept for key, state in plan.survey.states.items() if state.kept and plan.point(*key).app == app.name
@@ -134,12 +134,15 @@ def run_resources(plan: Plan, app: App) -> dict[str, Any]:
     """The resources of `app`'s run rule. A resource that is the same for every point of the
     app (the walltime of its studies, often the queue and threads) is a constant; only the
     others are functions of (study, point id), which Snakemake calls for every job it lists
-    or submits."""
-    points = [point for point in first_repeats(plan.study.points) if point.app == app.name]
+    or submits. Every point of the sweep counts, planned now or in a later round (a ladder's
+    rung above asks for its own nodes); the time limit of a study that packs is the point's
+    (a pack's first point alone asks for the margin, whichever repeat it is)."""
+    points = [point for point in first_repeats(plan.all_points.values()) if point.app == app.name]
+    packing = any(plan.study.settings.studies[point.study].pack != 1 for point in points)
     resources: dict[str, Any] = {}
     for name, of_point in point_resources(plan).items():
         values = {of_point(point) for point in points}
-        if len(values) == 1:
+        if len(values) == 1 and not (name == "runtime" and packing):
             resources[name] = values.pop()
         else:
             resources[name] = lambda study, point_id, of_point=of_point: of_point(plan.point(study, point_id))
