@@ -21,6 +21,8 @@ state and hands it over), so the whole plan is unit-tested without a subprocess
 from __future__ import annotations
 
 import dataclasses
+import functools
+import itertools
 import json
 import os
 import shlex
@@ -103,6 +105,38 @@ def round_points(decision: str) -> list[str]:
 
 
 @dataclass(frozen=True)
+class PackPlace:
+    """Where a point runs in a pack: the pack's name (the run rules' `group:`) and whether it is
+    the pack's first point (the one that asks for the cluster's walltime margin)."""
+
+    name: str
+    first: bool
+
+
+def round_packs(layout: Layout, study: str) -> dict[str, PackPlace]:
+    """{point id: its place} of the points that the rounds of `study` decided so far pack
+    (tables.write_next_round writes each round's packs beside its points), read from the
+    decisions on disk: round 1, 2, ... while there is one."""
+    decisions = []
+    for round_number in itertools.count(1):
+        try:
+            decisions.append((path := layout.round_file(study, round_number), os.stat(path).st_mtime_ns))
+        except FileNotFoundError:
+            break
+    return packs_decided(tuple(decisions))
+
+
+@functools.lru_cache(maxsize=64)
+def packs_decided(decisions: tuple[tuple[str, int], ...]) -> dict[str, PackPlace]:
+    """round_packs of decisions as (path, when written): each read once per version."""
+    places: dict[str, PackPlace] = {}
+    for path, _written in decisions:
+        for name, ids in json.loads(Path(path).read_text()).get("packs", {}).items():
+            places.update({point_id: PackPlace(name, index == 0) for index, point_id in enumerate(ids)})
+    return places
+
+
+@dataclass(frozen=True)
 class Plan:
     """What one invocation plans, decided once at load (see the module's docstring). Built by
     `build_plan` (or `load_plan`); nothing here reads the disk or changes after that."""
@@ -166,6 +200,25 @@ class Plan:
     def point_made_inputs(self, point: Point) -> list[str]:
         """The files the workflow makes that `point` reads (its app's inputs under the assets)."""
         return self.made_inputs_by_key[inputs_key(point)]
+
+    @functools.cached_property
+    def packed_later(self) -> frozenset[tuple[str, str]]:
+        """The points a later round may pack (a later repeat or rung of a study with rounds in this
+        invocation that packs): their packs are that round's decision (`pack_place`)."""
+        packing_rounds = {s for s in self.rounds if self.study.settings.studies[s].pack != 1}
+        later = [*self.later_repeats, *self.later_rungs]
+        return frozenset((p.study, p.id) for p in later if p.study in packing_rounds)
+
+    def pack_place(self, study: str, point_id: str) -> PackPlace | None:
+        """Where a point runs in a pack, None where it is a batch job of its own: a point planned
+        now as `packs` packed it; one a later round runs as that round's decision packed it (the
+        decision of this invocation: it is written before its points are planned)."""
+        key = (study, point_id)
+        if key in self.pack_of:
+            return PackPlace(self.pack_of[key], key not in self.later_in_pack)
+        if key in self.packed_later:
+            return round_packs(self.layout, study).get(point_id)
+        return None
 
 
 # ---------------------------------------------------------------------- the builders

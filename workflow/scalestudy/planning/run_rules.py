@@ -93,15 +93,24 @@ def run_priority(plan: Plan) -> int | OfPoint:
     return lambda study, point_id: plan.priority_of.get((study, point_id), 0)
 
 
+def packs_any(plan: Plan) -> bool:
+    """Does any point of this invocation run in a pack, now or in a later round? (Else the run
+    rules have no `group:`: Snakemake would call the function for every job it plans.)"""
+    return bool(plan.pack_of or plan.packed_later)
+
+
 def pack_group(plan: Plan, study: str, point_id: str) -> str | None:
-    """The run rules' `group:` (None: the point is a batch job of its own)."""
-    return plan.pack_of.get((study, point_id))
+    """The run rules' `group:` (None: the point is a batch job of its own): its pack, planned
+    now or by the round that runs it (Plan.pack_place)."""
+    place = plan.pack_place(study, point_id)
+    return place.name if place is not None else None
 
 
 def batch_walltime_s(plan: Plan, point: Point) -> int:
     """The time limit a point's batch job asks for: its walltime plus the cluster's margin
     (job_request), the margin once per pack (on the pack's first point)."""
-    if (point.study, point.id) in plan.later_in_pack:
+    place = plan.pack_place(point.study, point.id)
+    if place is not None and not place.first:
         return point.walltime_seconds
     return job_request(point, plan.cluster).walltime_s
 
