@@ -1,6 +1,7 @@
 """Packing on a node ladder (`pack:` with `nodes: {from, up_to}`): each rung a round climbs to is
 packed as the first rung is (one batch job per request, the margin once), sized for its own
-nodes. The plan and the rounds' decisions in this process, as test_ladder.py's round by round."""
+nodes; a rung above whose pack the site would refuse is refused at load, before anything runs. The
+plan and the rounds' decisions in this process, as test_ladder.py's round by round."""
 
 import json
 from pathlib import Path
@@ -10,6 +11,7 @@ import yaml
 from scalestudy.analysis.ladder import judge
 from scalestudy.apps.registry import APPS
 from scalestudy.config import packing
+from scalestudy.model.errors import SweepError
 from scalestudy.planning import run_rules, summary, tables
 from scalestudy.planning import start as start_module
 from scalestudy.planning.plan import load_plan
@@ -99,6 +101,21 @@ def test_a_point_planned_at_load_keeps_its_load_time_pack_whatever_an_older_roun
     assert {p.nodes for p in resumed.to_submit} == {2} and not resumed.rounds - {STUDY}
     assert {run_rules.pack_group(resumed, STUDY, p.id) for p in resumed.to_submit} == {f"{STUDY}.n2r48.pack1"}
     assert summary.summary_lines(resumed)[2] == f"scalestudy: packed 2 points into 1 batch jobs ({STUDY}.n2r48.pack1)"
+
+
+def test_a_rung_above_whose_pack_the_queue_would_refuse_is_refused_before_anything_runs(tmp_path, repo, monkeypatch):
+    """Gadi's normal queue: 48 h up to 672 ncpus, 10 h up to 2,976. Two 9-hour repeats packed fit
+    at 1 node (48 ncpus) but not at 32 (1,536): refused at load in one line, though only the
+    first rung would be submitted now (each rung alone, 9 h + the margin, fits)."""
+    monkeypatch.setenv("PROJECT", "ab12")
+    with pytest.raises(SweepError) as refused:
+        ladder_plan(tmp_path, repo, nodes={"from": 1, "up_to": 32}, walltime="09:00:00")
+    assert refused.value.problems == [
+        "studies.hoomd-wca.walltime: 18:05:00 (the point's 18:00:00 + margin 00:05:00) is over queue normal's "
+        "limit 10:00:00 for 1536 ncpus (pack: the walltimes of its 2 points summed in "
+        "hoomd-wca.n32r48.pack1.later-rung; use a smaller pack)"
+    ]
+    assert ladder_plan(tmp_path, repo, nodes={"from": 1, "up_to": 32}, walltime="09:00:00", pack=1).to_submit
 
 
 @pytest.mark.parametrize(

@@ -274,10 +274,15 @@ def points_to_submit(study: Study, survey: history.Survey, main_process: bool) -
     return survey.to_submit(study.points) if main_process and not study.settings.partial else []
 
 
-def packs_of(study: Study, to_submit: Sequence[Point]) -> list[packing.Pack]:
-    """The packs of the points to submit (config.packing); a site that cannot run one raises."""
-    packs = packing.packs(to_submit, study.cluster, study.settings.studies, study.settings.order_seed)
-    problems = scheduler_for(study.cluster).pack_problems(packs)
+def packs_of(study: Study, to_submit: Sequence[Point], later_rungs: Sequence[Point] = ()) -> list[packing.Pack]:
+    """The packs of the points to submit (config.packing); a site that cannot run one raises,
+    as it raises for a pack of a ladder's rung above (`later_rungs`: each rung as its first
+    round would pack it, bookkeeping.repeats's repeats at it), before anything runs."""
+    seed = study.settings.order_seed
+    packs = packing.packs(to_submit, study.cluster, study.settings.studies, seed)
+    first_rounds = repeats.in_play(later_rungs, study.settings.studies, study.layout) if later_rungs else []
+    rungs_above = packing.packs(first_rounds, study.cluster, study.settings.studies, seed, tag=".later-rung")
+    problems = scheduler_for(study.cluster).pack_problems([*packs, *rungs_above])
     if problems:
         raise SweepError(problems)
     return packs
@@ -298,7 +303,7 @@ def build_plan(loaded: Study, main_process: bool = True, judge: Judge | None = N
     made = made_inputs_of(loaded.points, loaded.layout)
     survey = surveyed(study, main_process, lambda p: made[inputs_key(p)])
     to_submit = points_to_submit(study, survey, main_process)
-    packs = packs_of(study, to_submit)
+    packs = packs_of(study, to_submit, later_rungs)
     return Plan(
         study=study,
         main_process=main_process,
