@@ -61,6 +61,10 @@ def test_each_rung_a_round_climbs_to_is_packed_as_the_first_rung_is_and_asks_for
     assert lines[-2:] == [f"{STUDY}: round 1 done; round 2 runs 2 more points",
                           f"{STUDY}: round 2 packs 2 points into 1 batch jobs ({name})"]  # fmt: skip
     rung_two = [p for p in plan.all_points.values() if p.nodes == 2]
+    # A round 2 an earlier invocation decided, still on disk, packs rung 2 otherwise: not read for it.
+    stale = {"study": STUDY, "round": 2, "next": [p.id for p in rung_two], "why": {},
+             "packs": {"old.pack": [p.id for p in reversed(rung_two)]}}  # fmt: skip
+    Path(plan.layout.round_file(STUDY, 2)).write_text(json.dumps(stale))
     assert {run_rules.pack_group(plan, STUDY, p.id) for p in rung_two} == {name}
     # Each job of it asks for 2 nodes (not the first rung's 1, the only rung planned at load) ...
     resources = run_rules.run_resources(plan, APPS["hoomd"])

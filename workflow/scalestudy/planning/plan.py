@@ -116,7 +116,9 @@ class PackPlace:
 def round_packs(layout: Layout, study: str) -> dict[str, PackPlace]:
     """{point id: its place} of the points that the rounds of `study` decided so far pack
     (tables.write_next_round writes each round's packs beside its points), read from the
-    decisions on disk: round 1, 2, ... while there is one."""
+    decisions on disk: round 1, 2, ... while there is one. A point takes its place from the
+    first round that packs it: rounds up to the one deciding a point are this invocation's
+    (each is decided before the next), those after it may be an earlier invocation's."""
     decisions = []
     for round_number in itertools.count(1):
         try:
@@ -132,7 +134,8 @@ def packs_decided(decisions: tuple[tuple[str, int], ...]) -> dict[str, PackPlace
     places: dict[str, PackPlace] = {}
     for path, _written in decisions:
         for name, ids in json.loads(Path(path).read_text()).get("packs", {}).items():
-            places.update({point_id: PackPlace(name, index == 0) for index, point_id in enumerate(ids)})
+            for index, point_id in enumerate(ids):
+                places.setdefault(point_id, PackPlace(name, index == 0))
     return places
 
 
