@@ -10,6 +10,7 @@ Skips (saying why) only where Slurm cannot run: not root, or no apt to install i
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -345,26 +346,6 @@ def test_slurm_points_done_packed_cancelled_or_timed_out_keep_their_records_and_
     assert not left, subprocess.run(["ps", "-o", "args", "-p", ",".join(left)], capture_output=True, text=True).stdout
 
 
-def test_slurm_repeats_until_clear_go_round_by_round_in_one_invocation(slurm, tmp_path, repo):
-    """`repeats: {min: 2, max: 3, ci: 0.01%}` through profiles/slurm (a CI of ±0.01% is never
-    met): round 1 (min 2, packed) is one sbatch job, round 3's repeat a batch job of its own,
-    submitted by the same invocation; the next invocation has nothing to do."""
-    cluster = {"name": "slurm-test", "scheduler": "slurm", **CLUSTER}
-    study = {**PINGPONG, "nodes": [1], "repeats": {"min": 2, "max": 3, "ci": "0.01%"}, "pack": "scale",
-             "params": QUICK}  # fmt: skip
-    command, env = slurm_workflow(slurm, tmp_path, repo, cluster, {"pingpong-rounds": study})
-    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    metrics = metrics_of(tmp_path / "results", "pingpong-rounds")
-    assert sorted(metrics) == [f"nodes1-rpn2/mpi-default/nccl-default/rep{r}" for r in (1, 2, 3)], sorted(metrics)
-    assert {m["status"] for m in metrics.values()} == {"ok"}
-    jobs = [m["provenance"]["job_id"] for _, m in sorted(metrics.items())]
-    assert jobs[0] == jobs[1] != jobs[2], jobs
-    assert "pingpong-rounds: round 2 done; every point has stopped (0 at their CI target, 1 at max)" in run.stderr
-    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr, again.stderr[-3000:]
-
-
 def test_slurm_hardware_threads_are_asked_of_slurm_which_refuses_them_in_its_own_words(slurm, tmp_path, repo):
     """`hyperthreads: [true]` on a Slurm cluster file with 2 threads per core: the plugin's
     sbatch asks Slurm for them (`--threads-per-core=2`, scheduler.slurm), where before the PBS
@@ -381,3 +362,78 @@ def test_slurm_hardware_threads_are_asked_of_slurm_which_refuses_them_in_its_own
     [sbatch] = [line for line in said.splitlines() if line.strip().startswith("sbatch --parsable")]
     assert " --ntasks=2 --cpus-per-task=1 --threads-per-core=2 " in sbatch, sbatch
     assert "sbatch: error: Batch job submission failed: Requested node configuration is not available" in said
+
+
+# A program whose time follows Amdahl's law with a serial fraction of 0.9 (T = 0.9 + 0.1/p, ±0.1%
+# noise, p = its MPI ranks, two per node): efficiency 0.51 at 2 nodes against 1.
+AMDAHL = (
+    "{python} -c \"import os, random; p = int(os.environ['OMPI_COMM_WORLD_SIZE']); "
+    "print('figure', (0.9 + 0.1 / p) * random.uniform(0.999, 1.001))\""
+)
+
+
+def sacct_jobs(slurm, workdir: Path) -> list[dict[str, str]]:
+    """Every job of the test Slurm's job completion log (`sacct -c`) that ran in `workdir`."""
+    fields = ("JobID", "NNodes", "State", "WorkDir")
+    lines = slurm.run("sacct", "-c", "-X", "-n", "-P", "-o", ",".join(fields)).stdout.splitlines()
+    jobs = [dict(zip(fields, line.split("|"), strict=False)) for line in lines]
+    return [job for job in jobs if job["WorkDir"].rstrip("/") == str(workdir)]
+
+
+def test_slurm_rounds_of_repeats_until_clear_and_of_a_packed_node_ladder_go_on_in_one_invocation(slurm, tmp_path, repo):
+    """Two studies through profiles/slurm, one invocation (their rounds side by side: one start-up
+    and one report for both):
+    - `repeats: {min: 2, max: 3, ci: 0.01%}` (a CI of ±0.01% is never met): round 1 (min 2,
+      packed) is one sbatch job, round 3's repeat a batch job of its own;
+    - a node ladder `nodes: {from: 1, up_to: 4}` with `pack: scale`: rung 1 (two repeats) is one
+      sbatch job of 1 node; the ladder climbs, and rung 2 is one sbatch job of 2 nodes (packed by
+      its round and sized for its own nodes: before, its points went as 1-node jobs of their own
+      and refused to run), its mpirun across n1 and n2. There efficiency 0.51 is below 0.7 with
+      95% confidence: the ladder stops, and 4 nodes (more than this Slurm has) is never
+      submitted: Slurm's own job log holds this run's four jobs and no other.
+    The next invocation has nothing to do: no rung, no repeat is run again."""
+    cluster = {"name": "slurm-test", "scheduler": "slurm", **CLUSTER}
+    rounds = {**PINGPONG, "nodes": [1], "repeats": {"min": 2, "max": 3, "ci": "0.01%"}, "pack": "scale",
+              "params": QUICK}  # fmt: skip
+    ladder = {"app": "command", "command": AMDAHL, "params": {"python": sys.executable},
+              "nodes": {"from": 1, "up_to": 4, "stop_below_efficiency": 0.7}, "ranks_per_node": [2],
+              "repeats": 2, "pack": "scale", "walltime": "00:01:00",
+              "figures": {"figure": {"regex": "^figure ([0-9.]+)", "unit": "s", "better": "lower"}}}  # fmt: skip
+    studies = {"pingpong-rounds": rounds, "amdahl": ladder}
+    command, env = slurm_workflow(slurm, tmp_path, repo, cluster, studies, "--verbose")
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    said = run.stdout + run.stderr
+    assert run.returncode == 0, said[-3000:]
+    metrics = metrics_of(tmp_path / "results", "pingpong-rounds")
+    assert sorted(metrics) == [f"nodes1-rpn2/mpi-default/nccl-default/rep{r}" for r in (1, 2, 3)], sorted(metrics)
+    assert {m["status"] for m in metrics.values()} == {"ok"}
+    jobs = [m["provenance"]["job_id"] for _, m in sorted(metrics.items())]
+    assert jobs[0] == jobs[1] != jobs[2], jobs
+    assert "pingpong-rounds: round 2 done; every point has stopped (0 at their CI target, 1 at max)" in said
+
+    curve = "rpn2/mpi-default/nccl-default"
+    assert f"amdahl: ladder {curve}: runs at 2 nodes (1 node: efficiency 1.00" in said, said[-3000:]
+    assert "amdahl: round 2 packs 2 points into 1 batch jobs (amdahl.n2r2.pack1.r2)" in said
+    assert f"amdahl: ladder {curve}: stopped at 2 nodes (efficiency at 2 nodes 0.5" in said, said[-3000:]
+    sbatch = [line.split("sbatch call: ", 1)[1] for line in said.splitlines() if "sbatch call: " in line]
+    ladder_sbatch = [line for line in sbatch if "amdahl" in line]
+    assert [re.findall(r" --nodes=(\d+) --ntasks=(\d+) ", line) for line in ladder_sbatch] == [[("1", "2")],
+                                                                                              [("2", "4")]]  # fmt: skip
+    ladder_metrics = metrics_of(tmp_path / "results", "amdahl")
+    assert sorted(ladder_metrics) == [f"nodes{n}-{curve}/rep{r}" for n in (1, 2) for r in (1, 2)]
+    assert {m["status"] for m in ladder_metrics.values()} == {"ok"}, said[-3000:]
+    assert ladder_metrics[f"nodes2-{curve}/rep1"]["provenance"]["hosts"] == ["n1", "n2"]
+    rung_jobs = [{m["provenance"]["job_id"] for name, m in ladder_metrics.items() if name.startswith(f"nodes{n}-")}
+                 for n in (1, 2)]  # fmt: skip
+    assert [len(rung) for rung in rung_jobs] == [1, 1], rung_jobs
+    accounted = {job["JobID"]: job["NNodes"] for job in sacct_jobs(slurm, tmp_path) if job["State"] == "COMPLETED"}
+    assert accounted == {jobs[0]: "1", jobs[2]: "1", rung_jobs[0].pop(): "1", rung_jobs[1].pop(): "2"}, accounted
+    assert len(sacct_jobs(slurm, tmp_path)) == 4
+    [entry] = json.loads((tmp_path / "results/amdahl/ladder.json").read_text())["ladders"]
+    assert entry["step"]["reason"] == "measured below" and entry["not_run"] == [4], entry
+    page = (tmp_path / "results/report/index.md").read_text()
+    assert "### Node ladder" in page and "stopped at 2 nodes: efficiency at 2 nodes 0.5" in page
+
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr, again.stderr[-3000:]
+    assert len(sacct_jobs(slurm, tmp_path)) == 4

@@ -1,5 +1,6 @@
 """What Snakemake itself says about a bad sweep, before any job: real snakemake invocations."""
 
+import json
 import os
 import re
 import subprocess
@@ -238,10 +239,12 @@ def test_mistakes_in_three_studies_are_reported_in_one_pass_before_any_job(tmp_p
 
 
 def test_a_node_ladder_dry_runs_on_every_batch_profile_with_its_first_rung_and_its_worst_case(tmp_path):
-    # PBS Pro in both dialects (Gadi, ASPIRE 2A) and Slurm: one rung's jobs listed, the ladder and
-    # its worst case (every rung) printed, and a budget under that worst case refused before anything.
-    # Slurm's ladder has intermediate rungs (`intermediate: true`): 12 nodes is a point too, priced.
-    study = {"app": "pingpong", "nodes": {"from": 1, "up_to": 8}, "ranks_per_node": [48], "repeats": 2}
+    # PBS Pro in both dialects (Gadi, ASPIRE 2A) and Slurm: one rung's jobs listed (its repeats one
+    # pack), the ladder and its worst case (every rung) printed, and a budget under that worst case
+    # refused before anything. Slurm's ladder has intermediate rungs (`intermediate: true`): 12 nodes
+    # is a point too, priced.
+    study = {"app": "pingpong", "nodes": {"from": 1, "up_to": 8}, "ranks_per_node": [48], "repeats": 2,
+             "pack": "scale"}  # fmt: skip
     (tmp_path / "ladder.yaml").write_text(yaml.safe_dump({"studies": {"pp": study}}))
     between = {**study, "nodes": {"from": 1, "up_to": 16, "intermediate": True}}
     (tmp_path / "between.yaml").write_text(yaml.safe_dump({"studies": {"pp": between}}))
@@ -256,8 +259,22 @@ def test_a_node_ladder_dry_runs_on_every_batch_profile_with_its_first_rung_and_i
             assert "node ladder 1, 2, 4, 8, 16 nodes (12 between, each measured first where cheaper)" in dry.stdout
             assert "worst case, every rung and intermediate rung: " in dry.stdout
             assert "the 10 runs of the ladder rungs above (the worst case: every rung)" in dry.stdout
+        assert "scalestudy: packed 2 points into 1 batch jobs (pp.n1r48.pack1)" in dry.stdout
+        assert "Group job pp.n1r48.pack1 " in dry.stdout
     budget = tmp_path / "budget.yaml"
     budget.write_text(yaml.safe_dump({"budget_su_total": 1000}))  # the first rung (208 SU) fits, every rung (3,120) not
     refused = profile_dry_run(tmp_path, "gadi", str(tmp_path / "ladder.yaml"), str(budget))
     assert refused.returncode != 0
     assert "budget_su_total: the 2 run jobs to submit and the 6 runs of the ladder rungs above" in refused.stderr
+    # Resumed after its first rung (efficiency 1 at 1 node): through PBS the next rung is what a run
+    # submits, one pack of 2 nodes; 4 and 8 nodes are not. (Each dialect's qsub line of every rung,
+    # packed: tests/unit/test_ladder_packs.py, through `python -m scalestudy plan`'s dry plan.)
+    for rep in (1, 2):
+        metrics = tmp_path / f"results/pp/runs/nodes1-rpn48/mpi-default/nccl-default/rep{rep}/metrics.json"
+        metrics.parent.mkdir(parents=True)
+        metrics.write_text(json.dumps({"status": "ok", "figures": {"latency_us": 2.0 + rep / 1000}}))
+    dry = profile_dry_run(tmp_path, "aspire2a", str(tmp_path / "ladder.yaml"))
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    assert "now: runs at 2 nodes (1 node: efficiency 1.00" in dry.stdout, dry.stdout[-2000:]
+    assert re.search(r"^run_pingpong\s+2$", dry.stdout, re.M), dry.stdout[-2000:]
+    assert "Group job pp.n2r48.pack1 " in dry.stdout and "nodes4-" not in dry.stdout

@@ -128,7 +128,7 @@ def study_target(wildcards):
 
 
 point_json = of_wildcards(functools.partial(run_rules.point_json, PLAN))
-pack_group = of_wildcards(functools.partial(run_rules.pack_group, PLAN))
+pack_group = RUN.groups_counted_as(functools.partial(run_rules.pack_group, PLAN), GROUP_COMPONENTS_NAME)
 
 
 def round_output(study):

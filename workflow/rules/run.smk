@@ -55,10 +55,10 @@ for APP in APPS.values():
         # The run order (seeded, round by round): the ready point of highest priority runs first.
         priority:
             of_wildcards(run_rules.run_priority(PLAN))
-        # Points of a pack (a study's `pack:`) share one batch job on a cluster. Without packs
-        # no group: Snakemake would call the function for every job it plans.
+        # Points of a pack (a study's `pack:`, each round's) share one batch job on a cluster.
+        # Without packs no group: Snakemake would call the function for every job it plans.
         group:
-            pack_group if PLAN.pack_of else None
+            pack_group if run_rules.packs_any(PLAN) else None
         conda:
             APP.conda_env
         envmodules:

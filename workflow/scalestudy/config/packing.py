@@ -57,12 +57,15 @@ def request_key(point: Point, cluster: Cluster) -> JobRequest:
     return dataclasses.replace(job_request(point, cluster), name="", walltime_s=0, point_walltime_s=0)
 
 
-def packs(points: Iterable[Point], cluster: Cluster, studies: Mapping[str, StudySettings], seed: int = 0) -> list[Pack]:
+def packs(
+    points: Iterable[Point], cluster: Cluster, studies: Mapping[str, StudySettings], seed: int = 0, tag: str = ""
+) -> list[Pack]:
     """The packs of the points whose study packs (`studies`: the sweep's, their `pack` filled
     by the schema; 1 for none), in study order; a pack of one point is no pack (it runs as it
     would unpacked). A pack runs its points in the sweep's run order (model.order, `seed`: the
     sweep's order_seed): round by round, shuffled within a round, as unpacked points run, so
-    that no variant always runs first in a round (A B | B A | ...)."""
+    that no variant always runs first in a round (A B | B A | ...). `tag` ends each name (a
+    later round's packs: `.r2`, so that no name is an earlier round's)."""
     groups: dict[tuple, list[Point]] = {}
     for point in points:
         size = studies[point.study].pack
@@ -81,7 +84,7 @@ def packs(points: Iterable[Point], cluster: Cluster, studies: Mapping[str, Study
             part = tuple(ordered[start : start + chunk])
             if len(part) < 2:
                 continue
-            name = re.sub(r"[^A-Za-z0-9._-]", "_", f"{study[:16]}.n{first.nodes}{per_node}.pack{index}")
+            name = re.sub(r"[^A-Za-z0-9._-]", "_", f"{study[:16]}.n{first.nodes}{per_node}.pack{index}{tag}")
             while name in names:  # the same scale on another queue
                 name += "x"
             names.add(name)

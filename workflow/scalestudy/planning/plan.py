@@ -21,6 +21,8 @@ state and hands it over), so the whole plan is unit-tested without a subprocess
 from __future__ import annotations
 
 import dataclasses
+import functools
+import itertools
 import json
 import os
 import shlex
@@ -103,6 +105,41 @@ def round_points(decision: str) -> list[str]:
 
 
 @dataclass(frozen=True)
+class PackPlace:
+    """Where a point runs in a pack: the pack's name (the run rules' `group:`) and whether it is
+    the pack's first point (the one that asks for the cluster's walltime margin)."""
+
+    name: str
+    first: bool
+
+
+def round_packs(layout: Layout, study: str) -> dict[str, PackPlace]:
+    """{point id: its place} of the points that the rounds of `study` decided so far pack
+    (tables.write_next_round writes each round's packs beside its points), read from the
+    decisions on disk: round 1, 2, ... while there is one. A point takes its place from the
+    first round that packs it: rounds up to the one deciding a point are this invocation's
+    (each is decided before the next), those after it may be an earlier invocation's."""
+    decisions = []
+    for round_number in itertools.count(1):
+        try:
+            decisions.append((path := layout.round_file(study, round_number), os.stat(path).st_mtime_ns))
+        except FileNotFoundError:
+            break
+    return packs_decided(tuple(decisions))
+
+
+@functools.lru_cache(maxsize=64)
+def packs_decided(decisions: tuple[tuple[str, int], ...]) -> dict[str, PackPlace]:
+    """round_packs of decisions as (path, when written): each read once per version."""
+    places: dict[str, PackPlace] = {}
+    for path, _written in decisions:
+        for name, ids in json.loads(Path(path).read_text()).get("packs", {}).items():
+            for index, point_id in enumerate(ids):
+                places.setdefault(point_id, PackPlace(name, index == 0))
+    return places
+
+
+@dataclass(frozen=True)
 class Plan:
     """What one invocation plans, decided once at load (see the module's docstring). Built by
     `build_plan` (or `load_plan`); nothing here reads the disk or changes after that."""
@@ -167,6 +204,25 @@ class Plan:
         """The files the workflow makes that `point` reads (its app's inputs under the assets)."""
         return self.made_inputs_by_key[inputs_key(point)]
 
+    @functools.cached_property
+    def packed_later(self) -> frozenset[tuple[str, str]]:
+        """The points a later round may pack (a later repeat or rung of a study with rounds in this
+        invocation that packs): their packs are that round's decision (`pack_place`)."""
+        packing_rounds = {s for s in self.rounds if self.study.settings.studies[s].pack != 1}
+        later = [*self.later_repeats, *self.later_rungs]
+        return frozenset((p.study, p.id) for p in later if p.study in packing_rounds)
+
+    def pack_place(self, study: str, point_id: str) -> PackPlace | None:
+        """Where a point runs in a pack, None where it is a batch job of its own: a point planned
+        now as `packs` packed it; one a later round runs as that round's decision packed it (the
+        decision of this invocation: it is written before its points are planned)."""
+        key = (study, point_id)
+        if key in self.pack_of:
+            return PackPlace(self.pack_of[key], key not in self.later_in_pack)
+        if key in self.packed_later:
+            return round_packs(self.layout, study).get(point_id)
+        return None
+
 
 # ---------------------------------------------------------------------- the builders
 
@@ -221,10 +277,15 @@ def points_to_submit(study: Study, survey: history.Survey, main_process: bool) -
     return survey.to_submit(study.points) if main_process and not study.settings.partial else []
 
 
-def packs_of(study: Study, to_submit: Sequence[Point]) -> list[packing.Pack]:
-    """The packs of the points to submit (config.packing); a site that cannot run one raises."""
-    packs = packing.packs(to_submit, study.cluster, study.settings.studies, study.settings.order_seed)
-    problems = scheduler_for(study.cluster).pack_problems(packs)
+def packs_of(study: Study, to_submit: Sequence[Point], later_rungs: Sequence[Point] = ()) -> list[packing.Pack]:
+    """The packs of the points to submit (config.packing); a site that cannot run one raises,
+    as it raises for a pack of a ladder's rung above (`later_rungs`: each rung as its first
+    round would pack it, bookkeeping.repeats's repeats at it), before anything runs."""
+    seed = study.settings.order_seed
+    packs = packing.packs(to_submit, study.cluster, study.settings.studies, seed)
+    first_rounds = repeats.in_play(later_rungs, study.settings.studies, study.layout) if later_rungs else []
+    rungs_above = packing.packs(first_rounds, study.cluster, study.settings.studies, seed, tag=".later-rung")
+    problems = scheduler_for(study.cluster).pack_problems([*packs, *rungs_above])
     if problems:
         raise SweepError(problems)
     return packs
@@ -245,7 +306,7 @@ def build_plan(loaded: Study, main_process: bool = True, judge: Judge | None = N
     made = made_inputs_of(loaded.points, loaded.layout)
     survey = surveyed(study, main_process, lambda p: made[inputs_key(p)])
     to_submit = points_to_submit(study, survey, main_process)
-    packs = packs_of(study, to_submit)
+    packs = packs_of(study, to_submit, later_rungs)
     return Plan(
         study=study,
         main_process=main_process,

@@ -60,7 +60,7 @@ def run_inputs(plan: Plan, app: App) -> list[str] | OfPoint:
     every function Snakemake calls per job, so when all points of the app read the same
     made files and none has a kept record (the usual case) this is a plain list, else a
     function of the point."""
-    keys = {inputs_key(point) for point in plan.study.points if point.app == app.name}
+    keys = {inputs_key(point) for point in plan.all_points.values() if point.app == app.name}
     shared = {tuple(plan.made_inputs_by_key[key]) for key in keys}
     kept = {
         key: state.kept for key, state in plan.survey.states.items() if state.kept and plan.point(*key).app == app.name
@@ -93,15 +93,24 @@ def run_priority(plan: Plan) -> int | OfPoint:
     return lambda study, point_id: plan.priority_of.get((study, point_id), 0)
 
 
+def packs_any(plan: Plan) -> bool:
+    """Does any point of this invocation run in a pack, now or in a later round? (Else the run
+    rules have no `group:`: Snakemake would call the function for every job it plans.)"""
+    return bool(plan.pack_of or plan.packed_later)
+
+
 def pack_group(plan: Plan, study: str, point_id: str) -> str | None:
-    """The run rules' `group:` (None: the point is a batch job of its own)."""
-    return plan.pack_of.get((study, point_id))
+    """The run rules' `group:` (None: the point is a batch job of its own): its pack, planned
+    now or by the round that runs it (Plan.pack_place)."""
+    place = plan.pack_place(study, point_id)
+    return place.name if place is not None else None
 
 
 def batch_walltime_s(plan: Plan, point: Point) -> int:
     """The time limit a point's batch job asks for: its walltime plus the cluster's margin
     (job_request), the margin once per pack (on the pack's first point)."""
-    if (point.study, point.id) in plan.later_in_pack:
+    place = plan.pack_place(point.study, point.id)
+    if place is not None and not place.first:
         return point.walltime_seconds
     return job_request(point, plan.cluster).walltime_s
 
@@ -134,12 +143,15 @@ def run_resources(plan: Plan, app: App) -> dict[str, Any]:
     """The resources of `app`'s run rule. A resource that is the same for every point of the
     app (the walltime of its studies, often the queue and threads) is a constant; only the
     others are functions of (study, point id), which Snakemake calls for every job it lists
-    or submits."""
-    points = [point for point in first_repeats(plan.study.points) if point.app == app.name]
+    or submits. Every point of the sweep counts, planned now or in a later round (a ladder's
+    rung above asks for its own nodes); the time limit of a study that packs is the point's
+    (a pack's first point alone asks for the margin, whichever repeat it is)."""
+    points = [point for point in first_repeats(plan.all_points.values()) if point.app == app.name]
+    packing = any(plan.study.settings.studies[point.study].pack != 1 for point in points)
     resources: dict[str, Any] = {}
     for name, of_point in point_resources(plan).items():
         values = {of_point(point) for point in points}
-        if len(values) == 1:
+        if len(values) == 1 and not (name == "runtime" and packing):
             resources[name] = values.pop()
         else:
             resources[name] = lambda study, point_id, of_point=of_point: of_point(plan.point(study, point_id))

@@ -126,6 +126,21 @@ class SnakemakeRun:
         (`workflow.parent_groupids`)."""
         self.workflow.parent_groupids.update(dict.fromkeys(groups, name))
 
+    def groups_counted_as(self, group: Callable[[str, str], str | None], name: str) -> Any:
+        """A run rule's `group:` from `group` (a function of (study, point id)), each group it
+        names counted as `name`'s components (count_group_components_as) when it first names
+        it: a group that comes into the plan after the Snakefile was read (a later round's
+        pack, planning.run_rules.pack_group) spans its points too, not one group job each."""
+        known = self.workflow.parent_groupids
+
+        def counted(study: str, point_id: str) -> str | None:
+            found = group(study, point_id)
+            if found is not None and found not in known:
+                self.count_group_components_as([found], name)
+            return found
+
+        return of_wildcards(counted)
+
     def keep_records_of_failed_batch_jobs(
         self,
         rules: Iterable[str],

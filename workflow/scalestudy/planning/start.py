@@ -17,12 +17,13 @@ function of the plan and of what Snakemake's DAG holds, each done by one owner:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..apps.registry import app_for
 from ..bookkeeping import history, locking, retry
+from ..config.packing import Pack
 from ..launch import modules, site_mpi
 from ..model.errors import SweepError
 from ..scheduler import scheduler_for
@@ -133,13 +134,14 @@ def start(plan: Plan, run: Start) -> list:
     return held
 
 
-def packs_for_submit(plan: Plan) -> dict[str, list[dict[str, Any]]]:
-    """For a scheduler's submit command: which points each group job runs, in order."""
+def packs_for_submit(plan: Plan, packs: Iterable[Pack] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """For a scheduler's submit command: which points each group job runs, in order (`packs`:
+    the plan's, or a later round's)."""
     return {
         pack.name: [
             {"metrics": plan.layout.metrics(p.study, p.id), "point": p.to_json(), "walltime_s": p.walltime_seconds,
              "queue": p.queue}
             for p in pack.points
         ]
-        for pack in plan.packs
+        for pack in (plan.packs if packs is None else packs)
     }  # fmt: skip

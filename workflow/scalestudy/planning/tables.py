@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from ..bookkeeping import history, ladder, repeats
-from ..config import forecast
+from ..config import forecast, packing
 from ..model.errors import SweepError
 from ..model.point import Point
 from ..model.repeats import stopped_at_max
+from ..scheduler import scheduler_for
 from .plan import Plan, round_points
+from .start import packs_for_submit
 from .summary import climb_words
 
 
@@ -96,15 +98,32 @@ def decide_next_round(plan: Plan, study: str, round_number: int, path: str) -> l
     if settings[study].ladder is not None:
         return decide_next_rung(plan, study, round_number, path)
     chosen, why = repeats.next_round(all_points_of(plan, study), settings, plan.layout)
-    ids = [p.id for p in chosen]
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps({"study": study, "round": round_number, "next": ids, "why": why}, indent=1))
+    packed = write_round(plan, study, round_number, chosen, why, path)
     done = f"{study}: round {round_number} done"
-    if ids:
-        more = f"{len(ids)} more repeat{'s' if len(ids) > 1 else ''}"
-        return [f"{done}; round {round_number + 1} runs {more} (CI still wider than the target)"]
+    if chosen:
+        more = f"{len(chosen)} more repeat{'s' if len(chosen) > 1 else ''}"
+        return [f"{done}; round {round_number + 1} runs {more} (CI still wider than the target)", *packed]
     at_max = sum(map(stopped_at_max, why.values()))
     return [f"{done}; every point has stopped ({len(why) - at_max} at their CI target, {at_max} at max)"]
+
+
+def write_round(plan: Plan, study: str, round_number: int, chosen: list[Point], why: dict, path: str) -> list[str]:
+    """Write round `round_number`'s decision to `path`: the ids of the next round's points, why,
+    and their packs (config.packing, as the points planned at load are packed; each name tagged
+    with its round), which the run rules' `group:` reads (Plan.pack_place) and the scheduler's
+    submit command is given (its save_packs). Returns the line that says the packs, if any."""
+    packs = packing.packs(chosen, plan.cluster, plan.study.settings.studies, plan.study.settings.order_seed,
+                          tag=f".r{round_number + 1}")  # fmt: skip
+    decision = {"study": study, "round": round_number, "next": [p.id for p in chosen], "why": why,
+                "packs": {pack.name: [p.id for p in pack.points] for pack in packs}}  # fmt: skip
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(decision, indent=1))
+    if not packs:
+        return []
+    scheduler_for(plan.cluster).save_packs(packs_for_submit(plan, packs), add=True)
+    packed = sum(len(pack.points) for pack in packs)
+    names = ", ".join(pack.name for pack in packs)
+    return [f"{study}: round {round_number + 1} packs {packed} points into {len(packs)} batch jobs ({names})"]
 
 
 def decide_next_rung(plan: Plan, study: str, round_number: int, path: str) -> list[str]:
@@ -114,13 +133,12 @@ def decide_next_rung(plan: Plan, study: str, round_number: int, path: str) -> li
     planned, found = ladder.decide(all_points_of(plan, study), settings, plan.layout, plan.judge)
     chosen = [p for p in planned if read_record(plan, p) is None]
     why = {name: climb_words(climb) for (_study, name), climb in found.items()}
-    ids = [p.id for p in chosen]
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps({"study": study, "round": round_number, "next": ids, "why": why}, indent=1))
+    packed = write_round(plan, study, round_number, chosen, why, path)
     done = f"{study}: round {round_number} done"
     lines = [f"{study}: ladder {name}: {words}" for name, words in why.items()]
-    if ids:
-        return [*lines, f"{done}; round {round_number + 1} runs {len(ids)} more point{'s' if len(ids) > 1 else ''}"]
+    if chosen:
+        more = f"{len(chosen)} more point{'s' if len(chosen) > 1 else ''}"
+        return [*lines, f"{done}; round {round_number + 1} runs {more}", *packed]
     return [*lines, f"{done}; every ladder has stopped"]
 
 

@@ -111,9 +111,10 @@ class Scheduler:
         can tell), those whose batch job was deleted before it ran: they are submitted again."""
         return []
 
-    def save_packs(self, packs: Mapping[str, list[dict]]) -> None:
+    def save_packs(self, packs: Mapping[str, list[dict]], add: bool = False) -> None:
         """Keep {pack name: its points' entries, in order} for the backend's submit command,
-        which sees only a group job's jobscript (planning.start.packs_for_submit)."""
+        which sees only a group job's jobscript (planning.start.packs_for_submit); `add`: beside
+        those kept before (a later round's packs: planning.tables.write_next_round)."""
 
     # ------------------------------------------------------------------ once a job ended
 

@@ -88,12 +88,14 @@ def cancelled(directory: Path) -> set[str]:
         return set()
 
 
-def save_packs(directory: Path, packs: Mapping[str, list[dict]]) -> None:
-    """{group id: [{"metrics", "point", "walltime_s", "queue"} in the order they run]}."""
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{PACKS}.tmp"
-    tmp.write_text(json.dumps(packs))
-    os.replace(tmp, directory / PACKS)
+def save_packs(directory: Path, packs: Mapping[str, list[dict]], add: bool = False) -> None:
+    """{group id: [{"metrics", "point", "walltime_s", "queue"} in the order they run]}; `add`:
+    beside those saved before (a later round's packs), else instead of them."""
+    with locked(directory):
+        saved = load_packs(directory) if add else {}
+        tmp = directory / f".{PACKS}.tmp"
+        tmp.write_text(json.dumps({**saved, **packs}))
+        os.replace(tmp, directory / PACKS)
 
 
 def load_packs(directory: Path) -> dict[str, list[dict]]:

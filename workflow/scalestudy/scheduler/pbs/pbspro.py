@@ -154,8 +154,8 @@ class PbsPro(Scheduler):
 
         return never_ran(resumed())
 
-    def save_packs(self, packs: Mapping[str, list[dict]]) -> None:
+    def save_packs(self, packs: Mapping[str, list[dict]], add: bool = False) -> None:
         """cache.save_packs, read by the submit command (submit.py) for each group job."""
         from .cache import save_packs
 
-        save_packs(self.cache(), packs)
+        save_packs(self.cache(), packs, add)
