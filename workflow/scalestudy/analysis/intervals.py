@@ -23,8 +23,11 @@ d1 = min(d, 1) and d2 = max(d − 1, 0),
 
     [ log f(p) + b·d1 − w − c_low·d1 − c·d2 ,  log f(p) + b·d1 + w + c_high·d1 + c·d2 ]
 
-- b (`Calibration.lean`): the median of log(published/predicted)/d over the calibration half's
-  backtest predictions (below 0: the models promise more than was published);
+- b (`Calibration.lean`): the calibration half's lean (below 0: the models promise more than was
+  published): the median of log(published/predicted)/d over its backtest predictions, shrunk
+  toward 0 by a factor in [0, 1] chosen leave-one-series-out on that half alone (its 5 series,
+  not its predictions, are the independent units; benchmarks/calibrate_intervals.py,
+  `lean_shrinkage`, says how);
 - c_low, c_high (`Calibration.low`, `.high`): split conformal terms on each side of that corrected
   centre, each backtest prediction weighing 1, the interval allowed to miss ⌊N − L(N + 1)⌋ of the
   N predictions, half on each side (equal tails), each the larger of the calibrated one and the
