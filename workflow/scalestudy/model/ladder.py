@@ -27,6 +27,7 @@ records on disk choose the rungs in play (bookkeeping.ladder). Pure Python, stan
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -261,18 +262,6 @@ class Step:
         return self.reason == CLIMB
 
 
-def step(
-    rungs: Sequence[int],
-    measured: Sequence[Rung],
-    threshold: float,
-    predicted: Prediction | None = None,
-    between: Prediction | None = None,
-) -> Step:
-    """`decide`, holding what it was decided on (the rungs as judged, the predictions)."""
-    decision = decide(rungs, measured, threshold, predicted, between)
-    return dataclasses.replace(decision, rungs=tuple(measured), predicted=predicted, between=between)
-
-
 def cost_share(between: Prediction, following: int, predicted: Prediction | None = None) -> float:
     """What measuring the intermediate rung costs as a share of measuring the rung `following`,
     c_m/c_d, read as the larger of two prices, so that the rule holds under either:
@@ -307,7 +296,7 @@ def measure_between_first(decides: float, share: float) -> bool:
     return decides > share
 
 
-def decide(
+def step(
     rungs: Sequence[int],
     measured: Sequence[Rung],
     threshold: float,
@@ -319,30 +308,32 @@ def decide(
     when it has no successful run, when its efficiency is below `threshold` with 95% confidence,
     when it is the last rung, or when `predicted` (the next rung's calibrated efficiency) lies
     wholly below the threshold; otherwise climb: to the intermediate rung `between` (a prediction
-    with its chance to decide) where measure_between_first says it is cheaper, else to the next rung."""
+    with its chance to decide) where measure_between_first says it is cheaper, else to the next rung.
+    The step holds what it was decided on (the rungs as judged, the predictions)."""
+    made = functools.partial(Step, rungs=tuple(measured), predicted=predicted, between=between)
     last = measured[-1]
     at = nodes_text(last.nodes)
     above = [nodes for nodes in rungs if nodes > last.nodes]
     if last.runs < MIN_RUNS:
         runs = "no successful run" if not last.ok else f"{last.runs} successful run"
         why = f"{runs} at {at}: its efficiency has no interval to judge (retry_failed=true measures it again)"
-        return Step(NO_RESULT, last.nodes, None, why)
+        return made(NO_RESULT, last.nodes, None, why)
     if judge(last.low, last.high, threshold) == BELOW:
         why = f"efficiency at {at} {last.efficiency:.2f} [{last.low:.2f}–{last.high:.2f}] is below {threshold:g}"
-        return Step(MEASURED, last.nodes, None, f"{why} with 95% confidence")
+        return made(MEASURED, last.nodes, None, f"{why} with 95% confidence")
     if not above:
-        return Step(TOP, last.nodes, None, f"reached up_to ({at}) with efficiency {last.efficiency:.2f}")
+        return made(TOP, last.nodes, None, f"reached up_to ({at}) with efficiency {last.efficiency:.2f}")
     following = nodes_text(above[0])
     if predicted is not None and predicted.given and judge(predicted.low, predicted.high, threshold) == BELOW:
         band = predicted.band()
         why = f"the calibrated prediction at {following} is efficiency {band}, below {threshold:g} with 95% confidence"
-        return Step(PREDICTED, last.nodes, None, why)
+        return made(PREDICTED, last.nodes, None, why)
     holds = f"{last.text()}, not below {threshold:g}"
     if between is None or not last.nodes < between.nodes < above[0]:
-        return Step(CLIMB, last.nodes, above[0], f"{holds}: climbs to {following}")
+        return made(CLIMB, last.nodes, above[0], f"{holds}: climbs to {following}")
     if not math.isfinite(between.decides):
         note = f"; {nodes_text(between.nodes)} first: no prediction ({between.note})" if between.note else ""
-        return Step(CLIMB, last.nodes, above[0], f"{holds}: climbs to {following}{note}")
+        return made(CLIMB, last.nodes, above[0], f"{holds}: climbs to {following}{note}")
     at = nodes_text(between.nodes)
     share = cost_share(between, above[0], predicted)
     chance = (
@@ -356,9 +347,9 @@ def decide(
             f"{holds}: climbs to {at} before {following}{nxt}: {chance}, above {price}: the cheaper "
             f"measurement, in expectation, that decides whether {following} is worth running"
         )
-        return Step(CLIMB, last.nodes, between.nodes, why)
+        return made(CLIMB, last.nodes, between.nodes, why)
     why = f"{holds}: climbs to {following} ({chance}, not above {price})"
-    return Step(CLIMB, last.nodes, above[0], why)
+    return made(CLIMB, last.nodes, above[0], why)
 
 
 def settle(step: Step, ladder: Ladder, finished: Collection[int]) -> Step:
