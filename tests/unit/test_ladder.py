@@ -217,6 +217,24 @@ def test_a_ladder_plans_its_first_rung_climbs_round_by_round_and_never_submits_t
     assert kept.to_submit == [] and {p.nodes for p in tables.points_now(kept, "hoomd-wca")} == {1, 2, 4, 8}
 
 
+def test_one_walk_of_a_ladder_reads_each_record_once(tmp_path, repo, monkeypatch):
+    # A stopped ladder with a candidate measured already (settled, then walked) and a scale above the
+    # stop that has a record (kept): each of their files is read once, not once per question.
+    from scalestudy.bookkeeping import ladder as walk
+
+    monkeypatch.setenv("PROJECT", "ab12")
+    plan = ladder_plan(tmp_path, repo)
+    for point in plan.all_points.values():
+        record(plan, point, {1: 100.0, 2: 190.0, 4: 250.0, 8: 300.0}[point.nodes] + point.repeat)
+    reads: list[str] = []
+    real = walk.read
+    monkeypatch.setattr(walk, "read", lambda path, *a, **k: reads.append(str(path)) or real(path, *a, **k))
+    [found] = walk.climbs(plan.all_points.values(), plan.study.settings.studies, plan.layout, plan.judge).values()
+    assert [rung.nodes for rung in found.measured] == [1, 2, 4] and found.waiting_on is None
+    assert {p.nodes for p in found.in_play} == {1, 2, 4, 8}
+    assert sorted(reads) == sorted(set(reads)) and len(reads) == len(plan.all_points)
+
+
 @pytest.mark.parametrize("cluster", ["gadi", "aspire2a", "slurm"])
 def test_every_batch_site_plans_the_first_rung_and_prices_the_whole_ladder(tmp_path, repo, monkeypatch, cluster):
     # PBS Pro in both dialects (Gadi's totals, ASPIRE 2A's select chunks) and Slurm: the same plan.

@@ -71,8 +71,15 @@ def climb(members: list[Point], settings: StudySettings, layout: Layout, judge: 
     def needed(nodes: int) -> list[Point]:
         return repeats.in_play(by_rung[nodes], settings_of, layout)
 
+    # Each rung's records are read once per walk: a candidate is read to settle a step and again
+    # when the walk reaches it, and the stop keeps the other scales' records (nothing changes them
+    # meanwhile: the walk only reads).
+    read_rungs: dict[int, dict[str, dict | None]] = {}
+
     def records(nodes: int) -> dict[str, dict | None]:
-        return {p.id: read(layout.metrics(p.study, p.id))[0] for p in by_rung[nodes]}
+        if nodes not in read_rungs:
+            read_rungs[nodes] = {p.id: read(layout.metrics(p.study, p.id))[0] for p in by_rung[nodes]}
+        return read_rungs[nodes]
 
     def finished(nodes: int) -> bool:
         found = records(nodes)
@@ -100,7 +107,7 @@ def climb(members: list[Point], settings: StudySettings, layout: Layout, judge: 
             walked = {rung.nodes for rung in measured}
             for other in scales:
                 if other not in walked:
-                    planned += [p for p in by_rung[other] if read(layout.metrics(p.study, p.id))[0] is not None]
+                    planned += [p for p in by_rung[other] if records(other)[p.id] is not None]
             return Climb(planned, step, measured, None, tuple(steps))
         assert step.next_nodes in by_rung, f"a ladder's next rung {step.next_nodes} is a point of its study"
         nodes = step.next_nodes
