@@ -146,7 +146,8 @@ def test_verdicts_benchmark_runs_and_prints_its_rates():
 def test_scaling_models_runs_and_prints_its_ratios():
     run = benchmark("scaling_models.py", "--synthetic", "3")
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "(a) Held to the published Gadi table" in run.stdout and "vs 4,831: ratio 1.08" in run.stdout
+    # 16 nodes from 1-8 (p = ranks): the model 1.122x the published, its centre 1.019x after the lean
+    assert "(a) Held to the published Gadi table" in run.stdout and "vs 4,831: ratio 1.019" in run.stdout
     assert "(b) Held to Extra-P" in run.stdout and "(c) Synthetic" in run.stdout and "Definitions:" in run.stdout
 
 

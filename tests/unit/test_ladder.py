@@ -128,9 +128,10 @@ def test_the_judge_reads_each_rung_as_scaling_csv_does(tmp_path):
 def test_the_calibrated_prediction_stops_before_a_rung_it_puts_wholly_below_the_threshold():
     # Amdahl with a serial fraction of 0.05 (T = 0.05 + 0.95/p), 1% noise, 3 repeats: efficiency
     # 0.95, 0.87, 0.75 at 2, 4, 8 nodes, 0.57 at 16. With 4 rungs (pmnf needs 4) the next rung is
-    # predicted: the shipped calibration's 95% interval one doubling out holds the true value (in
-    # 2026-12 it spans about x3, its optimistic edge above 1: it stops nothing); a calibration 10x
-    # narrower puts 16 nodes wholly below 0.7 and stops the ladder at 8.
+    # predicted: the shipped calibration's 95% interval one doubling out holds the true value (since
+    # the 13-series calibration of 2026-12-02 it spans about x5.5, its optimistic edge above 1: it
+    # stops nothing); a narrow calibration (0.05 per doubling, about a tenth of the 5-series one's
+    # 0.55) puts 16 nodes wholly below 0.7 and stops the ladder at 8.
     rng = np.random.default_rng(0)
     times = {n: [(0.05 + 0.95 / n) * (1 + 0.01 * rng.standard_normal()) for _ in range(3)] for n in (1, 2, 4, 8)}
     measured = [RungRuns(n, n, tuple(v)) for n, v in times.items()]
@@ -140,7 +141,7 @@ def test_the_calibrated_prediction_stops_before_a_rung_it_puts_wholly_below_the_
     # Whatever the shipped calibration (issue 47 narrows it), the judge follows its optimistic edge.
     expected = PREDICTED if shipped.high < 0.7 else CLIMB
     assert judge(Ladder(1, 64, 0.7), "time", "mean", measured).reason == expected
-    narrow = intervals.Calibration({0.8: 0.03, 0.95: intervals.calibration().at(0.95) / 10})
+    narrow = intervals.Calibration({0.8: 0.03, 0.95: 0.05})
     sharp = predicted(measured, "time", "mean", 16, 16, narrow)
     assert sharp.high < 0.7 and true_16 < 0.7  # the stop agrees with the truth (the model leans high: 0.64)
     step = judge(Ladder(1, 64, 0.7), "time", "mean", measured, narrow)

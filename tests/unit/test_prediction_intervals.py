@@ -90,10 +90,13 @@ def test_the_stored_calibration_is_what_the_script_derives():
 
 def test_an_interval_wider_than_a_factor_of_two_is_said_in_words():
     nodes, rate = gadi()
-    # Fitted on 1-16 nodes: at 32 (one doubling) a 95% interval within x2 that holds the published
-    # 6,431 steps/s (issue 47: before, x3.2 and said in words); at 64 (two) too wide: words.
+    # Fitted on 1-16 nodes: at 32 (one doubling) the 95% interval holds the published 6,431 steps/s
+    # but spans x6.4, so it is said in words (since the 13-series calibration of 2026-12-02; with 5
+    # series it was within x2, a number); at 64 (two doublings) x112: words.
     found = intervals.interval(nodes[:5], rate[:5], [32.0, 64.0], "rate")
-    assert found.reasons[0] == "" and found.span[0] <= intervals.USEFUL_SPAN
+    assert found.span[0] == pytest.approx(6.44, abs=0.01) and found.span[0] > intervals.USEFUL_SPAN
+    assert found.reasons[0].startswith("no useful prediction: the 95% interval spans 6.4× (more than ×2)")
+    assert "1.0 doublings beyond the largest measured scale" in found.reasons[0]
     assert found.low[0] <= 6431.0 <= found.high[0]
     assert found.span[1] > intervals.USEFUL_SPAN
     assert found.reasons[1].startswith("no useful prediction: the 95% interval spans")
@@ -113,8 +116,11 @@ def test_the_report_says_why_instead_of_a_number():
     [cf] = scaling_models.curve_fits(scaling(runs), metrics=["steps_per_s"])
     cell = scaling_models_page.predicted_cell(cf, 64.0)
     assert cell.startswith("No useful prediction: the 95% interval spans") and "2.0 doublings beyond" in cell
-    # one doubling out (32 nodes) the interval is a number (published: 6,431)
-    assert scaling_models_page.predicted_cell(cf, 32.0).startswith("6,579 [4,872–9,420]")
+    # one doubling out (32 nodes) too, since the 13-series calibration (the 95% interval x6.4; with 5
+    # series it was the number 6,579 [4,872–9,420]): words, with the 80% interval (published: 6,431)
+    near = scaling_models_page.predicted_cell(cf, 32.0)
+    assert near.startswith("No useful prediction: the 95% interval spans 6.4×") and "1.0 doublings beyond" in near
+    assert near.endswith("its 80% interval: 4,974–8,028 (median 6,191)")
 
 
 def test_measuring_the_suggested_scale_narrows_the_target_most():
@@ -203,13 +209,14 @@ def test_the_efficiency_crossing_interval_holds_the_published_crossing():
 def test_a_study_whose_own_scales_defy_its_model_gets_a_wider_interval():
     # WAVETRISK's adaptive runs: 640 cores took 355 s after 787 s at 480 (2.2x for 1.33x the cores).
     # Its own leave-future-out backtest misses that by more than the calibration allows, so its
-    # distance term is its own, and larger.
+    # distance term is its own, and larger: 1.48 per doubling against the calibration's 1.40
+    # (symmetric) and 0.67 (above the centre, strong scaling), from 13 series since 2026-12-02.
     series = calibration_script().published_series()["wavetrisk_niagara_2018_adaptive"]
     calibrated = intervals.calibration()
     found = intervals.interval(series["p"], series["y"], [1280.0], "time")
     _, high = intervals.own_terms(series["p"], 1 / series["y"], lean=calibrated.lean)
     assert found.slope == pytest.approx(high)  # 640 cores beat its model: the upper side widens
-    assert found.slope > 2 * calibrated.at(0.95) and high > 4 * calibrated.at(0.95, calibrated.high)
+    assert found.slope > calibrated.at(0.95) and high > 2 * calibrated.at(0.95, calibrated.high)
     without_last = intervals.interval(series["p"][:-1], series["y"][:-1], [1280.0], "time")
     assert without_last.slope == intervals.calibration().at(0.95)
 
@@ -252,11 +259,16 @@ def test_strong_scaling_corrects_the_lean_for_the_first_doubling_and_its_sides_d
     assert np.log(found.value[0] / found.low[0]) == pytest.approx(w[0] + calibrated.low[0.95], rel=1e-6)
 
 
-@pytest.mark.parametrize("split", ["check", "aside"])
-def test_within_twice_the_largest_scale_a_useful_95_interval_is_given_and_holds(split):
+@pytest.mark.parametrize(("split", "counts"), [("check", (23, 1, 1)), ("aside", (9, 0, 0))])
+def test_within_twice_the_largest_scale_the_95_intervals_given_hold_but_few_are_given(split, counts):
     # Issue 47's goal on series the calibration never saw, fitted on their first 4 and 5 scales:
     # at the later published scales within 2x, a 95% interval spanning at most x2 for at least
-    # half of them, and at least 90% of those holding the published value.
+    # half of them, and at least 90% of those holding the published value. Since the calibration
+    # grew from 5 to 13 series (2026-12-02) its 95% terms cover their collapses past a best scale
+    # (VASP TiO2 past 16 nodes, CASTEP DNA past 128) and a superlinear jump (OpenSBLI 1024^3 on
+    # ARCHER), so the first half is NOT met: 1 of the check half's 23 points and none of the
+    # set-aside's 9 get one (with 5 series: 9 of 11 and 5 of 9). Every one given holds. Pinned, so
+    # that either way a change shows.
     series = calibration_script().published_series()
     given = held = near = 0
     for s in series.values():
@@ -272,11 +284,12 @@ def test_within_twice_the_largest_scale_a_useful_95_interval_is_given_and_holds(
             useful = found.useful()
             given += int(useful.sum())
             held += int(((found.low <= published) & (published <= found.high))[useful].sum())
-    assert near >= 9 and given >= near / 2 and held >= 0.9 * given
+    assert (near, given, held) == counts
+    assert held >= 0.9 * given and given < near / 2  # the goal's second half met, its first not
 
 
 def test_the_lean_is_shrunk_by_the_share_left_one_series_out_chooses():
-    # The calibration half's pooled lean, from 5 series, is shrunk toward 0 by λ in [0, 1]; λ
+    # The calibration half's pooled lean, from 13 series, is shrunk toward 0 by λ in [0, 1]; λ
     # minimises the left-one-series-out absolute error of the corrected centres within the first
     # doubling (each series weighing 1): the weighted median is that minimiser, no grid beats it.
     script = calibration_script()
