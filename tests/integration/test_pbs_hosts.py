@@ -3,7 +3,9 @@ on the multi-host test bed: server, scheduler and comm on the first host, one pb
 host), for both dialects: Gadi's totals (`-l ncpus=4` on 2-core nodes: whole nodes, the node
 file lists each host once per CPU) and ASPIRE 2A's chunks (`select=2:ncpus=..:mpiprocs=..`).
 Snakemake runs on the first host as the ordinary user who submits, as on a login node; a
-2-node point's job spans both hosts, and each rank runs where the point says.
+2-node point's job spans both hosts, and each rank runs where the point says. A node ladder
+(1 node, then 2) interrupted with Ctrl-C while its 2-node rung waits in the queue goes on from
+there when run again, and runs no rung twice.
 
 Skips, saying why, where the hosts (root, ip, sshd), an installed OpenPBS set up by
 tests/support/openpbs/setup.sh, or a Python the submitting user may run cannot be had.
@@ -13,6 +15,7 @@ import json
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -69,12 +72,16 @@ def workdir():
     yield from user_workdir("pbs-hosts-")
 
 
-def workflow_on_the_head(cluster, workdir: Path, dialect: str, studies: dict) -> subprocess.CompletedProcess:
-    """profiles/<dialect> run by Snakemake on the bed's first host as the submitting user."""
+def on_the_head(cluster, workdir: Path, dialect: str, studies: dict) -> list[str]:
+    """The command that runs profiles/<dialect> by Snakemake on the bed's first host as the
+    submitting user (its site, sweep and profile written in `workdir`)."""
     command = setup(workdir, dialect, studies, site=SITE, nccl_env_sets={"user": {"NCCL_DEBUG": "WARN"}})
     env = {**environment(workdir, [cluster.bin, PBS_EXEC / "bin"]), "PBS_CONF_FILE": cluster.env(0)["PBS_CONF_FILE"]}
-    argv = cluster.bed.command(0, ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *SETPRIV, *command])
-    return subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    return cluster.bed.command(0, ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *SETPRIV, *command])
+
+
+def workflow_on_the_head(cluster, workdir: Path, dialect: str, studies: dict) -> subprocess.CompletedProcess:
+    return subprocess.run(on_the_head(cluster, workdir, dialect, studies), capture_output=True, text=True, timeout=900)
 
 
 def users_processes(bed, within_s: float = 10.0) -> list[str]:
@@ -166,6 +173,112 @@ def test_the_pbs_profiles_2_node_points_span_both_pbs_hosts(bed_pbs, workdir, di
     lammps = next(r for p, r in found.items() if p.startswith("lammps-hosts/") and r["point"]["nodes"] == 2)
     assert all("MPIR_CVAR_NOLOCAL" in host["settings"] for host in lammps["settings_proof"]["hosts"].values())
     assert (workdir / "results/report/index.html").exists()
+    assert not users_processes(bed_pbs.bed)
+
+
+# A command whose time follows Amdahl's law, T = 0.9 + 0.1/p (p = the MPI ranks, +-0.1% noise):
+# efficiency at 2 nodes about 0.5 (0.51 at 2 ranks per node, 0.53 at 1), below 0.7 with 95% confidence.
+AMDAHL = (
+    "{python} -c \"import os, random; p = int(os.environ['OMPI_COMM_WORLD_SIZE']); "
+    "print('figure', (0.9 + 0.1 / p) * random.uniform(0.999, 1.001))\""
+)
+
+
+def job_state(cluster, job_id: str) -> str:
+    """The job's state as `qstat -x` says it (finished jobs too: F)."""
+    said = cluster.run(0, "qstat", "-x", "-f", "-F", "json", job_id, check=False).stdout
+    return json.loads(said)["Jobs"][job_id]["job_state"] if said.strip() else ""
+
+
+def registered(registry: Path) -> list[dict]:
+    """The batch jobs the PBS submit command registered, in order (cache.py's jobs.jsonl)."""
+    return [json.loads(line) for line in registry.read_text().splitlines()] if registry.exists() else []
+
+
+@pytest.mark.parametrize(("dialect", "ranks_per_node", "pack"), [("gadi", CORES, True), ("aspire2a", 1, False)])
+def test_a_ladder_interrupted_while_its_2_node_rung_is_queued_goes_on_from_there_and_reruns_no_rung(
+    bed_pbs, workdir, dialect, ranks_per_node, pack
+):
+    """A node ladder 1-4 nodes, 2 repeats (Gadi's packed per scale, ASPIRE 2A's a batch job per
+    point) through the PBS profile: rung 1 runs on the first host (a job of the user's holds the
+    second), the ladder climbs, and rung 2's 2-node job waits in the queue. Ctrl-C then (Snakemake
+    deletes it), the second host freed, and the same command again: the deleted job never ran and
+    is submitted again; rung 1 is not (its records untouched); rung 2 runs across both hosts, ok,
+    its efficiency (about 0.5) below 0.7 with 95% confidence: the ladder stops there and never
+    submits 4 nodes (more than the bed has), ladder.json and the report say why, and no job is
+    left in the queue."""
+    names = bed_pbs.bed.names
+    study = {"app": "command", "command": AMDAHL, "params": {"python": sys.executable},
+             "nodes": {"from": 1, "up_to": 4, "stop_below_efficiency": 0.7}, "ranks_per_node": [ranks_per_node],
+             "repeats": 2, "walltime": "00:01:00", **({"pack": "scale"} if pack else {}),
+             "figures": {"figure": {"regex": "^figure ([0-9.]+)", "unit": "s", "better": "lower"}}}  # fmt: skip
+    command = on_the_head(bed_pbs, workdir, dialect, {"amdahl": study})
+    runs, registry = workdir / "results/amdahl/runs", workdir / ".snakemake/scalestudy-pbs/jobs.jsonl"
+    jobs_per_rung = 1 if pack else 2
+    before = len(bed_pbs.qsub_lines())
+    started = time.monotonic()
+    blocker = bed_pbs.run(0, str(PBS_EXEC / "bin/qsub"), "-l", f"select=1:ncpus={CORES}:host={names[1]}",
+                          "-l", "walltime=00:10:00", "-N", "blocker", "-j", "oe", "-o", str(workdir / "blocker.log"),
+                          "--", "/bin/sleep", "600", as_user=True).stdout.strip()  # fmt: skip
+    snakemake = None
+    try:
+        while job_state(bed_pbs, blocker) != "R":
+            assert time.monotonic() - started < 60, "the job holding the second host never ran"
+            time.sleep(0.5)
+        snakemake = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)  # fmt: skip
+        rung_two: list[str] = []
+        deadline = time.monotonic() + 300
+        while len(rung_two) < jobs_per_rung and time.monotonic() < deadline and snakemake.poll() is None:
+            time.sleep(1)
+            rung_two = [job["id"] for job in registered(registry) if "/runs/nodes2-" in json.dumps(job)]
+        assert len(rung_two) == jobs_per_rung, snakemake.poll() is None or snakemake.communicate()[0][-3000:]
+        assert {job_state(bed_pbs, job) for job in rung_two} == {"Q"}
+        rung_one = {p: (p.stat().st_mtime_ns, p.read_text()) for p in runs.glob("nodes1-*/*/*/rep*/metrics.json")}
+        assert len(rung_one) == 2
+        time.sleep(4)  # a status round or two
+        assert b"snakemake" in Path(f"/proc/{snakemake.pid}/cmdline").read_bytes()  # namespaces entered by exec
+        os.kill(snakemake.pid, signal.SIGINT)
+        output, _ = snakemake.communicate(timeout=120)
+        deadline = time.monotonic() + 30
+        while {job_state(bed_pbs, job) for job in rung_two} != {"F"} and time.monotonic() < deadline:
+            time.sleep(1)
+        assert {job_state(bed_pbs, job) for job in rung_two} == {"F"}, output[-3000:]
+        interrupted = time.monotonic()
+    finally:
+        bed_pbs.run(0, "qdel", blocker, check=False, as_user=True)
+        if snakemake is not None and snakemake.poll() is None:  # no run outlives a failed test
+            os.killpg(snakemake.pid, signal.SIGKILL)
+            snakemake.communicate()
+
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    said = rerun.stdout + rerun.stderr
+    assert rerun.returncode == 0, said[-3000:]
+    rerun_s = time.monotonic() - interrupted
+    print(f"{dialect}: interrupted after {interrupted - started:.0f} s; the rerun took {rerun_s:.0f} s")
+    assert said.count("its batch job was deleted before it ran; submitted again") == 2, said[-3000:]
+    assert {p: (p.stat().st_mtime_ns, p.read_text()) for p in rung_one} == rung_one  # never rerun
+    assert "now: runs at 2 nodes (1 node: efficiency 1.00" in said, said[-3000:]
+    assert "stopped at 2 nodes (efficiency at 2 nodes 0.5" in said, said[-3000:]
+    # Each rung's batch jobs submitted once (rung 2's again after the interrupt), 4 nodes never.
+    lines = bed_pbs.qsub_lines()[before:]
+    submitted = {n: sum(f"/runs/nodes{n}-" in line for line in lines) for n in (1, 2, 4)}
+    assert submitted == {1: jobs_per_rung, 2: 2 * jobs_per_rung, 4: 0}, lines
+    curve = f"rpn{ranks_per_node}/mpi-default/nccl-default"
+    found = records(workdir)
+    assert sorted(found) == [f"amdahl/runs/nodes{n}-{curve}/rep{r}/metrics.json" for n in (1, 2) for r in (1, 2)]
+    assert {r["status"] for r in found.values()} == {"ok"}, {k: r.get("reason") for k, r in found.items()}
+    assert [r["provenance"]["hosts"] for r in found.values()] == [names[:1]] * 2 + [names] * 2
+    [entry] = json.loads((workdir / "results/amdahl/ladder.json").read_text())["ladders"]
+    assert entry["step"]["reason"] == "measured below" and entry["not_run"] == [4], entry
+    page = (workdir / "results/report/index.md").read_text()
+    assert "### Node ladder" in page and "stopped at 2 nodes: efficiency at 2 nodes 0.5" in page
+    # Nothing left in the queue: every job of the run finished, the one that held the host too.
+    deadline = time.monotonic() + 30
+    while bed_pbs.run(0, "qstat").stdout.strip() and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not bed_pbs.run(0, "qstat").stdout.strip()
+    assert {job_state(bed_pbs, job["id"]) for job in registered(registry)} == {"F"}
     assert not users_processes(bed_pbs.bed)
 
 
