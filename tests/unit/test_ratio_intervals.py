@@ -105,3 +105,13 @@ def test_the_compare_page_shows_each_sides_efficiency_with_its_interval():
            "parallel_efficiency_ci_high_baseline": 1.18, "parallel_efficiency_candidate": 0.8}  # fmt: skip
     assert efficiency_cell(row, "parallel_efficiency", "baseline") == "0.702 [0.41–1.18]"
     assert efficiency_cell(row, "parallel_efficiency", "candidate") == "0.8"
+
+
+def test_a_figure_zero_at_every_repeat_has_the_ratio_zero_not_a_division_by_zero():
+    # Seen in the local study: a time of 0 at each repeat (no communication on one rank) over a
+    # divisor with spread. Fieller's set is {0} where b's own interval misses zero; Welch's df is b's n − 1.
+    assert ratio_ci(0.0, 0.0, 2, 9.8, 1.0, 3) == (0.0, 0.0, "")
+    assert ratio_ci(0.0, 0.0, 2, 0.5, 1.0, 3)[2] == "the divisor's mean is within its own CI of zero: the ratio's interval is unbounded"
+    # One side without spread, the other with: the same interval as the formula's limit, finite.
+    low, high, why = ratio_ci(13.8, 0.0, 2, 9.8, 1e-160, 3)
+    assert why == "" and low == pytest.approx(13.8 / 9.8) and high == pytest.approx(13.8 / 9.8)

@@ -197,7 +197,16 @@ def ratio_ci(
     var_a, var_b = sd_a**2 / n_a, sd_b**2 / n_b
     if var_a == 0 and var_b == 0:  # identical repeats on both sides: no spread, the ratio is all there is
         return ratio, ratio, ""
-    df = (var_a + ratio**2 * var_b) ** 2 / (var_a**2 / (n_a - 1) + ratio**4 * var_b**2 / (n_b - 1))
+    # Welch–Satterthwaite's df over the two terms, each scaled by the larger: a side without spread (a
+    # figure 0 at every repeat, e.g. communication time on one rank) gives the other side's n − 1, the
+    # formula's limit, instead of 0/0.
+    u, v = var_a, ratio**2 * var_b
+    scale = max(u, v)
+    if scale == 0:  # a is 0 at every repeat: only b's spread is left
+        df = n_b - 1
+    else:
+        u, v = u / scale, v / scale
+        df = (u + v) ** 2 / (u**2 / (n_a - 1) + v**2 / (n_b - 1))
     t = float(stats.t.ppf(0.5 + confidence / 2, df))
     g = t**2 * var_b / b**2
     if g >= 1:
