@@ -26,6 +26,7 @@ import pytest
 import yaml
 from pbs_site import AS_USER, PBS_EXEC, SETPRIV, USER, environment, merge, python_problem, records, setup, user_workdir
 from scalestudy.model.rank_probe import rank_lines
+from scalestudy.scheduler.pbs import cache
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -190,11 +191,6 @@ def job_state(cluster, job_id: str) -> str:
     return json.loads(said)["Jobs"][job_id]["job_state"] if said.strip() else ""
 
 
-def registered(registry: Path) -> list[dict]:
-    """The batch jobs the PBS submit command registered, in order (cache.py's jobs.jsonl)."""
-    return [json.loads(line) for line in registry.read_text().splitlines()] if registry.exists() else []
-
-
 @pytest.mark.parametrize(("dialect", "ranks_per_node", "pack"), [("gadi", CORES, True), ("aspire2a", 1, False)])
 def test_a_ladder_interrupted_while_its_2_node_rung_is_queued_goes_on_from_there_and_reruns_no_rung(
     bed_pbs, workdir, dialect, ranks_per_node, pack
@@ -213,7 +209,7 @@ def test_a_ladder_interrupted_while_its_2_node_rung_is_queued_goes_on_from_there
              "repeats": 2, "walltime": "00:01:00", **({"pack": "scale"} if pack else {}),
              "figures": {"figure": {"regex": "^figure ([0-9.]+)", "unit": "s", "better": "lower"}}}  # fmt: skip
     command = on_the_head(bed_pbs, workdir, dialect, {"amdahl": study})
-    runs, registry = workdir / "results/amdahl/runs", workdir / ".snakemake/scalestudy-pbs/jobs.jsonl"
+    runs, pbs_cache = workdir / "results/amdahl/runs", workdir / ".snakemake/scalestudy-pbs"
     jobs_per_rung = 1 if pack else 2
     before = len(bed_pbs.qsub_lines())
     started = time.monotonic()
@@ -231,7 +227,7 @@ def test_a_ladder_interrupted_while_its_2_node_rung_is_queued_goes_on_from_there
         deadline = time.monotonic() + 300
         while len(rung_two) < jobs_per_rung and time.monotonic() < deadline and snakemake.poll() is None:
             time.sleep(1)
-            rung_two = [job["id"] for job in registered(registry) if "/runs/nodes2-" in json.dumps(job)]
+            rung_two = [job["id"] for job in cache.registry(pbs_cache).values() if "/runs/nodes2-" in json.dumps(job)]
         assert len(rung_two) == jobs_per_rung, snakemake.poll() is None or snakemake.communicate()[0][-3000:]
         assert {job_state(bed_pbs, job) for job in rung_two} == {"Q"}
         rung_one = {p: (p.stat().st_mtime_ns, p.read_text()) for p in runs.glob("nodes1-*/*/*/rep*/metrics.json")}
@@ -278,7 +274,7 @@ def test_a_ladder_interrupted_while_its_2_node_rung_is_queued_goes_on_from_there
     while bed_pbs.run(0, "qstat").stdout.strip() and time.monotonic() < deadline:
         time.sleep(1)
     assert not bed_pbs.run(0, "qstat").stdout.strip()
-    assert {job_state(bed_pbs, job["id"]) for job in registered(registry)} == {"F"}
+    assert {job_state(bed_pbs, job) for job in cache.registry(pbs_cache)} == {"F"}
     assert not users_processes(bed_pbs.bed)
 
 
