@@ -108,7 +108,7 @@ def test_the_compare_page_shows_each_sides_efficiency_with_its_interval():
 
 
 def test_a_figure_zero_at_every_repeat_has_the_ratio_zero_not_a_division_by_zero():
-    # Seen in the local study: a time of 0 at each repeat (no communication on one rank) over a
+    # Seen in the local study's torch-parallel scaling rule: a figure 0 at every repeat over a
     # divisor with spread. Fieller's set is {0} where b's own interval misses zero; Welch's df is b's n − 1.
     assert ratio_ci(0.0, 0.0, 2, 9.8, 1.0, 3) == (0.0, 0.0, "")
     assert ratio_ci(0.0, 0.0, 2, 0.5, 1.0, 3)[2] == UNBOUNDED

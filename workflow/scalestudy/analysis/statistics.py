@@ -198,8 +198,7 @@ def ratio_ci(
     if var_a == 0 and var_b == 0:  # identical repeats on both sides: no spread, the ratio is all there is
         return ratio, ratio, ""
     # Welch–Satterthwaite's df over the two terms, each scaled by the larger: a side without spread (a
-    # figure 0 at every repeat, e.g. communication time on one rank) gives the other side's n − 1, the
-    # formula's limit, instead of 0/0.
+    # figure 0 at every repeat) gives the other side's n − 1, the formula's limit, instead of 0/0.
     u, v = var_a, ratio**2 * var_b
     scale = max(u, v)
     if scale == 0:  # a is 0 at every repeat: only b's spread is left
