@@ -115,3 +115,13 @@ def test_a_figure_zero_at_every_repeat_has_the_ratio_zero_not_a_division_by_zero
     # One side without spread, the other with: the same interval as the formula's limit, finite.
     low, high, why = ratio_ci(13.8, 0.0, 2, 9.8, 1e-160, 3)
     assert why == "" and low == pytest.approx(13.8 / 9.8) and high == pytest.approx(13.8 / 9.8)
+
+
+def test_an_interval_that_reaches_below_zero_is_cut_at_zero_where_a_time_or_rate_cannot_go():
+    base, here = [1.0, 20.0], [6.1, 5.8, 6.4]  # the baseline's two repeats far apart
+    a, b = np.array(base), np.array(here)
+    low, high, _ = ratio_ci(a.mean(), a.std(ddof=1), 2, b.mean(), b.std(ddof=1), 3)
+    assert low < 0  # Fieller's set itself
+    row = two_scales(base, here).loc[2]
+    assert row["speedup_ci_low"] == 0.0 and row["parallel_efficiency_ci_low"] == 0.0
+    assert row["speedup_ci_high"] == pytest.approx(high) and row["speedup"] > 0

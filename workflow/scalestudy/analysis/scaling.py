@@ -272,8 +272,8 @@ CI_COLUMNS = {
 def ratio_intervals(table: pd.DataFrame, base: int, kind: str) -> tuple[pd.Series, pd.Series, pd.Series]:
     """Per row, the CONFIDENCE interval of figure(p)/figure(p0) oriented as model.scaling_figures'
     speedup (the baseline's mean over this scale's for a time, the other way for a rate) from both
-    scales' repeats (analysis.statistics.ratio_ci, on the estimator's values: `n_used`, `std`), and
-    why none. The baseline row itself: 1, exactly (its ratio to itself)."""
+    scales' repeats (analysis.statistics.ratio_ci, on the estimator's values: `n_used`, `std`; cut
+    at 0 below), and why none. The baseline row itself: 1, exactly (its ratio to itself)."""
     low = pd.Series(np.nan, index=table.index)
     high = pd.Series(np.nan, index=table.index)
     notes = pd.Series("", index=table.index, dtype=object)
@@ -292,6 +292,10 @@ def ratio_intervals(table: pd.DataFrame, base: int, kind: str) -> tuple[pd.Serie
             continue
         (a_mean, a_sd, a_n), (d_mean, d_sd, d_n) = figures.ratio_order(side(b), side(row), kind)
         low[index], high[index], why = ratio_ci(a_mean, a_sd, a_n, d_mean, d_sd, d_n)
+        # A time or a rate is never negative, so neither is their ratio: Fieller's set, which can
+        # reach below 0 where the numerator's repeats spread widely, is cut at 0 (the part of it
+        # the ratio can take; its coverage of the true ratio is the same).
+        low[index] = max(low[index], 0.0) if not math.isnan(low[index]) else low[index]
         if why:
             ones = [scale for scale, n in ((b["ranks"], side(b)[2]), (row["ranks"], side(row)[2])) if n < 2]
             where = " and ".join(f"p = {int(p)}" for p in ones)
