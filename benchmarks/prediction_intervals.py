@@ -14,6 +14,11 @@ models never saw, with Extra-P 4.2.5's prediction on the same inputs beside:
       scales, with a target the largest later scale within 4x and at least two measured scales
       between: does measuring the suggested scale (intervals.measure_next) narrow the interval at
       the target more than measuring another of them (the published value added, refitted)?
+(v)   issue 47's goals within 2x the largest fitted scale (`sharpness`);
+(vi)  what any interval spanning at most x2 could hold there at best (`ceiling`): the share of
+      the published values within x2 of the calibrated centre, and within the best x2 band the
+      split's own errors allow (its offset chosen on the split itself: an upper bound no
+      calibration can pass); and each split's own lean, uncorrected.
 
 Definitions (every figure per series and in total; n = the predictions counted):
 - coverage at 80% / 95%: the share of held-out published values inside the nominal 80% / 95%
@@ -317,6 +322,75 @@ def sharpness_section(small: bool) -> None:
                 print(sharpness_line(f"{split} split, {protocol} scales", sharpness(cases)))
 
 
+def first_doubling_errors(s: dict, ks, lean: float) -> list[tuple[float, float]]:
+    """(log(published / model) less the centre's lean correction, doublings) of every held-out
+    scale within 2x the largest fitted one, for each fit on the first k scales (k in ks)."""
+    rate, p = intervals.orient(s["y"], s["kind"]), s["p"]
+    out = []
+    for k in ks:
+        found = pmnf.fit(p[:k], rate[:k])
+        if found.best is None:
+            continue
+        for at, value in zip(p[k:], rate[k:], strict=True):
+            d = float(intervals.distance(at, p[k - 1]))
+            model = float(found.best(np.array([at]))[0])
+            if d <= 1 + 1e-9 and model > 0 and value > 0:
+                out.append((math.log(value / model) - lean * d, d))
+    return out
+
+
+def best_band(errors: np.ndarray, log_span: float) -> tuple[float, float]:
+    """The most errors any band of width log_span holds (its share), and of the centres of such
+    bands the one nearest 0 (our centre). A band holding the most can slide until its low end is
+    one of the errors, so the low ends tried are the errors; the k errors from the i-th on stay
+    inside while the centre is within [e[i+k-1] - span/2, e[i] + span/2]."""
+    ordered = np.sort(errors)
+    counts = np.searchsorted(ordered, ordered + log_span, side="right") - np.arange(len(ordered))
+    most = int(counts.max())
+    centres = []
+    for i in np.nonzero(counts == most)[0]:
+        low, high = ordered[i + most - 1] - log_span / 2, ordered[i] + log_span / 2
+        centres.append(float(np.clip(0.0, low, high)))
+    return most / len(ordered), min(centres, key=abs)
+
+
+def ceiling(errors: list[tuple[float, float]], lean: float) -> dict:
+    e = np.array([err for err, _ in errors])
+    d = np.array([dd for _, dd in errors])
+    half = math.log(intervals.USEFUL_SPAN) / 2
+    share, offset = best_band(e, 2 * half)
+    raw = e + lean * d  # the model's own error, before the centre's correction
+    return {"n": len(e), "centred": float(np.mean(np.abs(e) <= half + 1e-12)), "best": share, "offset": offset,
+            "optimistic_raw": float(np.mean(raw < 0)), "lean_own": float(np.median(raw / d))}  # fmt: skip
+
+
+def ceiling_section(small: bool) -> None:
+    lean = intervals.calibration().lean
+    print(f"\n(vi) The most a 95% interval spanning at most x{intervals.USEFUL_SPAN:g} could hold within 2x the largest"
+          " fitted scale: the share of published values within that span of the calibrated centre, and within the best"
+          " such band of the split's own errors (its centre chosen on the split itself, an upper bound); beside, the"
+          " models' own lean before the centre's correction (share optimistic, the median error per doubling), which"
+          f" the calibration's {lean:+.3f} corrects")  # fmt: skip
+    series = published_series()
+    if small:
+        series = dict(list(series.items())[:2] + list(series.items())[-2:])
+    for protocol in ("first 4 and 5",) if small else ("first 4 and 5", "every k"):
+        for split in ("calibrate", "check", "aside", "every"):
+            errors = []
+            for s in series.values():
+                if split in (s["split"], "every"):
+                    ks = (4, 5) if protocol == "first 4 and 5" else range(pmnf.MIN_SCALES, len(s["p"]))
+                    errors += first_doubling_errors(s, [k for k in ks if len(s["p"]) > k], lean)
+            if not errors:
+                continue
+            c = ceiling(errors, lean)
+            label = "every series" if split == "every" else f"{split} split"
+            span = f"x{intervals.USEFUL_SPAN:g}"
+            print(f"  {label}, {protocol} scales: n={c['n']:3}  within {span} of the centre {c['centred']:.0%},"
+                  f" of the best band {c['best']:.0%} (its centre {c['offset']:+.3f} from ours); uncorrected:"
+                  f" optimistic {c['optimistic_raw']:.0%}, lean {c['lean_own']:+.3f} per doubling")  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--small", action="store_true", help="a few series and curves (the test's run)")
@@ -333,6 +407,7 @@ def main() -> int:
     synthetic_section(args.small)
     measure_next_section(args.small)
     sharpness_section(args.small)
+    ceiling_section(args.small)
     return 0
 
 

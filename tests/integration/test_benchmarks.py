@@ -237,6 +237,8 @@ def test_prediction_intervals_run_and_print_their_coverage_beside_extrap():
     assert "TOTAL synthetic" in run.stdout and "(iv) Where to measure next" in run.stdout
     assert "(v) Issue 47's goals within 2x the largest fitted scale" in run.stdout
     assert "check split, first 4 and 5 scales" in run.stdout and "95% given " in run.stdout
+    assert "(vi) The most a 95% interval spanning at most x2 could hold" in run.stdout
+    assert "of the best band" in run.stdout
     assert ("Extra-P columns: skipped" in run.stdout) or ("Extra-P   " in run.stdout)
 
 

@@ -288,6 +288,43 @@ def test_within_twice_the_largest_scale_the_95_intervals_given_hold_but_few_are_
     assert held >= 0.9 * given and given < near / 2  # the goal's second half met, its first not
 
 
+def prediction_benchmark():
+    spec = importlib.util.spec_from_file_location("prediction_intervals", REPO / "benchmarks/prediction_intervals.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_best_band_of_a_span_holds_the_most_errors_any_such_band_can():
+    bench = prediction_benchmark()
+    errors = np.array([-1.0, 0.0, 0.1, 0.6, 0.65, 0.7, 2.0])
+    share, centre = bench.best_band(errors, math.log(2))  # width 0.693: 0.0-0.65 or 0.1-0.7, 4 each
+    assert share == pytest.approx(4 / 7)
+    assert np.sum(np.abs(errors - centre) <= math.log(2) / 2) == 4  # the band it names holds them
+    # Brute force over a fine grid of band positions: none holds more.
+    most = max(int(np.sum((errors >= lo) & (errors <= lo + math.log(2)))) for lo in np.linspace(-1.5, 2.5, 4001))
+    assert most == 4
+
+
+def test_no_band_spanning_x2_holds_95_of_the_calibration_halfs_first_doublings():
+    # Why issue 47's sharp 95% interval is not given: within 2x the largest fitted scale, fitted on
+    # the first 4 and 5 scales, no band spanning x2 (however centred) holds more than 83% of the
+    # calibration half's published values (benchmarks/prediction_intervals.py (vi): 89% fitted on
+    # every k), so an interval that holds 95% of them must be wider; the check half's are easier
+    # (96%). Pinned: a change of the series or the fitter shows here.
+    bench = prediction_benchmark()
+    series = calibration_script().published_series()
+    lean = intervals.calibration().lean
+    found = {}
+    for split in ("calibrate", "check"):
+        errors = []
+        for s in series.values():
+            if s["split"] == split:
+                errors += bench.first_doubling_errors(s, [k for k in (4, 5) if len(s["p"]) > k], lean)
+        found[split] = (len(errors), round(bench.ceiling(errors, lean)["best"], 2))
+    assert found == {"calibrate": (29, 0.83), "check": (23, 0.96)}
+
+
 def test_the_lean_is_shrunk_by_the_share_left_one_series_out_chooses():
     # The calibration half's pooled lean, from 13 series, is shrunk toward 0 by λ in [0, 1]; λ
     # minimises the left-one-series-out absolute error of the corrected centres within the first
