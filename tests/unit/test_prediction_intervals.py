@@ -18,11 +18,16 @@ REPO = Path(__file__).resolve().parents[2]
 GADI = REPO / "tests" / "data" / "gadi-2024-hoomd-wca-strong.csv"
 
 
-def calibration_script():
-    spec = importlib.util.spec_from_file_location("calibrate_intervals", REPO / "benchmarks/calibrate_intervals.py")
+def benchmark_script(name: str):
+    """benchmarks/<name>.py, imported as a module."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def calibration_script():
+    return benchmark_script("calibrate_intervals")
 
 
 def gadi() -> tuple[np.ndarray, np.ndarray]:
@@ -288,15 +293,8 @@ def test_within_twice_the_largest_scale_the_95_intervals_given_hold_but_few_are_
     assert held >= 0.9 * given and given < near / 2  # the goal's second half met, its first not
 
 
-def prediction_benchmark():
-    spec = importlib.util.spec_from_file_location("prediction_intervals", REPO / "benchmarks/prediction_intervals.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_best_band_of_a_span_holds_the_most_errors_any_such_band_can():
-    bench = prediction_benchmark()
+    bench = benchmark_script("prediction_intervals")
     errors = np.array([-1.0, 0.0, 0.1, 0.6, 0.65, 0.7, 2.0])
     share, centre = bench.best_band(errors, math.log(2))  # width 0.693: 0.0-0.65 or 0.1-0.7, 4 each
     assert share == pytest.approx(4 / 7)
@@ -312,7 +310,7 @@ def test_no_band_spanning_x2_holds_95_of_the_calibration_halfs_first_doublings()
     # calibration half's published values (benchmarks/prediction_intervals.py (vi): 89% fitted on
     # every k), so an interval that holds 95% of them must be wider; the check half's are easier
     # (96%). Pinned: a change of the series or the fitter shows here.
-    bench = prediction_benchmark()
+    bench = benchmark_script("prediction_intervals")
     series = calibration_script().published_series()
     lean = intervals.calibration().lean
     found = {}
