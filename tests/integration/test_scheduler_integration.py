@@ -372,26 +372,49 @@ AMDAHL = (
 )
 
 
+def ran_in(job: dict[str, str], workdir: Path) -> bool:
+    return job["WorkDir"].rstrip("/") == str(workdir)
+
+
 def sacct_jobs(slurm, workdir: Path) -> list[dict[str, str]]:
     """Every job of the test Slurm's job completion log (`sacct -c`) that ran in `workdir`."""
     fields = ("JobID", "NNodes", "State", "WorkDir")
     lines = slurm.run("sacct", "-c", "-X", "-n", "-P", "-o", ",".join(fields)).stdout.splitlines()
     jobs = [dict(zip(fields, line.split("|"), strict=False)) for line in lines]
-    return [job for job in jobs if job["WorkDir"].rstrip("/") == str(workdir)]
+    return [job for job in jobs if ran_in(job, workdir)]
 
 
-def test_slurm_rounds_of_repeats_until_clear_and_of_a_packed_node_ladder_go_on_in_one_invocation(slurm, tmp_path, repo):
+def squeue(slurm, *args: str) -> list[dict[str, str]]:
+    """The jobs squeue lists now (pending and running; `args` narrow it): id, state, nodes, reason, work dir."""
+    fields = ("JobID", "State", "NNodes", "Reason", "WorkDir")
+    lines = slurm.run("squeue", "-h", *args, "-o", "%i|%T|%D|%r|%Z", check=False).stdout.splitlines()
+    return [dict(zip(fields, line.split("|"), strict=False)) for line in lines]
+
+
+def files_of(folders) -> dict[Path, tuple[int, bytes]]:
+    """Each file under `folders`: its mtime (ns) and content."""
+    return {p: (p.stat().st_mtime_ns, p.read_bytes()) for folder in folders for p in folder.rglob("*") if p.is_file()}
+
+
+def test_slurm_rounds_in_one_invocation_and_a_ladder_interrupted_while_rung_2_queues_go_on_from_there(
+    slurm, tmp_path, repo
+):
     """Two studies through profiles/slurm, one invocation (their rounds side by side: one start-up
     and one report for both):
     - `repeats: {min: 2, max: 3, ci: 0.01%}` (a CI of ±0.01% is never met): round 1 (min 2,
       packed) is one sbatch job, round 3's repeat a batch job of its own;
     - a node ladder `nodes: {from: 1, up_to: 4}` with `pack: scale`: rung 1 (two repeats) is one
       sbatch job of 1 node; the ladder climbs, and rung 2 is one sbatch job of 2 nodes (packed by
-      its round and sized for its own nodes: before, its points went as 1-node jobs of their own
-      and refused to run), its mpirun across n1 and n2. There efficiency 0.51 is below 0.7 with
-      95% confidence: the ladder stops, and 4 nodes (more than this Slurm has) is never
-      submitted: Slurm's own job log holds this run's four jobs and no other.
-    The next invocation has nothing to do: no rung, no repeat is run again."""
+      its round and sized for its own nodes), which waits in Slurm's queue: a job of the user's
+      took node n2 when round 1 left it.
+    Ctrl-C once the repeats are done: Snakemake cancels the queued job (squeue no longer lists it;
+    scontrol and Slurm's job log say CANCELLED). n2 freed, the same command again goes on from
+    there: rung 2 is submitted again and runs across n1 and n2; rung 1 is not (its files' mtimes
+    and contents unchanged), nor is any repeat. There efficiency 0.51 is below 0.7 with 95%
+    confidence: the ladder stops, and 4 nodes (more than this Slurm has) is never submitted:
+    Slurm's job log holds the five jobs of this run's two invocations (one per rung that ran, two
+    of the repeats, the cancelled one) and no other; ladder.json and the report say why. The next
+    invocation has nothing to do, and no job or process of the run is left."""
     cluster = {"name": "slurm-test", "scheduler": "slurm", **CLUSTER}
     rounds = {**PINGPONG, "nodes": [1], "repeats": {"min": 2, "max": 3, "ci": "0.01%"}, "pack": "scale",
               "params": QUICK}  # fmt: skip
@@ -401,39 +424,97 @@ def test_slurm_rounds_of_repeats_until_clear_and_of_a_packed_node_ladder_go_on_i
               "figures": {"figure": {"regex": "^figure ([0-9.]+)", "unit": "s", "better": "lower"}}}  # fmt: skip
     studies = {"pingpong-rounds": rounds, "amdahl": ladder}
     command, env = slurm_workflow(slurm, tmp_path, repo, cluster, studies, "--verbose")
-    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-    said = run.stdout + run.stderr
-    assert run.returncode == 0, said[-3000:]
+    curve = "rpn2/mpi-default/nccl-default"
+    runs = tmp_path / "results/amdahl/runs"
+    first_log = tmp_path / "first.log"
+    snakemake, holder = None, None
+    try:
+        with first_log.open("w") as out:
+            snakemake = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
+                                         start_new_session=True)  # fmt: skip
+        # Round 1 runs on both nodes (rung 1's job and the repeats' pack); then a job of the user's
+        # asks for n2, which it gets when round 1 leaves it, before rung 2 (submitted later) can.
+        deadline = time.monotonic() + 300
+        while len([job for job in squeue(slurm, "-t", "RUNNING") if ran_in(job, tmp_path)]) < 2:
+            assert time.monotonic() < deadline and snakemake.poll() is None, first_log.read_text()[-3000:]
+            time.sleep(0.5)
+        holder = slurm.run("sbatch", "--parsable", "--nodelist=n2", "--nodes=1", f"--ntasks={slurm.cpus}",
+                           "-J", "holder", "-D", str(slurm.state), "-o", "/dev/null", "--wrap", "sleep 600",
+                           ).stdout.strip()  # fmt: skip
+        # Until rung 2's job waits for n2 and the repeats study is done (its tables and plots too:
+        # Ctrl-C in a local step would leave its output incomplete).
+        rung_two: list[str] = []
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and snakemake.poll() is None:
+            time.sleep(1)
+            queued = [job for job in squeue(slurm) if ran_in(job, tmp_path)]
+            rung_two = [job["JobID"] for job in queued if job["NNodes"] == "2" and job["State"] == "PENDING"]
+            plotted = re.search(r"Finished jobid: \d+ \(Rule: plots\)", first_log.read_text())
+            if rung_two and len(queued) == 1 and plotted:
+                break
+        assert len(rung_two) == 1 and snakemake.poll() is None, (squeue(slurm), first_log.read_text()[-3000:])
+        assert [job["State"] for job in squeue(slurm) if job["JobID"] == holder] == ["RUNNING"]
+        rung_one = files_of(runs.glob("nodes1-*"))
+        assert len([p for p in rung_one if p.name == "metrics.json"]) == 2
+        os.kill(snakemake.pid, signal.SIGINT)
+        snakemake.wait(timeout=120)
+    finally:
+        if holder:
+            slurm.run("scancel", holder, check=False)
+        if snakemake is not None and snakemake.poll() is None:  # no run outlives a failed test
+            os.killpg(snakemake.pid, signal.SIGKILL)
+            snakemake.wait()
+    said = first_log.read_text()
+    assert snakemake.returncode != 0, said[-3000:]  # interrupted
+    [cancelled] = rung_two
+    # Slurm's own word: no longer queued, cancelled before it ran.
+    assert not [job for job in squeue(slurm) if job["JobID"] == cancelled], said[-3000:]
+    assert job_fields(slurm, cancelled)["JobState"] == "CANCELLED", said[-3000:]
+
     metrics = metrics_of(tmp_path / "results", "pingpong-rounds")
     assert sorted(metrics) == [f"nodes1-rpn2/mpi-default/nccl-default/rep{r}" for r in (1, 2, 3)], sorted(metrics)
     assert {m["status"] for m in metrics.values()} == {"ok"}
     jobs = [m["provenance"]["job_id"] for _, m in sorted(metrics.items())]
     assert jobs[0] == jobs[1] != jobs[2], jobs
     assert "pingpong-rounds: round 2 done; every point has stopped (0 at their CI target, 1 at max)" in said
-
-    curve = "rpn2/mpi-default/nccl-default"
     assert f"amdahl: ladder {curve}: runs at 2 nodes (1 node: efficiency 1.00" in said, said[-3000:]
     assert "amdahl: round 2 packs 2 points into 1 batch jobs (amdahl.n2r2.pack1.r2)" in said
-    assert f"amdahl: ladder {curve}: stopped at 2 nodes (efficiency at 2 nodes 0.5" in said, said[-3000:]
-    sbatch = [line.split("sbatch call: ", 1)[1] for line in said.splitlines() if "sbatch call: " in line]
-    ladder_sbatch = [line for line in sbatch if "amdahl" in line]
-    assert [re.findall(r" --nodes=(\d+) --ntasks=(\d+) ", line) for line in ladder_sbatch] == [[("1", "2")],
-                                                                                              [("2", "4")]]  # fmt: skip
+
+    resumed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    again = resumed.stdout + resumed.stderr
+    assert resumed.returncode == 0, again[-3000:]
+    assert "now: runs at 2 nodes (1 node: efficiency 1.00" in again, again[-3000:]
+    assert f"amdahl: ladder {curve}: stopped at 2 nodes (efficiency at 2 nodes 0.5" in again, again[-3000:]
+    assert files_of(runs.glob("nodes1-*")) == rung_one  # rung 1 never rerun
+    sbatch = [[line.split("sbatch call: ", 1)[1] for line in text.splitlines() if "sbatch call: " in line]
+              for text in (said, again)]  # fmt: skip
+    ladder_sbatch = [[re.findall(r" --nodes=(\d+) --ntasks=(\d+) ", line) for line in lines if "amdahl" in line]
+                     for lines in sbatch]  # fmt: skip
+    assert ladder_sbatch == [[[("1", "2")], [("2", "4")]], [[("2", "4")]]], sbatch
+    assert len(sbatch[1]) == 1, sbatch[1]  # nor any repeat of the other study
     ladder_metrics = metrics_of(tmp_path / "results", "amdahl")
     assert sorted(ladder_metrics) == [f"nodes{n}-{curve}/rep{r}" for n in (1, 2) for r in (1, 2)]
-    assert {m["status"] for m in ladder_metrics.values()} == {"ok"}, said[-3000:]
+    assert {m["status"] for m in ladder_metrics.values()} == {"ok"}, again[-3000:]
     assert ladder_metrics[f"nodes2-{curve}/rep1"]["provenance"]["hosts"] == ["n1", "n2"]
     rung_jobs = [{m["provenance"]["job_id"] for name, m in ladder_metrics.items() if name.startswith(f"nodes{n}-")}
                  for n in (1, 2)]  # fmt: skip
     assert [len(rung) for rung in rung_jobs] == [1, 1], rung_jobs
-    accounted = {job["JobID"]: job["NNodes"] for job in sacct_jobs(slurm, tmp_path) if job["State"] == "COMPLETED"}
-    assert accounted == {jobs[0]: "1", jobs[2]: "1", rung_jobs[0].pop(): "1", rung_jobs[1].pop(): "2"}, accounted
-    assert len(sacct_jobs(slurm, tmp_path)) == 4
+    assert cancelled not in rung_jobs[1]
+    accounted = {job["JobID"]: (job["NNodes"], job["State"].split()[0]) for job in sacct_jobs(slurm, tmp_path)}
+    ran = {jobs[0]: "1", jobs[2]: "1", rung_jobs[0].pop(): "1", rung_jobs[1].pop(): "2"}
+    assert accounted == {**{job: (nodes, "COMPLETED") for job, nodes in ran.items()},
+                         cancelled: ("0", "CANCELLED")}, accounted  # fmt: skip
     [entry] = json.loads((tmp_path / "results/amdahl/ladder.json").read_text())["ladders"]
     assert entry["step"]["reason"] == "measured below" and entry["not_run"] == [4], entry
     page = (tmp_path / "results/report/index.md").read_text()
     assert "### Node ladder" in page and "stopped at 2 nodes: efficiency at 2 nodes 0.5" in page
 
-    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr, again.stderr[-3000:]
-    assert len(sacct_jobs(slurm, tmp_path)) == 4
+    nothing = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert nothing.returncode == 0 and "Nothing to be done" in nothing.stdout + nothing.stderr, nothing.stderr[-3000:]
+    assert len(sacct_jobs(slurm, tmp_path)) == 5
+    deadline = time.monotonic() + 30
+    while squeue(slurm) and time.monotonic() < deadline:  # the holder too, cancelled above
+        time.sleep(1)
+    assert not squeue(slurm)
+    left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
+    assert not left, subprocess.run(["ps", "-o", "args", "-p", ",".join(left)], capture_output=True, text=True).stdout

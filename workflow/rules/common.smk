@@ -113,6 +113,8 @@ onstart:
             functools.partial(run_rules.record_ended_batch_job, PLAN),
             run_rules.prices_ended_batch_jobs(PLAN),
         )
+        # Ctrl-C cancels the batch jobs whose status is being asked at that moment too.
+        RUN.cancel_the_jobs_of_a_status_round_too()
 
 
 wildcard_constraints:

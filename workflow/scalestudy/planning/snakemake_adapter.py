@@ -219,6 +219,54 @@ class SnakemakeRun:
         if done_too:
             executor.report_job_success = report_job_success
 
+    def cancel_the_jobs_of_a_status_round_too(self) -> None:
+        """Ctrl-C cancels every batch job still queued or running, also while their status is asked.
+
+        A remote executor's status thread takes its jobs off `active_jobs` while it asks the
+        scheduler about them, and puts back those still running after the round
+        (`RemoteExecutor._wait_for_jobs`); Ctrl-C (`RemoteExecutor.cancel`) hands `cancel_jobs`
+        only `active_jobs`. An interrupt during a round therefore cancelled nothing: under Slurm
+        (no sidecar) a node ladder's queued rung then ran later, unattended and charged, while
+        the next run submitted it again. Here `cancel_jobs` is also handed the round's jobs that
+        the round has not reported ended (`report_job_success`, `report_job_error`), each once.
+        A local run (no batch jobs) is left as it is."""
+        scheduler = getattr(self.workflow, "scheduler", None)
+        executor = getattr(scheduler, "_executor", None)
+        if executor is None or self.workflow.local_exec:
+            return
+        check, cancel = executor.check_active_jobs, executor.cancel_jobs
+        report_success, report_error = executor.report_job_success, executor.report_job_error
+        asked: dict[int, Any] = {}  # id -> job info: the jobs of the latest round, less those it saw end
+        lock = threading.Lock()
+
+        async def check_active_jobs(active_jobs: list) -> Any:
+            with lock:
+                asked.clear()
+                asked.update((id(job_info), job_info) for job_info in active_jobs)
+            async for job_info in check(active_jobs):
+                yield job_info
+
+        def ended(job_info: Any) -> None:
+            with lock:
+                asked.pop(id(job_info), None)
+
+        def report_job_success(job_info: Any) -> None:
+            ended(job_info)
+            report_success(job_info)
+
+        def report_job_error(job_info: Any, msg: str | None = None, **kwargs: Any) -> None:
+            ended(job_info)
+            report_error(job_info, msg, **kwargs)
+
+        def cancel_jobs(active_jobs: list) -> None:
+            with lock:
+                every = {id(job_info): job_info for job_info in [*active_jobs, *asked.values()]}
+            cancel(list(every.values()))
+
+        executor.check_active_jobs = check_active_jobs
+        executor.report_job_success, executor.report_job_error = report_job_success, report_job_error
+        executor.cancel_jobs = cancel_jobs
+
     def end_executor_wait_at_exit(self) -> None:
         """Let Snakemake exit when it had nothing to do (issue 13, fix 4).
 

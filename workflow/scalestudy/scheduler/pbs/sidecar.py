@@ -1,8 +1,10 @@
 """The sidecar: deletes this run's unfinished jobs when Snakemake stops on an interrupt.
 
 Snakemake's remote executors take the active jobs out of their list for the length of
-each status round; a Ctrl-C inside that window calls the cancel command with no job at
-all, and the jobs keep running (and charging). The sidecar closes that gap: Snakemake
+each status round; a Ctrl-C inside that window called the cancel command with no job at
+all, and the jobs kept running (and charging). The workflow now hands the cancel command
+that round's jobs too (planning.snakemake_adapter); the sidecar is the net for whatever a
+cancel missed (a qdel that failed, a cancel command that did nothing): Snakemake
 starts it once per run, hands the first line it prints (a run id) to every submit call
 in $SNAKEMAKE_CLUSTER_SIDECAR_VARS, and terminates it on shutdown. Then it deletes the
 run's jobs that have no metrics.json yet. After a normal end every job has its record,
