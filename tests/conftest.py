@@ -66,6 +66,16 @@ def hosts(tmp_path_factory):
     bed.stop()
 
 
+def pytest_sessionfinish(session):
+    """The munged a local Slurm started ends with the session (on the controller only: xdist's
+    workers end one by one, and another may still run a Slurm)."""
+    if hasattr(session.config, "workerinput"):
+        return
+    from local_slurm import stop_munge_started_here
+
+    stop_munge_started_here()
+
+
 # ---------------------------------------------------------------- the suite across xdist workers
 # How `pytest -n N` (scripts/test.sh) shares the tests out. One unit of work runs on one worker,
 # its tests one after another; a unit is a test module (its module-scoped fixtures, such as the

@@ -90,6 +90,11 @@ def settings(state: Path, cpus: int, memory_mb: int) -> list[str]:
     ]
 
 
+# The munged a test session started: its pid, written by whichever process started it, read
+# by the session's end (stop_munge_started_here) once every Slurm of the session has stopped.
+MUNGED_STARTED_HERE = Path("/run/scalestudy-munged-started.pid")
+
+
 def start_munge() -> None:
     """munged, as user munge, unless one already answers (one per machine serves every Slurm)."""
     if subprocess.run(["munge", "-n"], capture_output=True).returncode == 0:
@@ -97,6 +102,22 @@ def start_munge() -> None:
     Path("/run/munge").mkdir(exist_ok=True)
     shutil.chown("/run/munge", "munge", "munge")
     subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged", "--force"], check=True)
+    MUNGED_STARTED_HERE.write_text(Path("/run/munge/munged.pid").read_text())
+
+
+def stop_munge_started_here() -> None:
+    """End the munged start_munge started, if it did: no daemon outlives the tests that needed it.
+    A munged that answered before the tests (the machine's own) is left running."""
+    try:
+        pid = int(MUNGED_STARTED_HERE.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return
+    MUNGED_STARTED_HERE.unlink()
+    try:
+        if Path(f"/proc/{pid}/comm").read_text().strip() == "munged":
+            os.kill(pid, 15)
+    except (FileNotFoundError, ProcessLookupError):
+        pass
 
 
 class LocalSlurm:
