@@ -292,15 +292,14 @@ def ratio_intervals(table: pd.DataFrame, base: int, kind: str) -> tuple[pd.Serie
             continue
         (a_mean, a_sd, a_n), (d_mean, d_sd, d_n) = figures.ratio_order(side(b), side(row), kind)
         low[index], high[index], why = ratio_ci(a_mean, a_sd, a_n, d_mean, d_sd, d_n)
-        # A time or a rate is never negative, so neither is their ratio: Fieller's set, which can
-        # reach below 0 where the numerator's repeats spread widely, is cut at 0 (the part of it
-        # the ratio can take; its coverage of the true ratio is the same).
-        low[index] = max(low[index], 0.0) if not math.isnan(low[index]) else low[index]
         if why:
             ones = [scale for scale, n in ((b["ranks"], side(b)[2]), (row["ranks"], side(row)[2])) if n < 2]
             where = " and ".join(f"p = {int(p)}" for p in ones)
             notes[index] = f"fewer than 2 repeats at {where}: {why}" if ones else why
-    return low, high, notes
+    # A time or a rate is never negative, so neither is their ratio: Fieller's set, which can
+    # reach below 0 where the numerator's repeats spread widely, is cut at 0 (the part of it the
+    # ratio can take; its coverage of the true ratio is the same). No interval (NaN) stays none.
+    return low.clip(lower=0.0), high, notes
 
 
 def amdahl_fit(q: Iterable[float], speedup: Iterable[float]) -> tuple[float, float]:
