@@ -99,10 +99,11 @@ def start_munge() -> None:
     """munged, as user munge, unless one already answers (one per machine serves every Slurm)."""
     if subprocess.run(["munge", "-n"], capture_output=True).returncode == 0:
         return
-    Path("/run/munge").mkdir(exist_ok=True)
-    shutil.chown("/run/munge", "munge", "munge")
+    run_dir = Path("/run/munge")  # munged's socket and pid file
+    run_dir.mkdir(exist_ok=True)
+    shutil.chown(run_dir, "munge", "munge")
     subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged", "--force"], check=True)
-    MUNGED_STARTED_HERE.write_text(Path("/run/munge/munged.pid").read_text())
+    MUNGED_STARTED_HERE.write_text((run_dir / "munged.pid").read_text())
 
 
 def stop_munge_started_here() -> None:
