@@ -166,16 +166,33 @@ def gadi_section() -> list[dict]:
     return cases
 
 
-def published_section(small: bool) -> dict[str, list[dict]]:
+PROTOCOLS = ("first 4 and 5", "every k")  # which first-k fits of a series are made
+
+
+def protocols(small: bool) -> tuple[str, ...]:
+    return PROTOCOLS[:1] if small else PROTOCOLS  # --small: the cheap one
+
+
+def fitted_ks(s: dict, protocol: str) -> list[int]:
+    """The k of the fits on the first k scales that protocol makes of series s (a scale left to predict)."""
+    ks = (4, 5) if protocol == PROTOCOLS[0] else range(pmnf.MIN_SCALES, len(s["p"]))
+    return [k for k in ks if len(s["p"]) > k]
+
+
+def series_for(small: bool) -> dict[str, dict]:
+    """The published series; --small: the first two and the last two."""
     series = published_series()
-    if small:
-        series = dict(list(series.items())[:2] + list(series.items())[-2:])
+    return dict(list(series.items())[:2] + list(series.items())[-2:]) if small else series
+
+
+def published_section(small: bool) -> dict[str, list[dict]]:
+    series = series_for(small)
     print(f"\n(ii) {len(series)} published series (benchmarks/data/published_strong_scaling.csv), each fitted on its"
           " first 4 and first 5 scales, every later scale predicted")  # fmt: skip
     print(HEADER)
     by_split: dict[str, list[dict]] = {"calibrate": [], "check": [], "aside": []}
     for name, s in series.items():
-        cases = [case(name, s["p"], s["y"], s["kind"], k, s["split"]) for k in (4, 5) if len(s["p"]) > k]
+        cases = [case(name, s["p"], s["y"], s["kind"], k, s["split"]) for k in fitted_ks(s, PROTOCOLS[0])]
         extrap_predictions(cases)
         print(row(f"{name} [{s['split']}]", figures(cases)))
         by_split[s["split"]] += cases
@@ -301,41 +318,41 @@ def sharpness_line(label: str, f: dict) -> str:
             f"  goals: {'met' if met else 'NOT met'}")  # fmt: skip
 
 
-def sharpness_section(small: bool) -> None:
+def sharpness_section(small: bool) -> dict[str, dict[str, list[dict]]]:
     print("\n(v) Issue 47's goals within 2x the largest fitted scale (strong scaling): a 95% interval spanning at most"
           f" x{intervals.USEFUL_SPAN:g} given for >= {SHARP['given']:.0%} of the points, >= {SHARP['held95']:.0%} of"
           f" those holding the published value, the given 80% bands >= {SHARP['held80']:.0%}, and neither side more"
           f" than {SHARP['lean']:.0%} of the centre's misses (optimistic: it promised more than was published);"
           " fitted on the first 4 and 5 scales (as (ii)) and, below, on the first k for every k >= 4")  # fmt: skip
-    series = published_series()
-    if small:
-        series = dict(list(series.items())[:2] + list(series.items())[-2:])
-    for protocol in ("first 4 and 5",) if small else ("first 4 and 5", "every k"):  # --small: the cheap one
-        by_split: dict[str, list[dict]] = {"calibrate": [], "check": [], "aside": []}
-        for name, s in series.items():
-            ks = (4, 5) if protocol == "first 4 and 5" else range(pmnf.MIN_SCALES, len(s["p"]))
-            by_split[s["split"]] += [
-                case(name, s["p"], s["y"], s["kind"], k, s["split"]) for k in ks if len(s["p"]) > k
-            ]
+    series = series_for(small)
+    cases_by_protocol = {}
+    for protocol in protocols(small):
+        by_split = cases_by_protocol[protocol] = split_cases(series, protocol)
         for split, cases in by_split.items():
             if cases:
                 print(sharpness_line(f"{split} split, {protocol} scales", sharpness(cases)))
+    return cases_by_protocol
 
 
-def first_doubling_errors(s: dict, ks, lean: float) -> list[tuple[float, float]]:
-    """(log(published / model) less the centre's lean correction, doublings) of every held-out
-    scale within 2x the largest fitted one, for each fit on the first k scales (k in ks)."""
-    rate, p = intervals.orient(s["y"], s["kind"]), s["p"]
+def split_cases(series: dict[str, dict], protocol: str) -> dict[str, list[dict]]:
+    """Each split's fits (`case`) of its series on the first k scales, for each k of the protocol."""
+    by_split: dict[str, list[dict]] = {"calibrate": [], "check": [], "aside": []}
+    for name, s in series.items():
+        by_split[s["split"]] += [case(name, s["p"], s["y"], s["kind"], k, s["split"]) for k in fitted_ks(s, protocol)]
+    return by_split
+
+
+def first_doubling_errors(cases: list[dict]) -> list[tuple[float, float]]:
+    """(log(published / centre), doublings) of every held-out scale within 2x the largest fitted
+    one, the centre the fit's own (intervals.interval's, corrected for the calibrated lean), both
+    as rates."""
     out = []
-    for k in ks:
-        found = pmnf.fit(p[:k], rate[:k])
-        if found.best is None:
-            continue
-        for at, value in zip(p[k:], rate[k:], strict=True):
-            d = float(intervals.distance(at, p[k - 1]))
-            model = float(found.best(np.array([at]))[0])
-            if d <= 1 + 1e-9 and model > 0 and value > 0:
-                out.append((math.log(value / model) - lean * d, d))
+    for c in cases:
+        centre = c[0.95]
+        for j in np.nonzero(centre.doublings <= 1 + 1e-9)[0]:
+            if np.isfinite(centre.value[j]) and centre.value[j] > 0:
+                published, predicted = intervals.orient(np.array([c["y_out"][j], centre.value[j]]), c["kind"])
+                out.append((math.log(published / predicted), float(centre.doublings[j])))
     return out
 
 
@@ -364,23 +381,16 @@ def ceiling(errors: list[tuple[float, float]], lean: float) -> dict:
             "optimistic_raw": float(np.mean(raw < 0)), "lean_own": float(np.median(raw / d))}  # fmt: skip
 
 
-def ceiling_section(small: bool) -> None:
+def ceiling_section(cases_by_protocol: dict[str, dict[str, list[dict]]]) -> None:
     lean = intervals.calibration().lean
     print(f"\n(vi) The most a 95% interval spanning at most x{intervals.USEFUL_SPAN:g} could hold within 2x the largest"
           " fitted scale: the share of published values within that span of the calibrated centre, and within the best"
           " such band of the split's own errors (its centre chosen on the split itself, an upper bound); beside, the"
           " models' own lean before the centre's correction (share optimistic, the median error per doubling), which"
           f" the calibration's {lean:+.3f} corrects")  # fmt: skip
-    series = published_series()
-    if small:
-        series = dict(list(series.items())[:2] + list(series.items())[-2:])
-    for protocol in ("first 4 and 5",) if small else ("first 4 and 5", "every k"):
-        for split in ("calibrate", "check", "aside", "every"):
-            errors = []
-            for s in series.values():
-                if split in (s["split"], "every"):
-                    ks = (4, 5) if protocol == "first 4 and 5" else range(pmnf.MIN_SCALES, len(s["p"]))
-                    errors += first_doubling_errors(s, [k for k in ks if len(s["p"]) > k], lean)
+    for protocol, by_split in cases_by_protocol.items():  # the fits of (v)
+        for split, cases in [*by_split.items(), ("every", [c for fits in by_split.values() for c in fits])]:
+            errors = first_doubling_errors(cases)
             if not errors:
                 continue
             c = ceiling(errors, lean)
@@ -406,8 +416,7 @@ def main() -> int:
     published_section(args.small)
     synthetic_section(args.small)
     measure_next_section(args.small)
-    sharpness_section(args.small)
-    ceiling_section(args.small)
+    ceiling_section(sharpness_section(args.small))
     return 0
 
 

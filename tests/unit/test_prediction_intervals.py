@@ -311,14 +311,11 @@ def test_no_band_spanning_x2_holds_95_of_the_calibration_halfs_first_doublings()
     # every k), so an interval that holds 95% of them must be wider; the check half's are easier
     # (96%). Pinned: a change of the series or the fitter shows here.
     bench = benchmark_script("prediction_intervals")
-    series = calibration_script().published_series()
+    by_split = bench.split_cases(bench.series_for(small=False), bench.PROTOCOLS[0])
     lean = intervals.calibration().lean
     found = {}
     for split in ("calibrate", "check"):
-        errors = []
-        for s in series.values():
-            if s["split"] == split:
-                errors += bench.first_doubling_errors(s, [k for k in (4, 5) if len(s["p"]) > k], lean)
+        errors = bench.first_doubling_errors(by_split[split])
         found[split] = (len(errors), round(bench.ceiling(errors, lean)["best"], 2))
     assert found == {"calibrate": (29, 0.83), "check": (23, 0.96)}
 
